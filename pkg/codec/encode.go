@@ -1,0 +1,135 @@
+package codec
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// EncodeOptions says how to write a strategy ConfigMap. The zero value writes
+// the native form with a generated name and no namespace.
+type EncodeOptions struct {
+	// Format is FormatNative (the default) or FormatKubeVirt.
+	Format Format
+	// Namespace of the ConfigMap; empty leaves it unset.
+	Namespace string
+	// Name of the ConfigMap; empty means a generateName prefix is used.
+	Name string
+	// Identity is written into the annotations.
+	Identity strategy.Identity
+}
+
+// Encode serialises a strategy (see strategy.Serialize) and wraps it in a
+// ConfigMap. The identity comes from opts when set there, else from s.
+func Encode(s *strategy.Strategy, opts EncodeOptions) (*corev1.ConfigMap, error) {
+	text, err := s.Serialize()
+	if err != nil {
+		return nil, err
+	}
+	if opts.Identity == (strategy.Identity{}) {
+		opts.Identity = s.Identity
+	}
+	return EncodeText(text, opts)
+}
+
+// EncodeText wraps a manifests text, as it is, in a strategy ConfigMap:
+// gzip+base64 in data.manifests, with the labels and annotations of the
+// chosen form. In the KubeVirt form the result is byte for byte what
+// KubeVirt's operator writes for the same text.
+func EncodeText(text []byte, opts EncodeOptions) (*corev1.ConfigMap, error) {
+	f := opts.Format
+	if f == "" {
+		f = FormatNative
+	}
+	if _, err := ParseFormat(string(f)); err != nil {
+		return nil, err
+	}
+	if opts.Identity.Version == "" {
+		return nil, errors.New("encode: the strategy needs a version")
+	}
+	data, err := gzipBase64(text, f)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	cm := &corev1.ConfigMap{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
+		Data:       map[string]string{ManifestsKey: data},
+	}
+	id := opts.Identity
+	if f == FormatKubeVirt {
+		if cm.Name == "" {
+			cm.GenerateName = KubeVirtGenerateName
+		}
+		cm.Labels = map[string]string{ManagedByLabel: KubeVirtManagedBy, KubeVirtStrategyLabel: ""}
+		cm.Annotations = map[string]string{
+			KubeVirtVersionAnnotation:  id.Version,
+			KubeVirtRegistryAnnotation: id.Registry,
+			KubeVirtEncodingAnnotation: EncodingGzipBase64,
+		}
+		if id.Identifier != "" {
+			cm.Annotations[KubeVirtIdentifierAnnotation] = id.Identifier
+		}
+	} else {
+		if cm.Name == "" {
+			cm.GenerateName = NativeGenerateName
+		}
+		cm.Labels = map[string]string{ManagedByLabel: NativeManagedBy, NativeStrategyLabel: ""}
+		cm.Annotations = map[string]string{
+			NativeVersionAnnotation:     id.Version,
+			NativeRegistryAnnotation:    id.Registry,
+			NativeEncodingAnnotation:    EncodingGzipBase64,
+			NativeDigestAnnotation:      Digest(text),
+			NativeDecodedSizeAnnotation: strconv.Itoa(len(text)),
+		}
+		if id.Identifier != "" {
+			cm.Annotations[NativeIdentifierAnnotation] = id.Identifier
+		}
+	}
+	return cm, nil
+}
+
+// MarshalYAML writes a ConfigMap the way KubeVirt's files show it: keys
+// sorted, no empty fields (no creationTimestamp).
+func MarshalYAML(cm *corev1.ConfigMap) ([]byte, error) {
+	return yaml.Marshal(configMapMap(cm))
+}
+
+// configMapMap keeps only the fields a strategy ConfigMap uses, so the
+// output has no empty metadata fields.
+func configMapMap(cm *corev1.ConfigMap) map[string]any {
+	md := map[string]any{}
+	set := func(k, v string) {
+		if v != "" {
+			md[k] = v
+		}
+	}
+	set("name", cm.Name)
+	set("generateName", cm.GenerateName)
+	set("namespace", cm.Namespace)
+	set("resourceVersion", cm.ResourceVersion)
+	set("uid", string(cm.UID))
+	if !cm.CreationTimestamp.IsZero() {
+		md["creationTimestamp"] = cm.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z")
+	}
+	if len(cm.Labels) > 0 {
+		md["labels"] = cm.Labels
+	}
+	if len(cm.Annotations) > 0 {
+		md["annotations"] = cm.Annotations
+	}
+	out := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}
+	if len(cm.Data) > 0 {
+		out["data"] = cm.Data
+	}
+	if len(cm.BinaryData) > 0 {
+		out["binaryData"] = cm.BinaryData
+	}
+	return out
+}

@@ -1,0 +1,514 @@
+package strategy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+
+	yaml "go.yaml.in/yaml/v3"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+)
+
+// ParseOptions tunes Parse. The zero value is what KubeVirt compatibility
+// needs.
+type ParseOptions struct {
+	// Parallelism bounds the documents parsed at once; 0 means GOMAXPROCS.
+	Parallelism int
+	// MaxErrors bounds the errors reported before Parse stops listing them;
+	// 0 means 20.
+	MaxErrors int
+}
+
+// ParseError says which document of a manifests text could not be read.
+type ParseError struct {
+	// Document counts non-empty documents from 1.
+	Document int
+	// Line is the 1-based line in the whole text.
+	Line int
+	// Offset is the byte offset of the document in the whole text.
+	Offset int
+	Err    error
+}
+
+func (e *ParseError) Error() string {
+	return fmt.Sprintf("document %d (line %d, byte offset %d): %v", e.Document, e.Line, e.Offset, e.Err)
+}
+
+func (e *ParseError) Unwrap() error { return e.Err }
+
+// Document is one object read from a manifests text, with its place.
+type Document struct {
+	// Index counts the non-empty documents of the text from 1. The items
+	// of a List document share its index.
+	Index int
+	// Line is the 1-based line where the document starts.
+	Line int
+	// Offset is the byte offset where the document starts.
+	Offset int
+	// InList is the number of items of the List this object came from, 0
+	// when the document was the object itself.
+	InList int
+	Object *unstructured.Unstructured
+}
+
+// ReadDocuments cuts a text into documents (see Parse for the separator
+// rules) and decodes each, in parallel, into an object. A v1 List document
+// is replaced by its items. Objects are not checked beyond being maps. The
+// error, when not nil, joins one *ParseError per bad document.
+func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
+	docs := splitDocuments(text)
+	results := make([]docResult, len(docs))
+	workers := opts.Parallelism
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = min(workers, len(docs))
+	var wg sync.WaitGroup
+	next := make(chan int, len(docs))
+	for i := range docs {
+		next <- i
+	}
+	close(next)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i] = decodeDocument(docs[i])
+			}
+		}()
+	}
+	wg.Wait()
+
+	maxErrors := opts.MaxErrors
+	if maxErrors <= 0 {
+		maxErrors = 20
+	}
+	var errs []error
+	failed, total := 0, 0
+	for _, r := range results {
+		total += len(r.objs)
+		if r.err != nil {
+			failed++
+			if len(errs) < maxErrors {
+				errs = append(errs, r.err)
+			}
+		}
+	}
+	if failed > 0 {
+		if failed > len(errs) {
+			errs = append(errs, fmt.Errorf("%d more documents with errors not shown", failed-len(errs)))
+		}
+		return nil, errors.Join(errs...)
+	}
+	out := make([]Document, 0, total)
+	for i, r := range results {
+		d := &docs[i]
+		for _, o := range r.objs {
+			out = append(out, Document{Index: d.Index, Line: d.Line, Offset: d.Offset, InList: r.listLen, Object: o})
+		}
+	}
+	return out, nil
+}
+
+// Parse reads a manifests text: documents separated by lines that are
+// exactly "---" (a "---" inside a value never splits), each a YAML or JSON
+// object with apiVersion, kind and metadata.name. It accepts what KubeVirt's
+// loader accepts and repairs it (a core apiVersion on a kind of another
+// group, objects written twice), reporting every repair as a Warning. The
+// strategy has an empty Identity and its objects in serialisation order. The
+// error, when not nil, joins one *ParseError per bad document.
+func Parse(text []byte, opts ParseOptions) (*Strategy, []Warning, error) {
+	docs, err := ReadDocuments(text, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var warnings []Warning
+	var errs []error
+	lastList := 0
+	for _, d := range docs {
+		if d.InList > 0 && d.Index != lastList {
+			lastList = d.Index
+			warnings = append(warnings, Warning{Code: WarnListExpanded, Document: d.Index, Line: d.Line, Object: ObjectRef{Kind: "List"},
+				Message: fmt.Sprintf("replaced by its %d items", d.InList)})
+		}
+		w, err := checkObject(d.Object)
+		if err != nil {
+			errs = append(errs, &ParseError{Document: d.Index, Line: d.Line, Offset: d.Offset, Err: err})
+			continue
+		}
+		for i := range w {
+			w[i].Document, w[i].Line = d.Index, d.Line
+		}
+		warnings = append(warnings, w...)
+	}
+	if len(errs) > 0 {
+		return nil, nil, errors.Join(errs...)
+	}
+	return assemble(docs, warnings)
+}
+
+type docResult struct {
+	objs    []*unstructured.Unstructured
+	listLen int
+	err     error
+}
+
+// assemble checks objects across documents (duplicates, unknown kinds) and
+// sorts them.
+func assemble(docs []Document, warnings []Warning) (*Strategy, []Warning, error) {
+	// Kinds defined by CRDs of this strategy are not unknown.
+	crdKinds := map[schema.GroupKind]bool{}
+	for _, d := range docs {
+		if d.Object.GetKind() == "CustomResourceDefinition" && d.Object.GroupVersionKind().Group == "apiextensions.k8s.io" {
+			group, _, _ := unstructured.NestedString(d.Object.Object, "spec", "group")
+			kind, _, _ := unstructured.NestedString(d.Object.Object, "spec", "names", "kind")
+			crdKinds[schema.GroupKind{Group: group, Kind: kind}] = true
+		}
+	}
+	s := &Strategy{Objects: make([]*unstructured.Unstructured, 0, len(docs))}
+	seen := map[ObjectRef]int{} // index into s.Objects
+	firstDoc := map[ObjectRef]int{}
+	for _, d := range docs {
+		ref := RefOf(d.Object)
+		gk := ref.GroupKind()
+		if _, known := kinds.Lookup(gk); !known && !crdKinds[gk] {
+			warnings = append(warnings, Warning{Code: WarnUnknownKind, Document: d.Index, Line: d.Line, Object: ref,
+				Message: "kind is not in the kind table nor defined by a CRD of this strategy; kept, placed after the known kinds"})
+		}
+		if at, dup := seen[ref]; dup {
+			msg := fmt.Sprintf("also written in document %d; identical, this copy dropped", firstDoc[ref])
+			if !equalObjects(s.Objects[at], d.Object) {
+				msg = fmt.Sprintf("also written in document %d with different content; this later copy wins, as it would when KubeVirt applies both in order", firstDoc[ref])
+				s.Objects[at] = d.Object
+			}
+			warnings = append(warnings, Warning{Code: WarnDuplicateObject, Document: d.Index, Line: d.Line, Object: ref, Message: msg})
+			continue
+		}
+		seen[ref] = len(s.Objects)
+		firstDoc[ref] = d.Index
+		s.Objects = append(s.Objects, d.Object)
+	}
+	s.Sort()
+	return s, warnings, nil
+}
+
+func equalObjects(a, b *unstructured.Unstructured) bool {
+	ja, errA := json.Marshal(a.Object)
+	jb, errB := json.Marshal(b.Object)
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
+}
+
+func decodeDocument(d document) docResult {
+	fail := func(line int, err error) docResult {
+		return docResult{err: &ParseError{Document: d.Index, Line: line, Offset: d.Offset, Err: err}}
+	}
+	value, line, err := decodeValue(d)
+	if err != nil {
+		return fail(line, err)
+	}
+	m, ok := value.(map[string]any)
+	if !ok {
+		return fail(d.Line, fmt.Errorf("not an object but %s", describe(value)))
+	}
+	if kind, _ := m["kind"].(string); kind == "List" && m["apiVersion"] == "v1" {
+		items, ok := m["items"].([]any)
+		if !ok && m["items"] != nil {
+			return fail(d.Line, errors.New("List has items that are not a list"))
+		}
+		r := docResult{listLen: len(items)}
+		for i, it := range items {
+			im, ok := it.(map[string]any)
+			if !ok {
+				return fail(d.Line, fmt.Errorf("List item %d is not an object", i))
+			}
+			r.objs = append(r.objs, &unstructured.Unstructured{Object: im})
+		}
+		return r
+	}
+	return docResult{objs: []*unstructured.Unstructured{{Object: m}}}
+}
+
+// checkObject validates the identifying fields and applies the repairs of
+// the kind table.
+func checkObject(u *unstructured.Unstructured) ([]Warning, error) {
+	if err := requireString(u.Object, "apiVersion"); err != nil {
+		return nil, err
+	}
+	if err := requireString(u.Object, "kind"); err != nil {
+		return nil, err
+	}
+	gv, err := schema.ParseGroupVersion(u.GetAPIVersion())
+	if err != nil {
+		return nil, fmt.Errorf("%s: invalid apiVersion %q: %w", u.GetKind(), u.GetAPIVersion(), err)
+	}
+	md, ok := u.Object["metadata"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("%s has no metadata", u.GetKind())
+	}
+	if name, _ := md["name"].(string); name == "" {
+		return nil, fmt.Errorf("%s has no metadata.name", u.GetKind())
+	}
+	if ns, ok := md["namespace"]; ok {
+		if _, isString := ns.(string); !isString {
+			return nil, fmt.Errorf("%s %s: metadata.namespace is not a string", u.GetKind(), u.GetName())
+		}
+	}
+	var warnings []Warning
+	if info, repair := kinds.RepairCoreAPIVersion(gv.WithKind(u.GetKind())); repair {
+		before := u.GetAPIVersion()
+		u.SetAPIVersion(info.APIVersion())
+		warnings = append(warnings, Warning{Code: WarnAPIVersionRepaired, Object: RefOf(u),
+			Message: fmt.Sprintf("apiVersion %q does not serve %s; repaired to %q", before, u.GetKind(), info.APIVersion())})
+	}
+	return warnings, nil
+}
+
+func requireString(m map[string]any, field string) error {
+	v, ok := m[field]
+	if !ok || v == nil {
+		return fmt.Errorf("no %s", field)
+	}
+	s, ok := v.(string)
+	if !ok {
+		return fmt.Errorf("%s is not a string but %s", field, describe(v))
+	}
+	if s == "" {
+		return fmt.Errorf("empty %s", field)
+	}
+	return nil
+}
+
+func describe(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "a list"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	default:
+		return "a number"
+	}
+}
+
+var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
+
+// decodeValue parses one document as JSON (when it looks like JSON and is
+// valid JSON) or YAML, into JSON-compatible values: maps with string keys,
+// slices, strings, bools, int64, float64 and nil. It returns the 1-based line
+// (in the whole text) of an error.
+func decodeValue(d document) (any, int, error) {
+	trimmed := bytes.TrimLeft(d.Data, " \t\r\n")
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err == nil {
+			if dec.More() {
+				return nil, d.Line, errors.New("more than one JSON value in one document; separate them with --- lines")
+			}
+			v, err = fromJSONNumbers(v)
+			return v, d.Line, err
+		}
+		// Not JSON: flow-style YAML is read below.
+	}
+	var n yaml.Node
+	if err := yaml.Unmarshal(d.Data, &n); err != nil {
+		msg := err.Error()
+		line := d.Line
+		if m := yamlLineRE.FindStringSubmatch(msg); m != nil {
+			rel, _ := strconv.Atoi(m[1])
+			line = d.Line + rel - 1
+			msg = msg[len(m[0]):]
+		} else {
+			msg = strings.TrimPrefix(msg, "yaml: ")
+		}
+		return nil, line, fmt.Errorf("not valid YAML: %s", msg)
+	}
+	c := converter{base: d.Line - 1, budget: 16*len(d.Data) + 1024}
+	v, err := c.value(&n)
+	if err != nil {
+		return nil, c.line, err
+	}
+	return v, d.Line, nil
+}
+
+// converter turns a yaml.v3 node tree into JSON-compatible values.
+type converter struct {
+	base   int // line offset of the document in the whole text
+	line   int // line of the last error
+	budget int // nodes left to convert; bounds alias expansion
+}
+
+func (c *converter) errorf(n *yaml.Node, format string, args ...any) error {
+	c.line = c.base + n.Line
+	return fmt.Errorf("line %d: "+format, append([]any{c.line}, args...)...)
+}
+
+func (c *converter) value(n *yaml.Node) (any, error) {
+	c.budget--
+	if c.budget < 0 {
+		return nil, c.errorf(n, "document expands to too many values (alias bomb?)")
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return nil, nil
+		}
+		return c.value(n.Content[0])
+	case yaml.AliasNode:
+		return c.value(n.Alias)
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, item := range n.Content {
+			v, err := c.value(item)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	case yaml.MappingNode:
+		out := make(map[string]any, len(n.Content)/2)
+		if err := c.mapping(n, out, false); err != nil {
+			return nil, err
+		}
+		return out, nil
+	case yaml.ScalarNode:
+		return c.scalar(n)
+	}
+	return nil, c.errorf(n, "unsupported YAML node")
+}
+
+func (c *converter) mapping(n *yaml.Node, out map[string]any, merging bool) error {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.ShortTag() == "!!merge" {
+			if err := c.merge(v, out); err != nil {
+				return err
+			}
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			return c.errorf(k, "mapping key is not a scalar")
+		}
+		if _, dup := out[k.Value]; dup && !merging {
+			return c.errorf(k, "key %q is given twice", k.Value)
+		}
+		val, err := c.value(v)
+		if err != nil {
+			return err
+		}
+		out[k.Value] = val
+	}
+	return nil
+}
+
+// merge applies a YAML merge key ("<<: *anchor"); explicit keys win.
+func (c *converter) merge(v *yaml.Node, out map[string]any) error {
+	if v.Kind == yaml.AliasNode {
+		v = v.Alias
+	}
+	var sources []*yaml.Node
+	switch v.Kind {
+	case yaml.MappingNode:
+		sources = []*yaml.Node{v}
+	case yaml.SequenceNode:
+		for _, s := range v.Content {
+			if s.Kind == yaml.AliasNode {
+				s = s.Alias
+			}
+			sources = append(sources, s)
+		}
+	}
+	for _, s := range sources {
+		if s.Kind != yaml.MappingNode {
+			return c.errorf(v, "merge key value is not a mapping")
+		}
+		tmp := map[string]any{}
+		if err := c.mapping(s, tmp, true); err != nil {
+			return err
+		}
+		for key, val := range tmp {
+			if _, set := out[key]; !set {
+				out[key] = val
+			}
+		}
+	}
+	return nil
+}
+
+func (c *converter) scalar(n *yaml.Node) (any, error) {
+	switch n.ShortTag() {
+	case "!!null":
+		return nil, nil
+	case "!!bool":
+		return strings.EqualFold(n.Value, "true"), nil
+	case "!!int":
+		plain := strings.ReplaceAll(n.Value, "_", "")
+		if i, err := strconv.ParseInt(plain, 0, 64); err == nil {
+			return i, nil
+		}
+		if f, err := strconv.ParseFloat(plain, 64); err == nil {
+			return f, nil
+		}
+		return nil, c.errorf(n, "integer %q out of range", n.Value)
+	case "!!float":
+		f, err := strconv.ParseFloat(strings.ReplaceAll(n.Value, "_", ""), 64)
+		if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+			return nil, c.errorf(n, "number %q cannot be represented in JSON", n.Value)
+		}
+		return f, nil
+	default:
+		// !!str, !!timestamp, !!binary and custom tags stay strings, as
+		// they would after a round trip through JSON.
+		return n.Value, nil
+	}
+}
+
+// fromJSONNumbers replaces json.Number with int64 or float64.
+func fromJSONNumbers(v any) (any, error) {
+	switch t := v.(type) {
+	case map[string]any:
+		for k, x := range t {
+			y, err := fromJSONNumbers(x)
+			if err != nil {
+				return nil, err
+			}
+			t[k] = y
+		}
+	case []any:
+		for i, x := range t {
+			y, err := fromJSONNumbers(x)
+			if err != nil {
+				return nil, err
+			}
+			t[i] = y
+		}
+	case json.Number:
+		if i, err := t.Int64(); err == nil {
+			return i, nil
+		}
+		f, err := t.Float64()
+		if err != nil {
+			return nil, fmt.Errorf("number %s out of range", t)
+		}
+		return f, nil
+	}
+	return v, nil
+}

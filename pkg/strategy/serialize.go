@@ -1,0 +1,111 @@
+package strategy
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/yaml"
+)
+
+// ManagedByLabel is the label KubeVirt strips from objects before storing
+// them in a strategy (the operator adds it again when it applies them).
+const ManagedByLabel = "app.kubernetes.io/managed-by"
+
+// Serialize writes the strategy in KubeVirt's form: every object introduced
+// by a "---" line, in kind order, with keys sorted. Objects other than CRDs
+// lose status, metadata.creationTimestamp, the pod template's
+// creationTimestamp and the managed-by label; CRDs are written as they are.
+// The output depends only on the objects, never on map iteration or timing.
+func (s *Strategy) Serialize() ([]byte, error) {
+	objs := make([]*unstructured.Unstructured, len(s.Objects))
+	copy(objs, s.Objects)
+	sorted := &Strategy{Objects: objs}
+	sorted.Sort()
+
+	docs := make([][]byte, len(objs))
+	errs := make([]error, len(objs))
+	var wg sync.WaitGroup
+	next := make(chan int, len(objs))
+	for i := range objs {
+		next <- i
+	}
+	close(next)
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				docs[i], errs[i] = MarshalObject(objs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	size := 0
+	for i, d := range docs {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("serialise %s: %w", RefOf(objs[i]), errs[i])
+		}
+		size += len(d) + 4
+	}
+	var buf bytes.Buffer
+	buf.Grow(size)
+	for _, d := range docs {
+		buf.WriteString("---\n")
+		buf.Write(d)
+	}
+	return buf.Bytes(), nil
+}
+
+// MarshalObject writes one object as a YAML document (without the "---"
+// line) in the form Serialize uses.
+func MarshalObject(u *unstructured.Unstructured) ([]byte, error) {
+	return yaml.Marshal(Stripped(u).Object)
+}
+
+// Stripped returns the object as a strategy stores it (see Serialize). The
+// result shares unchanged values with u; u itself is never modified.
+func Stripped(u *unstructured.Unstructured) *unstructured.Unstructured {
+	gvk := u.GroupVersionKind()
+	if gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition" {
+		return u
+	}
+	obj := shallow(u.Object)
+	delete(obj, "status")
+	if md := child(obj, "metadata"); md != nil {
+		delete(md, "creationTimestamp")
+		if labels := child(md, "labels"); labels != nil {
+			// KubeVirt keeps an emptied map as "labels: {}".
+			delete(labels, ManagedByLabel)
+		}
+	}
+	if spec := child(obj, "spec"); spec != nil {
+		if tmpl := child(spec, "template"); tmpl != nil {
+			if md := child(tmpl, "metadata"); md != nil {
+				delete(md, "creationTimestamp")
+			}
+		}
+	}
+	return &unstructured.Unstructured{Object: obj}
+}
+
+// child replaces m[key], when it is a map, by a shallow copy and returns it.
+func child(m map[string]any, key string) map[string]any {
+	c, ok := m[key].(map[string]any)
+	if !ok {
+		return nil
+	}
+	c = shallow(c)
+	m[key] = c
+	return c
+}
+
+func shallow(m map[string]any) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
