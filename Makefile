@@ -1,0 +1,91 @@
+# installstrategy development targets. See docs/DEVELOPMENT.md.
+#
+#   make tools          build the local control-plane binaries (cached; the first
+#                       build takes several minutes)
+#   make cluster-up     start the local cluster; prints `export KUBECONFIG=...`
+#   make cluster-env    print the export lines of the running cluster
+#   make cluster-down   stop it and remove its state
+#   make test           start a cluster of its own, run go test ./... and
+#                       test-extra against it, always tear it down
+#   make verify         gofmt and go vet
+#
+# Variables (override on the command line or in the environment):
+#   TOOLS_DIR           where the binaries are (default: a per-pin cache folder,
+#                       see hack/tools.sh)
+#   CLUSTER_STATE_DIR   state of `make cluster-up` (default _output/cluster)
+#   TEST_CLUSTER_STATE_DIR  state of the cluster of `make test` (default _output/test-cluster)
+#   NODES               fake nodes of cluster-up (default 3)
+#   GOTESTFLAGS         flags of go test (default: -count=1 -timeout=15m)
+#   GOTESTPKGS          packages of go test (default ./...)
+
+SHELL := /usr/bin/env bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+GO ?= go
+TOOLS_DIR ?= $(shell hack/tools.sh dir)
+CLUSTER_STATE_DIR ?= $(CURDIR)/_output/cluster
+TEST_CLUSTER_STATE_DIR ?= $(CURDIR)/_output/test-cluster
+NODES ?= 3
+GOTESTFLAGS ?= -count=1 -timeout=15m
+GOTESTPKGS ?= ./...
+LOCALCLUSTER := $(CURDIR)/_output/bin/localcluster
+
+export TOOLS_DIR GO GOTESTFLAGS GOTESTPKGS LOCALCLUSTER
+
+.PHONY: help
+help:
+	@sed -n '1,/^$$/p' Makefile | sed 's/^# \{0,1\}//'
+
+.PHONY: tools
+tools: ## Build (or reuse) the control-plane binaries in $(TOOLS_DIR).
+	@hack/tools.sh build >/dev/null
+
+.PHONY: localcluster
+localcluster:
+	@$(GO) build -o $(LOCALCLUSTER) ./hack/localcluster
+
+.PHONY: cluster-up
+cluster-up: tools localcluster ## Start the local cluster (state in $(CLUSTER_STATE_DIR)).
+	@$(LOCALCLUSTER) up --state-dir "$(CLUSTER_STATE_DIR)" --nodes "$(NODES)"
+
+.PHONY: cluster-env
+cluster-env: localcluster
+	@$(LOCALCLUSTER) env --state-dir "$(CLUSTER_STATE_DIR)"
+
+.PHONY: cluster-down
+cluster-down: localcluster
+	@$(LOCALCLUSTER) down --state-dir "$(CLUSTER_STATE_DIR)"
+
+# test: hack/test.sh builds the tools, starts a cluster in
+# $(TEST_CLUSTER_STATE_DIR), runs `make test-go test-extra` against it and
+# tears it down on every exit (success, failure, Ctrl-C).
+.PHONY: test
+test:
+	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" hack/test.sh
+
+# test-go runs go test against the cluster named by
+# INSTALLSTRATEGY_TEST_KUBECONFIG (hack/test.sh sets it).
+.PHONY: test-go
+test-go:
+	$(GO) test $(GOTESTFLAGS) $(GOTESTPKGS)
+
+# ---------------------------------------------------------------------------
+# HOOK: extra test steps, run by `make test` after go test, against the same
+# cluster (INSTALLSTRATEGY_TEST_KUBECONFIG and TOOLS_DIR are set). Add short
+# fuzz runs and the like here as further recipe lines, e.g.
+#	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=20s ./pkg/strategy
+# ---------------------------------------------------------------------------
+.PHONY: test-extra
+test-extra:
+	@true
+
+.PHONY: verify
+verify: ## gofmt and go vet over the root module.
+	@out="$$(gofmt -l $$(git ls-files -co --exclude-standard '*.go'))"; \
+	if [[ -n "$$out" ]]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+.PHONY: clean
+clean: cluster-down
+	rm -rf _output

@@ -1,0 +1,392 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+const (
+	serviceCIDR  = "10.0.0.0/24"
+	serviceIP    = "10.0.0.1"
+	saIssuer     = "https://kubernetes.default.svc.cluster.local"
+	clusterName  = "installstrategy-local"
+	adminUser    = "installstrategy-admin"
+	pollInterval = 100 * time.Millisecond
+)
+
+// writeFiles generates the PKI, the kubeconfigs and the kwok stage file.
+func (u *upper) writeFiles() error {
+	pki := filepath.Join(u.dir, "pki")
+	ca, err := newCA("installstrategy-local-ca")
+	if err != nil {
+		return err
+	}
+	f := &u.files
+	if f.caCert, f.caKey, err = ca.write(pki, "ca"); err != nil {
+		return err
+	}
+	serving, err := newServing(ca, "kube-apiserver",
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
+		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)})
+	if err != nil {
+		return err
+	}
+	if f.servingCert, f.servingKey, err = serving.write(pki, "apiserver"); err != nil {
+		return err
+	}
+	if f.saKey, f.saPub, err = writeServiceAccountKeys(pki); err != nil {
+		return err
+	}
+	identities := []struct {
+		file   *string
+		name   string
+		cn     string
+		groups []string
+	}{
+		// The admin kubeconfig is the one users and tests get.
+		{&f.admin, "kubeconfig", adminUser, []string{"system:masters"}},
+		{&f.controllerManager, "pki/kube-controller-manager.kubeconfig", "system:kube-controller-manager", nil},
+		{&f.scheduler, "pki/kube-scheduler.kubeconfig", "system:kube-scheduler", nil},
+		// kwok acts for the kubelets of every fake node.
+		{&f.kwok, "pki/kwok.kubeconfig", "kwok", []string{"system:masters"}},
+	}
+	for _, id := range identities {
+		cert, err := newClient(ca, id.cn, id.groups...)
+		if err != nil {
+			return err
+		}
+		*id.file = filepath.Join(u.dir, id.name)
+		if err := writeKubeconfig(*id.file, u.server(), ca.certPEM, cert); err != nil {
+			return err
+		}
+	}
+	f.kwokStages = filepath.Join(u.dir, "kwok-stages.yaml")
+	if err := os.WriteFile(f.kwokStages, kwokStages, 0o644); err != nil {
+		return fmt.Errorf("write kwok stages: %w", err)
+	}
+	return nil
+}
+
+// writeKubeconfig writes a self-contained kubeconfig for one identity.
+func writeKubeconfig(file, server string, caPEM []byte, cert *keyPair) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters[clusterName] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: caPEM}
+	user := cert.cert.Subject.CommonName
+	cfg.AuthInfos[user] = &clientcmdapi.AuthInfo{ClientCertificateData: cert.certPEM, ClientKeyData: cert.keyPEM}
+	cfg.Contexts[clusterName] = &clientcmdapi.Context{Cluster: clusterName, AuthInfo: user}
+	cfg.CurrentContext = clusterName
+	if err := clientcmd.WriteToFile(*cfg, file); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", file, err)
+	}
+	return nil
+}
+
+// poll calls cond every pollInterval until it reports done, p exits, timeout
+// passes or ctx ends. The error names the last observed state.
+func (u *upper) poll(ctx context.Context, p *process, what string, cond func(ctx context.Context) (bool, string, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, u.opts.Timeout)
+	defer cancel()
+	last := "not checked yet"
+	for {
+		done, state, err := cond(ctx)
+		switch {
+		case err != nil:
+			last = err.Error()
+		case done:
+			return nil
+		default:
+			last = state
+		}
+		if p != nil {
+			if err := p.failed(); err != nil {
+				return startFailure(p, err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			err := fmt.Errorf("wait for %s: %w; last state: %s", what, ctx.Err(), last)
+			if p != nil {
+				return startFailure(p, err)
+			}
+			return err
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+// httpOK returns a condition that is done when GET url answers 200.
+func httpOK(client *http.Client, url string) func(ctx context.Context) (bool, string, error) {
+	return func(ctx context.Context) (bool, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, "", err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return false, "", err
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		if resp.StatusCode == http.StatusOK {
+			return true, "", nil
+		}
+		return false, fmt.Sprintf("GET %s: %s: %s", url, resp.Status, strings.TrimSpace(string(body))), nil
+	}
+}
+
+func (u *upper) startEtcd(ctx context.Context) error {
+	peer := "http://127.0.0.1:" + strconv.Itoa(u.ports.etcdPeer)
+	p, err := u.launch(Etcd,
+		"--name=localcluster",
+		"--data-dir="+filepath.Join(u.dir, "etcd"),
+		"--listen-client-urls="+u.etcdURL(),
+		"--advertise-client-urls="+u.etcdURL(),
+		"--listen-peer-urls="+peer,
+		"--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=localcluster="+peer,
+		"--initial-cluster-state=new",
+		// A throwaway test cluster: durability is not worth the fsyncs.
+		"--unsafe-no-fsync=true",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return err
+	}
+	return u.poll(ctx, p, "etcd health", httpOK(http.DefaultClient, u.etcdURL()+"/health"))
+}
+
+func (u *upper) startAPIServer(ctx context.Context) error {
+	f := u.files
+	p, err := u.launch(KubeAPIServer,
+		"--etcd-servers="+u.etcdURL(),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(u.ports.apiserver),
+		"--cert-dir="+filepath.Join(u.dir, "pki"),
+		"--tls-cert-file="+f.servingCert,
+		"--tls-private-key-file="+f.servingKey,
+		"--client-ca-file="+f.caCert,
+		"--service-account-issuer="+saIssuer,
+		"--service-account-key-file="+f.saPub,
+		"--service-account-signing-key-file="+f.saKey,
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--authorization-mode=RBAC",
+		"--allow-privileged=true",
+		"--profiling=false",
+	)
+	if err != nil {
+		return err
+	}
+	cs, err := clientFor(f.admin)
+	if err != nil {
+		return err
+	}
+	return u.poll(ctx, p, "kube-apiserver /readyz", func(ctx context.Context) (bool, string, error) {
+		body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, "", fmt.Errorf("GET /readyz: %w: %s", err, strings.TrimSpace(string(body)))
+		}
+		return true, "", nil
+	})
+}
+
+func (u *upper) startControllers(ctx context.Context) error {
+	f := u.files
+	kcm, err := u.launch(KubeControllerManager,
+		"--kubeconfig="+f.controllerManager,
+		"--authentication-kubeconfig="+f.controllerManager,
+		"--authorization-kubeconfig="+f.controllerManager,
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(u.ports.controllerManager),
+		"--cert-dir="+filepath.Join(u.dir, "pki", "kube-controller-manager"),
+		"--leader-elect=false",
+		// Every default controller, node lifecycle included (it removes the
+		// not-ready taint of fake nodes); no node IPAM, fake nodes need no
+		// pod CIDRs.
+		"--controllers=*,-nodeipam",
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+f.saKey,
+		"--root-ca-file="+f.caCert,
+		"--cluster-signing-cert-file="+f.caCert,
+		"--cluster-signing-key-file="+f.caKey,
+		"--cluster-name="+clusterName,
+		"--profiling=false",
+	)
+	if err != nil {
+		return err
+	}
+	sched, err := u.launch(KubeScheduler,
+		"--kubeconfig="+f.scheduler,
+		"--authentication-kubeconfig="+f.scheduler,
+		"--authorization-kubeconfig="+f.scheduler,
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(u.ports.scheduler),
+		"--cert-dir="+filepath.Join(u.dir, "pki", "kube-scheduler"),
+		"--leader-elect=false",
+		"--profiling=false",
+	)
+	if err != nil {
+		return err
+	}
+	// Their serving certificates are self-signed; /healthz is public.
+	insecure := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec // loopback health check of a self-signed endpoint
+	if err := u.poll(ctx, kcm, "kube-controller-manager /healthz",
+		httpOK(insecure, "https://127.0.0.1:"+strconv.Itoa(u.ports.controllerManager)+"/healthz")); err != nil {
+		return err
+	}
+	return u.poll(ctx, sched, "kube-scheduler /healthz",
+		httpOK(insecure, "https://127.0.0.1:"+strconv.Itoa(u.ports.scheduler)+"/healthz"))
+}
+
+// startNodes starts kwok, creates the fake nodes and waits until they are
+// Ready and schedulable and the controllers have created the default
+// namespace's service account.
+func (u *upper) startNodes(ctx context.Context) ([]string, error) {
+	p, err := u.launch(Kwok,
+		"--kubeconfig="+u.files.kwok,
+		"--config="+u.files.kwokStages,
+		"--manage-all-nodes=true",
+		"--server-address=127.0.0.1:"+strconv.Itoa(u.ports.kwok),
+	)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := clientFor(u.files.admin)
+	if err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, u.opts.Nodes)
+	for i := range u.opts.Nodes {
+		node := fakeNode(i)
+		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("create node %s: %w", node.Name, err)
+		}
+		names = append(names, node.Name)
+	}
+	err = u.poll(ctx, p, "nodes Ready and schedulable", func(ctx context.Context) (bool, string, error) {
+		list, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", fmt.Errorf("list nodes: %w", err)
+		}
+		var waiting []string
+		for _, n := range list.Items {
+			if why := nodeNotReady(&n); why != "" {
+				waiting = append(waiting, n.Name+": "+why)
+			}
+		}
+		if len(list.Items) < len(names) {
+			waiting = append(waiting, fmt.Sprintf("%d of %d nodes exist", len(list.Items), len(names)))
+		}
+		return len(waiting) == 0, strings.Join(waiting, "; "), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	// The service-account and token controllers are working once the
+	// default namespace has its service account.
+	err = u.poll(ctx, u.procs[KubeControllerManager], "service account default/default", func(ctx context.Context) (bool, string, error) {
+		_, err := cs.CoreV1().ServiceAccounts("default").Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, "not created yet", nil
+		}
+		return err == nil, "", err
+	})
+	if err != nil {
+		return nil, err
+	}
+	u.logf("nodes ready: %s (%s is the tainted control plane)", strings.Join(names, ", "), names[0])
+	return names, nil
+}
+
+// fakeNode returns node i; node 0 is the control plane.
+func fakeNode(i int) *corev1.Node {
+	name := fmt.Sprintf("kwok-worker-%d", i)
+	if i == 0 {
+		name = "kwok-control-plane"
+	}
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: name,
+			Annotations: map[string]string{
+				"kwok.x-k8s.io/node":           "fake",
+				"node.alpha.kubernetes.io/ttl": "0",
+			},
+			Labels: map[string]string{
+				"kubernetes.io/hostname": name,
+				"kubernetes.io/os":       "linux",
+				"kubernetes.io/arch":     "amd64",
+				"type":                   "kwok",
+			},
+		},
+	}
+	if i == 0 {
+		n.Labels[ControlPlaneLabel] = ""
+		n.Spec.Taints = []corev1.Taint{{Key: ControlPlaneTaint, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	return n
+}
+
+// nodeNotReady says why a node cannot take pods yet, or "" when it can.
+func nodeNotReady(n *corev1.Node) string {
+	ready := false
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return "condition Ready is not True"
+	}
+	if n.Spec.Unschedulable {
+		return "unschedulable"
+	}
+	for _, t := range n.Spec.Taints {
+		if strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/") {
+			return "taint " + t.Key
+		}
+	}
+	return ""
+}
+
+// clientFor returns a clientset for a kubeconfig file.
+func clientFor(kubeconfig string) (kubernetes.Interface, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("load kubeconfig %s: %w", kubeconfig, err)
+	}
+	cfg.Timeout = 10 * time.Second
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("client for %s: %w", kubeconfig, err)
+	}
+	return cs, nil
+}
+
+// checkReady returns nil when the API server of kubeconfig answers /readyz.
+func checkReady(ctx context.Context, kubeconfig string) error {
+	cs, err := clientFor(kubeconfig)
+	if err != nil {
+		return err
+	}
+	body, err := cs.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+	if err != nil {
+		return fmt.Errorf("GET /readyz: %w: %s", err, strings.TrimSpace(string(body)))
+	}
+	return nil
+}

@@ -1,0 +1,87 @@
+// Command localcluster starts and stops the local Kubernetes control plane
+// used by the tests and the demo (see package cluster and docs/DEVELOPMENT.md).
+//
+//	localcluster up   [--state-dir DIR] [--bin-dir DIR] [--nodes N] [--timeout D] [--keep-on-failure]
+//	localcluster down [--state-dir DIR]
+//	localcluster env  [--state-dir DIR]
+//
+// up prints progress on stderr and, on stdout, the shell lines that point
+// clients at the cluster, ending with `export KUBECONFIG=...`; env prints the
+// same lines for a running cluster. --bin-dir defaults to $TOOLS_DIR and
+// --state-dir to $CLUSTER_STATE_DIR, else _output/cluster.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "localcluster:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return errors.New("usage: localcluster up|down|env [flags]")
+	}
+	cmd, args := args[0], args[1:]
+	fs := flag.NewFlagSet("localcluster "+cmd, flag.ContinueOnError)
+	stateDir := fs.String("state-dir", envOr("CLUSTER_STATE_DIR", "_output/cluster"), "state directory of the cluster")
+	var opts cluster.Options
+	if cmd == "up" {
+		fs.StringVar(&opts.BinDir, "bin-dir", os.Getenv("TOOLS_DIR"), "directory with the control-plane binaries (make tools)")
+		fs.IntVar(&opts.Nodes, "nodes", 3, "number of fake nodes; the first is a tainted control-plane node")
+		fs.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "how long to wait for each component")
+		fs.BoolVar(&opts.KeepOnFailure, "keep-on-failure", false, "leave processes and state of a failed start for debugging")
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	switch cmd {
+	case "up":
+		opts.StateDir = *stateDir
+		opts.Log = os.Stderr
+		s, err := cluster.Up(ctx, opts)
+		if err != nil {
+			return err
+		}
+		fmt.Print(s.Env())
+		return nil
+	case "down":
+		if err := cluster.Down(ctx, *stateDir, os.Stderr); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "local cluster in %s is down\n", *stateDir)
+		return nil
+	case "env":
+		s, err := cluster.Load(*stateDir)
+		if err != nil {
+			return fmt.Errorf("%w (start it with `make cluster-up`)", err)
+		}
+		fmt.Print(s.Env())
+		return nil
+	default:
+		return fmt.Errorf("unknown command %q: want up, down or env", cmd)
+	}
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
