@@ -1,0 +1,118 @@
+package store
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+)
+
+// partDigest returns "sha256:<hex>" of a chunk's part.
+func partDigest(part string) string {
+	sum := sha256.Sum256([]byte(part))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// split cuts data into n nearly equal parts of at most max bytes.
+func split(data string, max int) []string {
+	n := (len(data) + max - 1) / max
+	size := (len(data) + n - 1) / n
+	parts := make([]string, 0, n)
+	for len(data) > 0 {
+		k := min(size, len(data))
+		parts = append(parts, data[:k])
+		data = data[k:]
+	}
+	return parts
+}
+
+// chunkConfigMaps returns the chunks of a native strategy ConfigMap, to be
+// created in order, and the head that lists them once their names are
+// known (see head).
+func chunkConfigMaps(cm *corev1.ConfigMap, max int) []*corev1.ConfigMap {
+	parts := split(cm.Data[codec.ManifestsKey], max)
+	out := make([]*corev1.ConfigMap, len(parts))
+	for i, p := range parts {
+		out[i] = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{
+				GenerateName: ChunkGenerateName,
+				Namespace:    cm.Namespace,
+				Labels:       map[string]string{codec.ManagedByLabel: codec.NativeManagedBy, ChunkLabel: ""},
+				Annotations: map[string]string{
+					ChunkIndexAnnotation: strconv.Itoa(i),
+					ChunkOfAnnotation:    cm.Annotations[codec.NativeDigestAnnotation],
+				},
+			},
+			Data: map[string]string{ChunkKey: p},
+		}
+	}
+	return out
+}
+
+// head returns the head of a chunked strategy: cm's labels and annotations,
+// no data, and the list of the created chunks.
+func head(cm *corev1.ConfigMap, chunks []*corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	list := make([]Chunk, len(chunks))
+	for i, c := range chunks {
+		list[i] = Chunk{Name: c.Name, Size: len(c.Data[ChunkKey]), Digest: partDigest(c.Data[ChunkKey])}
+	}
+	raw, err := json.Marshal(list)
+	if err != nil {
+		return nil, err
+	}
+	h := cm.DeepCopy()
+	h.Data = nil
+	h.Annotations = maps.Clone(cm.Annotations)
+	h.Annotations[ChunksAnnotation] = string(raw)
+	return h, nil
+}
+
+func parseChunks(raw string) ([]Chunk, error) {
+	var chunks []Chunk
+	if err := json.Unmarshal([]byte(raw), &chunks); err != nil {
+		return nil, err
+	}
+	if len(chunks) == 0 {
+		return nil, errors.New("lists no chunks")
+	}
+	for i, c := range chunks {
+		if c.Name == "" || !strings.HasPrefix(c.Digest, "sha256:") {
+			return nil, fmt.Errorf("chunk %d: want a name and a sha256 digest", i+1)
+		}
+	}
+	return chunks, nil
+}
+
+// checkChunk verifies one fetched chunk against the head's record.
+func checkChunk(e Entry, i int, cm *corev1.ConfigMap) (string, error) {
+	fail := func(err error) (string, error) {
+		return "", &CorruptError{ConfigMap: e.String(), Chunk: i, Chunks: len(e.Chunks), ChunkName: e.Chunks[i].Name, Err: err}
+	}
+	if _, ok := cm.Labels[ChunkLabel]; !ok {
+		return fail(fmt.Errorf("not a chunk (no %s label)", ChunkLabel))
+	}
+	if idx := cm.Annotations[ChunkIndexAnnotation]; atoi(idx) != i {
+		return fail(fmt.Errorf("annotation %s is %q, the head lists it at %d", ChunkIndexAnnotation, idx, i))
+	}
+	part, ok := cm.Data[ChunkKey]
+	if !ok {
+		return fail(fmt.Errorf("data has no %q key", ChunkKey))
+	}
+	rec := e.Chunks[i]
+	if len(part) != rec.Size {
+		return fail(fmt.Errorf("edited: part is %d bytes, the head records %d", len(part), rec.Size))
+	}
+	if got := partDigest(part); got != rec.Digest {
+		return fail(fmt.Errorf("edited: part hashes to %s, the head records %s", got, rec.Digest))
+	}
+	return part, nil
+}

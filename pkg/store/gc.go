@@ -1,0 +1,75 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// GCResult says what GC deleted and kept.
+type GCResult struct {
+	// Kept is the strategy in use, nil when the namespace holds none for
+	// the identity.
+	Kept *Entry
+	// Deleted are the strategies deleted, with their chunks.
+	Deleted []Entry
+	// OrphanChunks are the chunks deleted because no head listed them.
+	OrphanChunks []string
+}
+
+// GC deletes the strategies of a namespace other than the one in use, once
+// the caller knows the target is rolled out: every strategy that does not
+// match inUse, and older strategies that do (the one Find returns for inUse
+// is never deleted). Both forms count, since lookups consider both. It also
+// deletes chunks that no head lists and that are older than
+// OrphanChunkAge (left by a writer that stopped between its chunks and its
+// head).
+func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identity) (*GCResult, error) {
+	if inUse.Identifier == "" && inUse.Version == "" {
+		return nil, errors.New("gc strategies: no identity in use given")
+	}
+	all, err := s.list(ctx, namespace)
+	if err != nil {
+		return nil, fmt.Errorf("gc strategies: %w", err)
+	}
+	res := &GCResult{}
+	listedChunks := map[string]bool{}
+	var errs []error
+	for _, l := range all {
+		for _, c := range l.Chunks {
+			listedChunks[c.Name] = true
+		}
+		if res.Kept == nil && l.Matches(inUse) {
+			e := l.Entry
+			res.Kept = &e
+			continue
+		}
+		if err := s.Delete(ctx, l.Entry); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.Deleted = append(res.Deleted, l.Entry)
+	}
+	chunks, err := s.listMeta(ctx, namespace, ChunkLabel)
+	if err != nil {
+		return res, errors.Join(append(errs, fmt.Errorf("gc strategies: %w", err))...)
+	}
+	now := s.opts.Clock.Now()
+	for _, c := range chunks {
+		if listedChunks[c.Name] || now.Sub(c.CreationTimestamp.Time) < s.opts.OrphanChunkAge {
+			continue
+		}
+		uid := c.UID
+		if err := s.Delete(ctx, Entry{Namespace: namespace, Name: c.Name, UID: uid}); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		res.OrphanChunks = append(res.OrphanChunks, c.Name)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("gc strategies in %s: %w", namespace, err)
+	}
+	return res, nil
+}

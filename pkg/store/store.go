@@ -1,0 +1,246 @@
+// Package store publishes, finds, loads and garbage-collects install
+// strategies kept as ConfigMaps in a cluster, in the native form or
+// KubeVirt's.
+//
+// A strategy whose encoded text does not fit in one ConfigMap is split into
+// ordered chunk ConfigMaps plus a head that lists them and carries the
+// digest of the whole text. Chunks are written before the head and deleted
+// after it, so a reader that finds a head always finds a whole strategy;
+// chunks carry ChunkLabel, never a strategy label, so neither KubeVirt nor a
+// listing mistakes them for strategies. docs/STORE.md describes the format.
+//
+// Lookup follows KubeVirt: a ConfigMap matches on identifier, or, when it
+// has none (legacy), on version and registry; the newest by
+// creationTimestamp wins; only the install namespace counts.
+package store
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Keys of the chunked form (see docs/STORE.md).
+const (
+	// ChunkLabel marks a chunk ConfigMap. Chunks never carry a strategy
+	// label.
+	ChunkLabel = "installstrategy.io/strategy-chunk"
+	// ChunksAnnotation on a head lists its chunks in order, as a JSON array
+	// of {"name","size","digest"}: the chunk's name, the length of its part
+	// and the sha256 of its part.
+	ChunksAnnotation = "installstrategy.io/chunks"
+	// ChunkIndexAnnotation on a chunk is its 0-based position.
+	ChunkIndexAnnotation = "installstrategy.io/chunk-index"
+	// ChunkOfAnnotation on a chunk is the digest of the whole decoded text
+	// of the strategy it belongs to (informational; the head is the
+	// authority).
+	ChunkOfAnnotation = "installstrategy.io/chunk-of"
+	// ChunkKey is the data key of a chunk's part: a slice of the
+	// gzip+base64 text that data.manifests would hold unchunked.
+	ChunkKey = "part"
+	// ChunkGenerateName is the name prefix of chunks.
+	ChunkGenerateName = "installstrategy-chunk-"
+)
+
+// DefaultMaxObjectBytes is the most encoded text one ConfigMap holds
+// unless told otherwise: 900 KiB, leaving room for metadata below the
+// 1 MiB object limit.
+const DefaultMaxObjectBytes = 900 << 10
+
+// DefaultOrphanChunkAge is how old a chunk that no head lists must be
+// before GC deletes it, unless told otherwise: a writer may be between its
+// chunks and its head for that long.
+const DefaultOrphanChunkAge = 10 * time.Minute
+
+// ErrNotFound is wrapped by the error of a lookup that found no matching
+// strategy.
+var ErrNotFound = errors.New("no matching strategy")
+
+// Options tunes a Store. The zero value writes the native form with
+// 900 KiB per ConfigMap and lists whole ConfigMaps.
+type Options struct {
+	// Format of the strategies written; "" means codec.FormatNative. A
+	// strategy that needs chunks is always written in the native form,
+	// since only it records the digest the chunks are checked against
+	// (and KubeVirt could not read a chunked strategy anyway).
+	Format codec.Format
+	// MaxObjectBytes is the most encoded text one ConfigMap holds; 0
+	// means DefaultMaxObjectBytes. It may not exceed codec.ObjectSizeLimit.
+	MaxObjectBytes int
+	// OrphanChunkAge: see DefaultOrphanChunkAge; 0 means that.
+	OrphanChunkAge time.Duration
+	// Clock tells GC the time; nil means the real clock.
+	Clock clock.PassiveClock
+	// Metadata, when set, lists ConfigMaps as metadata only, so a lookup
+	// does not download every strategy; nil lists whole ConfigMaps.
+	Metadata metadata.Interface
+	// Decode and Parse tune reading.
+	Decode codec.DecodeOptions
+	Parse  strategy.ParseOptions
+}
+
+// Store keeps strategies in a cluster.
+type Store struct {
+	kube kubernetes.Interface
+	opts Options
+}
+
+// New returns a store using the given clients.
+func New(kube kubernetes.Interface, opts Options) (*Store, error) {
+	if opts.Format == "" {
+		opts.Format = codec.FormatNative
+	}
+	if _, err := codec.ParseFormat(string(opts.Format)); err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if opts.MaxObjectBytes == 0 {
+		opts.MaxObjectBytes = DefaultMaxObjectBytes
+	}
+	if opts.MaxObjectBytes < 0 || opts.MaxObjectBytes > codec.ObjectSizeLimit {
+		return nil, fmt.Errorf("store: MaxObjectBytes %d is outside 1..%d", opts.MaxObjectBytes, codec.ObjectSizeLimit)
+	}
+	if opts.OrphanChunkAge == 0 {
+		opts.OrphanChunkAge = DefaultOrphanChunkAge
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
+	}
+	return &Store{kube: kube, opts: opts}, nil
+}
+
+// NewForConfig returns a store with clients for cfg, listing metadata only.
+func NewForConfig(cfg *rest.Config, opts Options) (*Store, error) {
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	if opts.Metadata == nil {
+		if opts.Metadata, err = metadata.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+	}
+	return New(kube, opts)
+}
+
+// Entry describes one stored strategy, from its (head) ConfigMap's
+// metadata.
+type Entry struct {
+	Namespace string
+	Name      string
+	UID       types.UID
+	// Created is the creationTimestamp (1 s resolution).
+	Created  time.Time
+	Identity strategy.Identity
+	Format   codec.Format
+	Encoding string
+	// Digest is the recorded digest of the decoded text; empty in
+	// KubeVirt's form.
+	Digest string
+	// DecodedBytes is the recorded size of the text; 0 when unknown.
+	DecodedBytes int
+	// Chunks lists the chunks of a chunked strategy in order; nil when the
+	// strategy is in one ConfigMap.
+	Chunks []Chunk
+}
+
+// Chunk is one chunk of a chunked strategy as its head records it.
+type Chunk struct {
+	Name string `json:"name"`
+	// Size is the length of the chunk's part.
+	Size int `json:"size"`
+	// Digest is "sha256:<hex>" of the chunk's part.
+	Digest string `json:"digest"`
+}
+
+// Legacy reports whether the strategy has no identifier (KubeVirt's old
+// form), so it matches on version and registry.
+func (e Entry) Legacy() bool { return e.Identity.Identifier == "" }
+
+// String names the entry's ConfigMap as "namespace/name".
+func (e Entry) String() string { return e.Namespace + "/" + e.Name }
+
+// Matches reports whether the entry is a strategy for id: same identifier,
+// or, for a legacy entry, same version and registry.
+func (e Entry) Matches(id strategy.Identity) bool {
+	if e.Legacy() {
+		return e.Identity.Version == id.Version && e.Identity.Registry == id.Registry
+	}
+	return id.Identifier != "" && e.Identity.Identifier == id.Identifier
+}
+
+// newer orders entries for "newest wins": by creationTimestamp, then, for
+// equal timestamps (they have 1 s resolution), by name, so the choice is
+// deterministic.
+func newer(a, b Entry) bool {
+	if !a.Created.Equal(b.Created) {
+		return a.Created.After(b.Created)
+	}
+	return a.Name > b.Name
+}
+
+// CorruptError says that a stored strategy cannot be trusted: a chunk is
+// missing, or a chunk or the text does not match its recorded digest, or
+// the text cannot be decoded.
+type CorruptError struct {
+	// ConfigMap is "namespace/name" of the head or single ConfigMap.
+	ConfigMap string
+	// Chunk is the 0-based index of the chunk at fault, -1 when the fault
+	// is in the whole.
+	Chunk int
+	// Chunks is the number of chunks, 0 for a single ConfigMap.
+	Chunks int
+	// ChunkName names the chunk at fault.
+	ChunkName string
+	Err       error
+}
+
+func (e *CorruptError) Error() string {
+	if e.Chunk >= 0 {
+		return fmt.Sprintf("strategy configmap %s: chunk %d of %d (%s): %v", e.ConfigMap, e.Chunk+1, e.Chunks, e.ChunkName, e.Err)
+	}
+	if de := (*codec.DecodeError)(nil); errors.As(e.Err, &de) {
+		// It names the ConfigMap already.
+		return "strategy " + e.Err.Error()
+	}
+	return fmt.Sprintf("strategy configmap %s: %v", e.ConfigMap, e.Err)
+}
+
+func (e *CorruptError) Unwrap() error { return e.Err }
+
+// entryOf describes a strategy ConfigMap from its metadata.
+func entryOf(m *metav1.ObjectMeta) (Entry, error) {
+	info := codec.DescribeConfigMap(&corev1.ConfigMap{ObjectMeta: *m})
+	e := Entry{
+		Namespace: m.Namespace, Name: m.Name, UID: m.UID, Created: m.CreationTimestamp.Time,
+		Identity: info.Identity, Format: info.Format, Encoding: info.Encoding, Digest: info.Digest,
+		DecodedBytes: info.DecodedBytes,
+	}
+	if raw, ok := m.Annotations[ChunksAnnotation]; ok {
+		chunks, err := parseChunks(raw)
+		if err != nil {
+			return e, &CorruptError{ConfigMap: e.String(), Chunk: -1, Err: fmt.Errorf("annotation %s: %w", ChunksAnnotation, err)}
+		}
+		e.Chunks = chunks
+	}
+	return e, nil
+}
+
+func atoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		return -1
+	}
+	return n
+}
