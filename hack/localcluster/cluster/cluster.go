@@ -292,6 +292,7 @@ type ports struct {
 // files are the paths Up generates.
 type files struct {
 	caCert, caKey, servingCert, servingKey, saKey, saPub string
+	frontProxyCA, proxyClientCert, proxyClientKey        string
 	admin, controllerManager, scheduler, kwok            string // kubeconfigs
 	kwokStages                                           string
 }

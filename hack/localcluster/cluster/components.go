@@ -22,12 +22,15 @@ import (
 )
 
 const (
-	serviceCIDR  = "10.0.0.0/24"
-	serviceIP    = "10.0.0.1"
-	saIssuer     = "https://kubernetes.default.svc.cluster.local"
-	clusterName  = "installstrategy-local"
-	adminUser    = "installstrategy-admin"
-	pollInterval = 100 * time.Millisecond
+	serviceCIDR = "10.0.0.0/24"
+	serviceIP   = "10.0.0.1"
+	saIssuer    = "https://kubernetes.default.svc.cluster.local"
+	clusterName = "installstrategy-local"
+	adminUser   = "installstrategy-admin"
+	// frontProxyClient is the user name of the API server's client
+	// certificate towards aggregated API servers.
+	frontProxyClient = "front-proxy-client"
+	pollInterval     = 100 * time.Millisecond
 )
 
 // writeFiles generates the PKI, the kubeconfigs and the kwok stage file.
@@ -51,6 +54,24 @@ func (u *upper) writeFiles() error {
 		return err
 	}
 	if f.saKey, f.saPub, err = writeServiceAccountKeys(pki); err != nil {
+		return err
+	}
+	// The front proxy (request-header) CA and the API server's client
+	// certificate for aggregated API servers, as kubeadm sets them up; the
+	// controller manager and scheduler read this CA for their delegated
+	// authentication.
+	frontProxyCA, err := newCA("installstrategy-local-front-proxy-ca")
+	if err != nil {
+		return err
+	}
+	if f.frontProxyCA, _, err = frontProxyCA.write(pki, "front-proxy-ca"); err != nil {
+		return err
+	}
+	proxyClient, err := newClient(frontProxyCA, frontProxyClient)
+	if err != nil {
+		return err
+	}
+	if f.proxyClientCert, f.proxyClientKey, err = proxyClient.write(pki, "front-proxy-client"); err != nil {
 		return err
 	}
 	identities := []struct {
@@ -187,6 +208,16 @@ func (u *upper) startAPIServer(ctx context.Context) error {
 		"--service-account-signing-key-file="+f.saKey,
 		"--service-cluster-ip-range="+serviceCIDR,
 		"--authorization-mode=RBAC",
+		"--requestheader-client-ca-file="+f.frontProxyCA,
+		"--requestheader-allowed-names="+frontProxyClient,
+		"--requestheader-username-headers=X-Remote-User",
+		"--requestheader-group-headers=X-Remote-Group",
+		"--requestheader-extra-headers-prefix=X-Remote-Extra-",
+		"--proxy-client-cert-file="+f.proxyClientCert,
+		"--proxy-client-key-file="+f.proxyClientKey,
+		// The kubernetes Service cannot have a loopback endpoint (Endpoints
+		// validation rejects it), and nothing in the cluster could use one.
+		"--endpoint-reconciler-type=none",
 		"--allow-privileged=true",
 		"--profiling=false",
 	)
