@@ -23,7 +23,9 @@ SHELL := /usr/bin/env bash
 .DEFAULT_GOAL := help
 
 GO ?= go
-TOOLS_DIR ?= $(shell hack/tools.sh dir)
+ifeq ($(origin TOOLS_DIR),undefined)
+TOOLS_DIR := $(shell hack/tools.sh dir)
+endif
 CLUSTER_STATE_DIR ?= $(CURDIR)/_output/cluster
 TEST_CLUSTER_STATE_DIR ?= $(CURDIR)/_output/test-cluster
 NODES ?= 3

@@ -239,11 +239,11 @@ func Up(ctx context.Context, opts Options) (*State, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", opts.StateDir, err)
 	}
+	if opts.BinDir == "" {
+		return nil, errors.New("bin dir is required (build the binaries with `make tools`)")
+	}
 	for _, name := range Components {
 		bin := filepath.Join(opts.BinDir, name)
-		if opts.BinDir == "" {
-			return nil, errors.New("bin dir is required (build the binaries with `make tools`)")
-		}
 		if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
 			return nil, fmt.Errorf("binary %s is missing or not executable (build it with `make tools`)", bin)
 		}
