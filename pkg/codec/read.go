@@ -43,9 +43,10 @@ func ReadFile(path string, stdin io.Reader) ([]byte, error) {
 }
 
 // ParseInput decides what data holds and reads it. It is a set of strategy
-// ConfigMaps when every object in it is a v1 ConfigMap with a "manifests"
-// key (as written by KubeVirt, by Encode, or by `kubectl get cm -o yaml|json`,
-// one object or a List); otherwise it is parsed as a manifests text.
+// ConfigMaps when every object in it is a v1 ConfigMap that looks like one: a
+// "manifests" key, or a strategy label or encoding annotation of either form
+// (as written by KubeVirt, by Encode, or by `kubectl get cm -o yaml|json`, one
+// object or a List). Otherwise it is parsed as a manifests text.
 func ParseInput(source string, data []byte, popts strategy.ParseOptions) (*Input, error) {
 	docs, err := strategy.ReadDocuments(data, popts)
 	if err != nil {
@@ -96,7 +97,7 @@ func strategyConfigMaps(docs []strategy.Document) ([]*corev1.ConfigMap, bool) {
 		if !isConfigMap(d) {
 			return nil, false
 		}
-		if _, ok, _ := nestedString(d.Object.Object, "data", ManifestsKey); !ok {
+		if !looksLikeStrategy(d) {
 			return nil, false
 		}
 		cm := &corev1.ConfigMap{}
@@ -106,6 +107,25 @@ func strategyConfigMaps(docs []strategy.Document) ([]*corev1.ConfigMap, bool) {
 		out = append(out, cm)
 	}
 	return out, true
+}
+
+// looksLikeStrategy reports whether a ConfigMap is meant as a strategy.
+func looksLikeStrategy(d strategy.Document) bool {
+	if _, ok, _ := nestedString(d.Object.Object, "data", ManifestsKey); ok {
+		return true
+	}
+	labels, annotations := d.Object.GetLabels(), d.Object.GetAnnotations()
+	for _, l := range []string{KubeVirtStrategyLabel, NativeStrategyLabel} {
+		if _, ok := labels[l]; ok {
+			return true
+		}
+	}
+	for _, a := range []string{KubeVirtEncodingAnnotation, NativeEncodingAnnotation, NativeDigestAnnotation} {
+		if _, ok := annotations[a]; ok {
+			return true
+		}
+	}
+	return false
 }
 
 func nestedString(m map[string]any, path ...string) (string, bool, error) {

@@ -1,0 +1,164 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/pmezard/go-difflib/difflib"
+	"github.com/spf13/cobra"
+
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Change lists how two strategies differ.
+type Change struct {
+	From      strategy.Identity    `json:"from"`
+	To        strategy.Identity    `json:"to"`
+	Added     []strategy.ObjectRef `json:"added"`
+	Removed   []strategy.ObjectRef `json:"removed"`
+	Changed   []strategy.ObjectRef `json:"changed"`
+	Unchanged int                  `json:"unchanged"`
+	// diffs holds the unified diff of each changed object.
+	diffs map[strategy.ObjectRef]string
+}
+
+// Empty reports whether the strategies hold the same objects.
+func (c *Change) Empty() bool { return len(c.Added)+len(c.Removed)+len(c.Changed) == 0 }
+
+// diffStrategies compares objects by reference, and changed objects by their
+// canonical serialised form.
+func diffStrategies(a, b *strategy.Strategy, nameA, nameB string) (*Change, error) {
+	c := &Change{From: a.Identity, To: b.Identity, diffs: map[strategy.ObjectRef]string{},
+		Added: []strategy.ObjectRef{}, Removed: []strategy.ObjectRef{}, Changed: []strategy.ObjectRef{}}
+	ia, ib := a.Index(), b.Index()
+	for ref, oa := range ia {
+		ob, ok := ib[ref]
+		if !ok {
+			c.Removed = append(c.Removed, ref)
+			continue
+		}
+		ya, err := strategy.MarshalObject(oa)
+		if err != nil {
+			return nil, fmt.Errorf("serialise %s: %w", ref, err)
+		}
+		yb, err := strategy.MarshalObject(ob)
+		if err != nil {
+			return nil, fmt.Errorf("serialise %s: %w", ref, err)
+		}
+		if bytes.Equal(ya, yb) {
+			c.Unchanged++
+			continue
+		}
+		c.Changed = append(c.Changed, ref)
+		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
+			A: difflib.SplitLines(string(ya)), B: difflib.SplitLines(string(yb)),
+			FromFile: nameA + "/" + ref.String(), ToFile: nameB + "/" + ref.String(), Context: 3,
+		})
+		if err != nil {
+			return nil, err
+		}
+		c.diffs[ref] = text
+	}
+	for ref := range ib {
+		if _, ok := ia[ref]; !ok {
+			c.Added = append(c.Added, ref)
+		}
+	}
+	for _, l := range [][]strategy.ObjectRef{c.Added, c.Removed, c.Changed} {
+		sort.Slice(l, func(i, j int) bool { return l[i].Less(l[j]) })
+	}
+	return c, nil
+}
+
+func newDiffCommand(o *options) *cobra.Command {
+	var summary bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "diff A B",
+		Short: "Show the objects added, removed and changed between two strategies",
+		Long: `Compare two strategies (ConfigMaps or manifests texts, in any mix): objects are
+matched by kind, namespace and name and compared in canonical form, so
+formatting and key order never count as changes.
+
+The exit status is that of diff(1): 0 when the strategies hold the same objects,
+1 when they differ, 2 on error.`,
+		Example: `  # What changed between two KubeVirt releases
+  kubectl installstrategy diff kubevirt-v1.8.4.configmap.yaml kubevirt-v1.9.0.configmap.yaml --summary
+
+  # Machine-readable
+  kubectl installstrategy diff old.yaml new.yaml -o json`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
+			if output != "text" && output != "json" {
+				return fail(fmt.Errorf("--output %q: want text or json", output))
+			}
+			la, err := o.loadStrategy(args[0], "")
+			if err != nil {
+				return fail(err)
+			}
+			lb, err := o.loadStrategy(args[1], "")
+			if err != nil {
+				return fail(err)
+			}
+			c, err := diffStrategies(la.Strategy, lb.Strategy, "a", "b")
+			if err != nil {
+				return fail(err)
+			}
+			if output == "json" {
+				enc := json.NewEncoder(o.streams.Out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(c)
+			} else {
+				err = printChange(o.streams.Out, c, !summary)
+			}
+			if err != nil {
+				return fail(err)
+			}
+			if !c.Empty() {
+				return &ExitError{Code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&summary, "summary", false, "list the objects only, without the diff of each changed one")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (json lists objects only)")
+	return cmd
+}
+
+func identityString(id strategy.Identity) string {
+	s := orNone(id.Version)
+	if id.Registry != "" {
+		s += " " + id.Registry
+	}
+	if id.Identifier != "" {
+		s += " " + id.Identifier
+	}
+	return s
+}
+
+func printChange(w io.Writer, c *Change, details bool) error {
+	if c.From != c.To {
+		fmt.Fprintf(w, "identity: %s -> %s\n", identityString(c.From), identityString(c.To))
+	}
+	fmt.Fprintf(w, "added %d, removed %d, changed %d, unchanged %d\n", len(c.Added), len(c.Removed), len(c.Changed), c.Unchanged)
+	for _, sec := range []struct {
+		mark string
+		refs []strategy.ObjectRef
+	}{{"+", c.Added}, {"-", c.Removed}, {"~", c.Changed}} {
+		for _, ref := range sec.refs {
+			fmt.Fprintf(w, "%s %s\n", sec.mark, ref)
+		}
+	}
+	if details {
+		for _, ref := range c.Changed {
+			if _, err := io.WriteString(w, "\n"+c.diffs[ref]); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

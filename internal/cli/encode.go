@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+func newEncodeCommand(o *options) *cobra.Command {
+	var (
+		id       strategy.Identity
+		format   string
+		name     string
+		output   string
+		keepText bool
+	)
+	cmd := &cobra.Command{
+		Use:   "encode FILE|DIR|-",
+		Short: "Wrap manifests in a strategy ConfigMap",
+		Long: `Encode a manifests text (a file, standard input, or a folder of .yaml, .yml and
+.json files as written by decode --output-dir) into a strategy ConfigMap, printed
+on standard output.
+
+The manifests are parsed first, so nothing invalid is ever encoded, and are
+written in canonical form: KubeVirt's kind order and field layout, repairs
+applied. --keep-text stores the input text byte for byte instead (a single file
+only).
+
+--format kubevirt writes the ConfigMap exactly as KubeVirt's operator does
+(generateName kubevirt-install-strategy-, its labels and annotations, the same
+gzip bytes). --format native (the default) adds installstrategy.io annotations
+with a sha256 digest of the text that every read verifies.`,
+		Example: `  # Re-encode a decoded KubeVirt strategy as KubeVirt would store it
+  kubectl installstrategy encode manifests.yaml --format kubevirt -n kubevirt \
+      --version v1.9.0 --registry quay.io/kubevirt --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
+
+  # A folder of objects into a native ConfigMap, then create it
+  kubectl installstrategy encode ./v1.9.0 --version v1.9.0 -n kubevirt | kubectl create -f -`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := codec.ParseFormat(format)
+			if err != nil {
+				return err
+			}
+			if output != "yaml" && output != "json" {
+				return fmt.Errorf("--output %q: want yaml or json", output)
+			}
+			text, warnings, err := o.readManifests(args[0], keepText)
+			if err != nil {
+				return err
+			}
+			printWarnings(o.streams.ErrOut, warnings)
+			if id.Identifier == "" {
+				fmt.Fprintln(o.streams.ErrOut, "warning: no --identifier: loaders will match this strategy on version and registry only")
+			}
+			cm, err := codec.EncodeText(text, codec.EncodeOptions{Format: f, Namespace: o.namespace(), Name: name, Identity: id})
+			if err != nil {
+				return err
+			}
+			var out []byte
+			if output == "json" {
+				out, err = json.MarshalIndent(cm, "", "  ")
+				out = append(out, '\n')
+			} else {
+				out, err = codec.MarshalYAML(cm)
+			}
+			if err != nil {
+				return err
+			}
+			if len(cm.Data[codec.ManifestsKey]) > codec.ObjectSizeLimit {
+				fmt.Fprintf(o.streams.ErrOut, "warning: encoded manifests are %d bytes, over the 1 MiB object limit; publish through the store, which splits them into chunks\n", len(cm.Data[codec.ManifestsKey]))
+			}
+			_, err = o.streams.Out.Write(out)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&id.Version, "version", "", "the strategy's product version (required)")
+	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
+	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
+	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt")
+	cmd.Flags().StringVar(&name, "name", "", "ConfigMap name (default: a generateName prefix)")
+	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.Flags().BoolVar(&keepText, "keep-text", false, "store the input text as it is instead of its canonical form")
+	_ = cmd.MarkFlagRequired("version")
+	return cmd
+}
+
+// readManifests returns the text to encode from a file, stdin or folder.
+func (o *options) readManifests(path string, keepText bool) ([]byte, []strategy.Warning, error) {
+	if path != "-" {
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			if keepText {
+				return nil, nil, fmt.Errorf("--keep-text needs a single file, %s is a folder", path)
+			}
+			return readFolder(path)
+		}
+	}
+	data, err := codec.ReadFile(path, o.streams.In)
+	if err != nil {
+		return nil, nil, err
+	}
+	source := path
+	if path == "-" {
+		source = "standard input"
+	}
+	s, warnings, err := strategy.Parse(data, strategy.ParseOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", source, err)
+	}
+	if keepText {
+		return data, warnings, nil
+	}
+	text, err := s.Serialize()
+	return text, warnings, err
+}
+
+// readFolder parses every manifest file of a folder, in name order, into one
+// strategy and serialises it.
+func readFolder(dir string) ([]byte, []strategy.Warning, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read folder: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		ext := strings.ToLower(filepath.Ext(e.Name()))
+		if !e.IsDir() && (ext == ".yaml" || ext == ".yml" || ext == ".json") {
+			names = append(names, e.Name())
+		}
+	}
+	if len(names) == 0 {
+		return nil, nil, fmt.Errorf("%s: no .yaml, .yml or .json files", dir)
+	}
+	sort.Strings(names)
+	var all bytes.Buffer
+	for _, n := range names {
+		data, err := os.ReadFile(filepath.Join(dir, n))
+		if err != nil {
+			return nil, nil, fmt.Errorf("read %w", err)
+		}
+		// Each file is checked alone so errors name the file.
+		if _, _, err := strategy.Parse(data, strategy.ParseOptions{}); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, n), err)
+		}
+		all.WriteString("---\n")
+		all.Write(data)
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			all.WriteByte('\n')
+		}
+	}
+	s, warnings, err := strategy.Parse(all.Bytes(), strategy.ParseOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	text, err := s.Serialize()
+	return text, warnings, err
+}

@@ -1,0 +1,228 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/yaml"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Report is what inspect prints: -o yaml and -o json print it as it is.
+type Report struct {
+	Source    string               `json:"source"`
+	ConfigMap *codec.Info          `json:"configMap,omitempty"`
+	Identity  strategy.Identity    `json:"identity"`
+	Sizes     Sizes                `json:"sizes"`
+	Warnings  []strategy.Warning   `json:"warnings,omitempty"`
+	Kinds     []strategy.KindCount `json:"kinds"`
+	Objects   []ObjectRow          `json:"objects"`
+}
+
+// Sizes are a strategy's sizes in bytes.
+type Sizes struct {
+	// Encoded is the size of data.manifests, 0 for a plain text input.
+	Encoded int `json:"encoded"`
+	Decoded int `json:"decoded"`
+	// Ratio is decoded ÷ encoded.
+	Ratio float64 `json:"ratio"`
+	// Headroom is what is left of the 1 MiB object limit.
+	Headroom int `json:"headroom"`
+	// LimitUsedPercent is encoded ÷ 1 MiB × 100.
+	LimitUsedPercent float64 `json:"limitUsedPercent"`
+}
+
+// ObjectRow is one object of the strategy.
+type ObjectRow struct {
+	strategy.ObjectRef `json:",inline"`
+	APIVersion         string   `json:"apiVersion"`
+	Images             []string `json:"images,omitempty"`
+}
+
+func newInspectCommand(o *options) *cobra.Command {
+	var output, name string
+	cmd := &cobra.Command{
+		Use:   "inspect FILE|-",
+		Short: "Show a strategy's identity, sizes, kinds and objects",
+		Long: `Inspect a strategy ConfigMap (or a manifests text): its identity (version,
+registry, identifier), encoding and digest, its sizes (encoded, decoded, ratio,
+and the headroom left before the 1 MiB object limit), the count of objects of
+each kind, and every object with the images its workloads run. Repairs made
+while parsing are listed as warnings.`,
+		Example: `  kubectl installstrategy inspect kubevirt-v1.9.0.configmap.yaml
+  kubectl get cm -n kubevirt kubevirt-install-strategy-abcde -o yaml | kubectl installstrategy inspect - -o json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			l, err := o.loadStrategy(args[0], name)
+			if err != nil {
+				return err
+			}
+			r := buildReport(args[0], l)
+			return printReport(o.streams.Out, output, r)
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to inspect when the input holds several")
+	return cmd
+}
+
+func checkOutput(output string) error {
+	switch output {
+	case "table", "yaml", "json":
+		return nil
+	}
+	return fmt.Errorf("--output %q: want table, yaml or json", output)
+}
+
+func buildReport(source string, l *codec.Loaded) *Report {
+	r := &Report{Source: source, ConfigMap: l.Info, Identity: l.Strategy.Identity, Warnings: l.Warnings, Kinds: l.Strategy.CountByKind()}
+	r.Sizes.Decoded = len(l.Text)
+	if l.Info != nil {
+		r.Sizes.Encoded = l.Info.EncodedBytes
+		r.Sizes.Ratio = l.Info.Ratio()
+		r.Sizes.Headroom = l.Info.Headroom()
+		r.Sizes.LimitUsedPercent = 100 * float64(l.Info.EncodedBytes) / codec.ObjectSizeLimit
+	}
+	for _, obj := range l.Strategy.Objects {
+		r.Objects = append(r.Objects, ObjectRow{ObjectRef: strategy.RefOf(obj), APIVersion: obj.GetAPIVersion(), Images: strategy.Images(obj)})
+	}
+	return r
+}
+
+func printReport(w io.Writer, output string, r *Report) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	case "yaml":
+		b, err := yaml.Marshal(r)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return printReportTable(w, r)
+}
+
+func printReportTable(w io.Writer, r *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
+	field("Source", r.Source)
+	if ci := r.ConfigMap; ci != nil {
+		name := ci.Name
+		if name == "" {
+			name = ci.GenerateName + "<generated>"
+		}
+		if ci.Namespace != "" {
+			name = ci.Namespace + "/" + name
+		}
+		field("ConfigMap", name)
+		field("Format", string(ci.Format))
+		field("Encoding", ci.Encoding)
+	} else {
+		field("Format", "manifests text")
+	}
+	field("Version", orNone(r.Identity.Version))
+	field("Registry", orNone(r.Identity.Registry))
+	field("Identifier", orNone(r.Identity.Identifier))
+	if ci := r.ConfigMap; ci != nil {
+		switch {
+		case ci.DigestVerified:
+			field("Digest", ci.Digest+" (verified)")
+		default:
+			field("Digest", "none recorded")
+		}
+		field("Encoded size", bytesString(r.Sizes.Encoded))
+	}
+	field("Decoded size", bytesString(r.Sizes.Decoded))
+	if r.ConfigMap != nil {
+		field("Ratio", fmt.Sprintf("%.1fx", r.Sizes.Ratio))
+		field("Object limit", fmt.Sprintf("%.1f%% of 1 MiB used, %s headroom", r.Sizes.LimitUsedPercent, bytesString(r.Sizes.Headroom)))
+	}
+	field("Objects", fmt.Sprintf("%d", len(r.Objects)))
+	field("Warnings", fmt.Sprintf("%d", len(r.Warnings)))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, x := range r.Warnings {
+		fmt.Fprintf(w, "  %s\n", x)
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tGROUP\tCOUNT")
+	for _, k := range r.Kinds {
+		group := k.Group
+		if group == "" {
+			group = "core"
+		}
+		unknown := ""
+		if !k.Known {
+			unknown = "\t(not in the kind table)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d%s\n", k.Kind, group, k.Count, unknown)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "KIND\tNAMESPACE\tNAME\tIMAGES")
+	for _, obj := range r.Objects {
+		ns := obj.Namespace
+		if ns == "" {
+			ns = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", obj.Kind, ns, obj.Name, strings.Join(obj.Images, ","))
+	}
+	return tw.Flush()
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
+
+// bytesString prints a size in bytes with thousands separators and a binary
+// unit for readability.
+func bytesString(n int) string {
+	s := fmt.Sprintf("%d", n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	out := b.String() + " B"
+	if neg {
+		out = "-" + out
+	}
+	abs := n
+	if abs < 0 {
+		abs = -abs
+	}
+	switch {
+	case abs >= 1<<20:
+		out += fmt.Sprintf(" (%.2f MiB)", float64(n)/(1<<20))
+	case abs >= 1<<10:
+		out += fmt.Sprintf(" (%.1f KiB)", float64(n)/(1<<10))
+	}
+	return out
+}

@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Check is one verification step and its outcome.
+type Check struct {
+	Name string `json:"name"`
+	// Status is "ok", "warn" or "fail".
+	Status string `json:"status"`
+	Detail string `json:"detail"`
+}
+
+func newVerifyCommand(o *options) *cobra.Command {
+	var strict bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "verify FILE|-",
+		Short: "Check that a strategy decodes, matches its digest and parses",
+		Long: `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
+decodes (base64, gzip, size limit), the recorded digest matches (native form),
+every document parses, and every object has apiVersion, kind and metadata.name.
+Repairs that KubeVirt compatibility needs are reported as warnings.
+
+Exit status: 0 when every check passes, 1 when one fails (with --strict, also
+when there are warnings).`,
+		Example: `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
+  kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml | kubectl installstrategy verify - --strict`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("--output %q: want text or json", output)
+			}
+			dopts, err := o.decodeOptions()
+			if err != nil {
+				return err
+			}
+			data, err := codec.ReadFile(args[0], o.streams.In)
+			if err != nil {
+				return err
+			}
+			checks := verifyInput(args[0], data, dopts)
+			if output == "json" {
+				enc := json.NewEncoder(o.streams.Out)
+				enc.SetIndent("", "  ")
+				err = enc.Encode(checks)
+			} else {
+				err = printChecks(o.streams.Out, checks)
+			}
+			if err != nil {
+				return err
+			}
+			failed, warned := 0, 0
+			for _, c := range checks {
+				switch c.Status {
+				case "fail":
+					failed++
+				case "warn":
+					warned++
+				}
+			}
+			if failed > 0 || (strict && warned > 0) {
+				return &ExitError{Code: 1, Err: fmt.Errorf("verification failed: %d checks failed, %d warnings", failed, warned)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings (repairs, unknown kinds, no digest) as failures")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check {
+	in, err := codec.ParseInput(source, data, strategy.ParseOptions{})
+	if err != nil {
+		return []Check{{Name: "read", Status: "fail", Detail: err.Error()}}
+	}
+	if in.Strategy != nil {
+		checks := []Check{{Name: "read", Status: "ok", Detail: "manifests text (not a ConfigMap: no encoding or digest to check)"}}
+		return append(checks, parseChecks(in.Strategy, in.Warnings)...)
+	}
+	var checks []Check
+	for _, cm := range in.ConfigMaps {
+		info := codec.DescribeConfigMap(cm)
+		prefix := ""
+		if len(in.ConfigMaps) > 1 {
+			prefix = cm.Name + ": "
+		}
+		text, info, err := codec.Decode(cm, dopts)
+		if err != nil {
+			var de *codec.DecodeError
+			name := "decode"
+			if errors.As(err, &de) {
+				name = de.Step
+			}
+			checks = append(checks, Check{Name: prefix + name, Status: "fail", Detail: err.Error()})
+			continue
+		}
+		checks = append(checks, Check{Name: prefix + "encoding", Status: "ok", Detail: fmt.Sprintf("%s, %s decoded from %s", info.Encoding, bytesString(info.DecodedBytes), bytesString(info.EncodedBytes))})
+		if info.DigestVerified {
+			checks = append(checks, Check{Name: prefix + "digest", Status: "ok", Detail: info.Digest + " matches"})
+		} else {
+			checks = append(checks, Check{Name: prefix + "digest", Status: "warn", Detail: "no digest recorded (KubeVirt form): integrity cannot be checked"})
+		}
+		if info.Identity.Version == "" {
+			checks = append(checks, Check{Name: prefix + "identity", Status: "warn", Detail: "no version annotation"})
+		} else if info.Identity.Identifier == "" {
+			checks = append(checks, Check{Name: prefix + "identity", Status: "warn", Detail: "no identifier: matched on version and registry only (legacy)"})
+		} else {
+			checks = append(checks, Check{Name: prefix + "identity", Status: "ok", Detail: identityString(info.Identity)})
+		}
+		s, warnings, err := strategy.Parse(text, strategy.ParseOptions{})
+		if err != nil {
+			checks = append(checks, Check{Name: prefix + "parse", Status: "fail", Detail: err.Error()})
+			continue
+		}
+		for _, c := range parseChecks(s, warnings) {
+			c.Name = prefix + c.Name
+			checks = append(checks, c)
+		}
+	}
+	return checks
+}
+
+func parseChecks(s *strategy.Strategy, warnings []strategy.Warning) []Check {
+	checks := []Check{{Name: "parse", Status: "ok", Detail: fmt.Sprintf("%d objects, each with apiVersion, kind and name", len(s.Objects))}}
+	for _, w := range warnings {
+		checks = append(checks, Check{Name: "repair", Status: "warn", Detail: w.String()})
+	}
+	return checks
+}
+
+func printChecks(w io.Writer, checks []Check) error {
+	for _, c := range checks {
+		detail := strings.ReplaceAll(c.Detail, "\n", "\n        ")
+		if _, err := fmt.Fprintf(w, "%-5s %s: %s\n", strings.ToUpper(c.Status), c.Name, detail); err != nil {
+			return err
+		}
+	}
+	return nil
+}
