@@ -28,6 +28,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
+	"github.com/installstrategy/installstrategy/internal/podsec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -460,11 +461,11 @@ func (b *Builder) podTemplate(w Workload) (corev1.PodTemplateSpec, *metav1.Label
 		Args:            w.Args,
 		Ports:           w.Ports,
 		Env:             env,
-		SecurityContext: RestrictedContainer(),
+		SecurityContext: podsec.Container(),
 	}
 	spec := corev1.PodSpec{
 		ServiceAccountName: sa,
-		SecurityContext:    RestrictedPod(),
+		SecurityContext:    podsec.Pod(),
 		Containers:         []corev1.Container{c},
 	}
 	for _, secret := range slices.Sorted(maps.Keys(w.SecretVolumes)) {
@@ -485,27 +486,6 @@ func (b *Builder) podTemplate(w Workload) (corev1.PodTemplateSpec, *metav1.Label
 		}
 	}
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}, sel
-}
-
-// RestrictedPod is the pod security context of the "restricted" Pod
-// Security Standard: non-root, RuntimeDefault seccomp profile.
-func RestrictedPod() *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptr.To(true),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
-// RestrictedContainer is the container security context of the
-// "restricted" Pod Security Standard: no privilege escalation, every
-// capability dropped.
-func RestrictedContainer() *corev1.SecurityContext {
-	return &corev1.SecurityContext{
-		AllowPrivilegeEscalation: ptr.To(false),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		RunAsNonRoot:             ptr.To(true),
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
 }
 
 // Build returns the strategy: every object once, in serialisation order,
