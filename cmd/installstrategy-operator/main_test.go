@@ -1,0 +1,59 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+)
+
+func TestFlags(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, "only --dump-install-strategy"},
+		{[]string{"--no-such-flag"}, "flag provided but not defined"},
+		{[]string{"--dump-install-strategy", "--strategy-format=yaml"}, `unknown format "yaml"`},
+		{[]string{"--dump-install-strategy"}, "not running in a cluster"},
+		{[]string{"--dump-install-strategy", "--kubeconfig=/does/not/exist"}, "kubeconfig /does/not/exist"},
+	}
+	for _, tt := range tests {
+		err := run(logr.Discard(), tt.args)
+		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+			t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
+		}
+	}
+}
+
+// TestDumpMode runs the dump mode in-process against the cluster, in
+// KubeVirt's form, twice: one strategy ConfigMap results.
+func TestDumpMode(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	cfg := &identity.Config{Namespace: ns, Registry: "registry.example/sample", Version: "v1.0.0"}
+	text, _ := cfg.JSON()
+	t.Setenv(identity.EnvVar, string(text))
+	args := []string{"--dump-install-strategy", "--kubeconfig=" + os.Getenv(testenv.KubeconfigEnv), "--strategy-format=kubevirt"}
+	for range 2 {
+		if err := run(logr.Discard(), args); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: codec.KubeVirtStrategyLabel})
+	if err != nil || len(cms.Items) != 1 {
+		t.Fatalf("strategy configmaps: %v, %v; want one", cms, err)
+	}
+	id, _ := cfg.Identity(nil)
+	if got := codec.DescribeConfigMap(&cms.Items[0]).Identity; got != id {
+		t.Fatalf("identity %+v, want %+v", got, id)
+	}
+}
