@@ -178,11 +178,8 @@ func (b *Builder) ClusterRole(name string, rules ...rbacv1.PolicyRule) *Builder 
 // ClusterRoleBinding binds a ClusterRole to a ServiceAccount of the install
 // namespace.
 func (b *Builder) ClusterRoleBinding(name, clusterRole, serviceAccount string) *Builder {
-	return b.Add(&rbacv1.ClusterRoleBinding{
-		ObjectMeta: b.meta(name, false),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: clusterRole},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: b.cfg.Namespace}},
-	})
+	ref, subjects := b.binding("ClusterRole", clusterRole, serviceAccount)
+	return b.Add(&rbacv1.ClusterRoleBinding{ObjectMeta: b.meta(name, false), RoleRef: ref, Subjects: subjects})
 }
 
 // Role adds a Role in the install namespace.
@@ -193,11 +190,15 @@ func (b *Builder) Role(name string, rules ...rbacv1.PolicyRule) *Builder {
 // RoleBinding binds a Role to a ServiceAccount, both in the install
 // namespace.
 func (b *Builder) RoleBinding(name, role, serviceAccount string) *Builder {
-	return b.Add(&rbacv1.RoleBinding{
-		ObjectMeta: b.meta(name, true),
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: role},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: b.cfg.Namespace}},
-	})
+	ref, subjects := b.binding("Role", role, serviceAccount)
+	return b.Add(&rbacv1.RoleBinding{ObjectMeta: b.meta(name, true), RoleRef: ref, Subjects: subjects})
+}
+
+// binding returns the role reference and subjects of a binding of a role to
+// a ServiceAccount of the install namespace.
+func (b *Builder) binding(kind, role, serviceAccount string) (rbacv1.RoleRef, []rbacv1.Subject) {
+	return rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kind, Name: role},
+		[]rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: b.cfg.Namespace}}
 }
 
 // CRD declares a CustomResourceDefinition.

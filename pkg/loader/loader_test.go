@@ -90,6 +90,20 @@ func (f *fixture) waitJobGone(t *testing.T, name string) {
 	})
 }
 
+// start calls Load for the first time: it must start a dump Job, whose
+// name it returns.
+func (f *fixture) start(t *testing.T, req loader.Request) string {
+	t.Helper()
+	res, err := f.loader.Load(t.Context(), req)
+	if err != nil || !res.Pending() {
+		t.Fatalf("first load: %+v, %v; want pending", res, err)
+	}
+	if res.RequeueAfter <= 0 {
+		t.Fatalf("pending result %+v has no RequeueAfter", res)
+	}
+	return strings.TrimPrefix(res.Job, f.ns+"/")
+}
+
 // loadUntil calls Load until it returns a strategy or an error.
 func (f *fixture) loadUntil(t *testing.T, req loader.Request) (*loader.Result, error) {
 	t.Helper()
@@ -389,11 +403,7 @@ func TestDumpJobFails(t *testing.T) {
 	f := setup(t, loader.Options{PodLabels: testenv.BehaviourLabels(testenv.BehaviourFail)})
 	ctx := t.Context()
 	req := f.request("v1.1.0")
-	res, err := f.loader.Load(ctx, req)
-	if err != nil || !res.Pending() {
-		t.Fatalf("first load: %+v, %v", res, err)
-	}
-	name := strings.TrimPrefix(res.Job, f.ns+"/")
+	name := f.start(t, req)
 	job, _ := f.job(t, name)
 	if job.Spec.Template.Labels[testenv.BehaviourLabel] != string(testenv.BehaviourFail) {
 		t.Fatalf("pod labels %v lack the test behaviour", job.Spec.Template.Labels)
@@ -444,13 +454,9 @@ func TestDumpJobFails(t *testing.T) {
 func TestDumpJobNoResult(t *testing.T) {
 	f := setup(t, loader.Options{})
 	req := f.request("v1.2.0")
-	res, err := f.loader.Load(t.Context(), req)
-	if err != nil || !res.Pending() {
-		t.Fatalf("first load: %+v, %v", res, err)
-	}
-	name := strings.TrimPrefix(res.Job, f.ns+"/")
+	name := f.start(t, req)
 	f.env.WaitJobFinished(t.Context(), t, f.ns, name)
-	_, err = f.loadUntil(t, req)
+	_, err := f.loadUntil(t, req)
 	var jerr *loader.JobError
 	if !errors.As(err, &jerr) || jerr.Reason != loader.ReasonNoResult || jerr.Attempt != 1 {
 		t.Fatalf("load error %v, want a NoResult JobError", err)
@@ -465,11 +471,7 @@ func TestDumpJobNotStarted(t *testing.T) {
 	f := setup(t, loader.Options{Placement: &identity.NodePlacement{NodeSelector: map[string]string{"installstrategy.io/no-such-node": "true"}}})
 	ctx := t.Context()
 	req := f.request("v1.0.0")
-	res, err := f.loader.Load(ctx, req)
-	if err != nil || !res.Pending() {
-		t.Fatalf("first load: %+v, %v", res, err)
-	}
-	name := strings.TrimPrefix(res.Job, f.ns+"/")
+	name := f.start(t, req)
 	testenv.WaitFor(ctx, t, "dump pod unschedulable", func(ctx context.Context) (bool, string, error) {
 		pods, err := f.env.Kube.CoreV1().Pods(f.ns).List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
 		if err != nil || len(pods.Items) == 0 {
@@ -487,7 +489,7 @@ func TestDumpJobNotStarted(t *testing.T) {
 		t.Fatalf("load before the start timeout: %+v, %v", res, err)
 	}
 	f.clock.Step(loader.DefaultStartTimeout)
-	_, err = f.loader.Load(ctx, req)
+	_, err := f.loader.Load(ctx, req)
 	var jerr *loader.JobError
 	if !errors.As(err, &jerr) || jerr.Reason != loader.ReasonNotStarted || !strings.Contains(jerr.Message, "unschedulable") || !strings.Contains(jerr.Message, "node affinity/selector") {
 		t.Fatalf("load error %v, want a NotStarted JobError with the scheduler's reason", err)
