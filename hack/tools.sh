@@ -38,7 +38,7 @@ dir() {
 	if [[ -n "${TOOLS_DIR:-}" ]]; then
 		printf '%s\n' "${TOOLS_DIR}"
 	else
-		printf '%s\n' "${XDG_CACHE_HOME:-${HOME}/.cache}/installstrategy/tools/$(key)"
+		printf '%s\n' "${XDG_CACHE_HOME:-${HOME:-/root}/.cache}/installstrategy/tools/$(key)"
 	fi
 }
 
@@ -65,8 +65,9 @@ build() {
 		fi
 	fi
 	log "building tools into ${out} (key ${k})"
-	log "a cold build takes several minutes on 2 cores (kube-apiserver alone ~5 min with downloads);"
-	log "later runs reuse the binaries until hack/tools changes"
+	log "a cold build takes 10-15 minutes on 2 cores (about 900 MB of modules to download, then"
+	log "kube-scheduler and kube-controller-manager compile most of Kubernetes; kwok is a separate"
+	log "module); later runs reuse the binaries until hack/tools or the Go version changes"
 	local start kube
 	start=$(date +%s)
 	mkdir -p "$(dirname "${out}")"
