@@ -4,38 +4,59 @@
 package benchcmp
 
 import (
-	"fmt"
+	"runtime"
 	"testing"
+	"time"
 )
 
-// Compare runs baseline and ours with testing.Benchmark and reports, on b,
-// the speed-up (baseline ns/op ÷ ours ns/op) and the allocation ratio (ours
-// bytes/op ÷ baseline bytes/op), plus each side's figures. bytes is the
-// input size per operation, for MB/s; 0 leaves MB/s out.
-func Compare(b *testing.B, bytes int64, baseline, ours func(b *testing.B)) {
+// Func is one side of a comparison: do the work n times.
+type Func func(b *testing.B, n int)
+
+// result is what the final round of a side measured.
+type result struct {
+	n       int
+	elapsed time.Duration
+	bytes   uint64
+	allocs  uint64
+}
+
+// Compare runs three sub-benchmarks of b: "baseline", "ours" and "ratio".
+// The first two report the usual ns/op, B/op, allocs/op (and MB/s when
+// size, the input bytes per operation, is not 0). "ratio" reports
+// x-speedup (baseline time ÷ ours) and alloc-ratio (ours allocated bytes ÷
+// baseline's), from the final round of each side.
+func Compare(b *testing.B, size int64, baseline, ours Func) {
 	b.Helper()
-	base := testing.Benchmark(baseline)
-	mine := testing.Benchmark(ours)
-	if base.N == 0 || mine.N == 0 {
+	var base, mine result
+	side := func(f Func, into *result) func(b *testing.B) {
+		return func(b *testing.B) {
+			b.ReportAllocs()
+			if size > 0 {
+				b.SetBytes(size)
+			}
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			start := time.Now()
+			b.ResetTimer()
+			f(b, b.N)
+			b.StopTimer()
+			elapsed := time.Since(start)
+			runtime.ReadMemStats(&after)
+			*into = result{n: b.N, elapsed: elapsed, bytes: after.TotalAlloc - before.TotalAlloc, allocs: after.Mallocs - before.Mallocs}
+		}
+	}
+	if !b.Run("baseline", side(baseline, &base)) || !b.Run("ours", side(ours, &mine)) {
 		b.Fatal("a side of the comparison failed")
 	}
-	speedup := float64(base.NsPerOp()) / float64(mine.NsPerOp())
-	allocRatio := float64(mine.AllocedBytesPerOp()) / float64(max(1, base.AllocedBytesPerOp()))
-	b.ReportMetric(speedup, "x-speedup")
-	b.ReportMetric(allocRatio, "alloc-ratio")
-	b.ReportMetric(float64(mine.NsPerOp())/1e6, "ours-ms/op")
-	b.ReportMetric(float64(base.NsPerOp())/1e6, "baseline-ms/op")
-	b.ReportMetric(float64(mine.AllocedBytesPerOp())/1e6, "ours-MB-alloc/op")
-	b.ReportMetric(float64(base.AllocedBytesPerOp())/1e6, "baseline-MB-alloc/op")
-	line := func(name string, r testing.BenchmarkResult) string {
-		s := fmt.Sprintf("%-9s %4d ops %10.2f ms/op %10.1f MB alloc/op %8d allocs/op", name, r.N, float64(r.NsPerOp())/1e6,
-			float64(r.AllocedBytesPerOp())/1e6, r.AllocsPerOp())
-		if bytes > 0 {
-			s += fmt.Sprintf(" %8.1f MB/s", float64(bytes)*float64(r.N)/r.T.Seconds()/1e6)
+	b.Run("ratio", func(b *testing.B) {
+		perOp := func(r result) (float64, float64) {
+			return float64(r.elapsed) / float64(r.n), float64(r.bytes) / float64(r.n)
 		}
-		return s
-	}
-	b.Logf("\n%s\n%s\nspeed-up %.2fx, allocated bytes %.2f of the baseline", line("baseline", base), line("ours", mine), speedup, allocRatio)
-	// The outer benchmark does its work in the two runs above.
-	b.ReportAllocs()
+		baseNs, baseBytes := perOp(base)
+		ourNs, ourBytes := perOp(mine)
+		b.ReportMetric(0, "ns/op")
+		b.ReportMetric(baseNs/ourNs, "x-speedup")
+		b.ReportMetric(ourBytes/baseBytes, "alloc-ratio")
+		b.Logf("baseline %.1f ms/op %.1f MB alloc/op; ours %.1f ms/op %.1f MB alloc/op", baseNs/1e6, baseBytes/1e6, ourNs/1e6, ourBytes/1e6)
+	})
 }

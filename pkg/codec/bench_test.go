@@ -94,17 +94,15 @@ func benchConfigMap(b *testing.B) *corev1.ConfigMap {
 func BenchmarkDecodeParse(b *testing.B) {
 	cm := benchConfigMap(b)
 	size := int64(len(kubevirtdata.Read(b, "v1.9.0", "manifests.yaml")))
-	benchcmp.Compare(b, size, func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
+	benchcmp.Compare(b, size, func(b *testing.B, n int) {
+		for i := 0; i < n; i++ {
 			objs, err := kubevirtLoad(cm)
 			if err != nil || len(objs) != 249 {
 				b.Fatalf("baseline: %d objects, %v", len(objs), err)
 			}
 		}
-	}, func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
+	}, func(b *testing.B, n int) {
+		for i := 0; i < n; i++ {
 			l, err := LoadConfigMap("bench", cm, DecodeOptions{}, strategy.ParseOptions{})
 			if err != nil || len(l.Strategy.Objects) != 245 {
 				b.Fatalf("ours: %v", err)
@@ -148,16 +146,14 @@ func BenchmarkEncode(b *testing.B) {
 	for i, o := range l.Strategy.Objects {
 		objs[i] = strategy.Stripped(o).Object
 	}
-	benchcmp.Compare(b, int64(len(l.Text)), func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
+	benchcmp.Compare(b, int64(len(l.Text)), func(b *testing.B, n int) {
+		for i := 0; i < n; i++ {
 			if _, err := kubevirtEncode(objs); err != nil {
 				b.Fatal(err)
 			}
 		}
-	}, func(b *testing.B) {
-		b.ReportAllocs()
-		for i := 0; i < b.N; i++ {
+	}, func(b *testing.B, n int) {
+		for i := 0; i < n; i++ {
 			if _, err := Encode(l.Strategy, EncodeOptions{Format: FormatNative}); err != nil {
 				b.Fatal(err)
 			}

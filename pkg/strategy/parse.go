@@ -327,6 +327,14 @@ func decodeValue(d document) (any, int, error) {
 		}
 		// Not JSON: flow-style YAML is read below.
 	}
+	if v, ok := fastParse(d.Data); ok {
+		return v, d.Line, nil
+	}
+	return decodeYAML(d)
+}
+
+// decodeYAML parses a document with the full YAML parser.
+func decodeYAML(d document) (any, int, error) {
 	var n yaml.Node
 	if err := yaml.Unmarshal(d.Data, &n); err != nil {
 		msg := err.Error()

@@ -1,0 +1,99 @@
+package strategy
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+)
+
+// TestFastPathMatchesYAMLOnRealStrategies: every document of the real
+// KubeVirt strategies that the fast path accepts gives exactly what the
+// full YAML parser gives, and the fast path accepts nearly all of them.
+func TestFastPathMatchesYAMLOnRealStrategies(t *testing.T) {
+	for _, v := range kubevirtdata.Versions {
+		docs := splitDocuments(kubevirtdata.Read(t, v, "manifests.yaml"))
+		fast := 0
+		for _, d := range docs {
+			want, _, err := decodeYAML(d)
+			if err != nil {
+				t.Fatalf("%s document %d: %v", v, d.Index, err)
+			}
+			got, ok := fastParse(d.Data)
+			if !ok {
+				continue
+			}
+			fast++
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("%s document %d (line %d): the fast path and the YAML parser disagree", v, d.Index, d.Line)
+			}
+		}
+		t.Logf("%s: fast path took %d of %d documents", v, fast, len(docs))
+		if fast < len(docs)*9/10 {
+			t.Errorf("%s: fast path took only %d of %d documents", v, fast, len(docs))
+		}
+	}
+}
+
+func TestFastPathCases(t *testing.T) {
+	cases := []struct {
+		text string
+		ok   bool
+	}{
+		{"a: 1\nb:\n  c: x\n  d:\n  - 1\n  - e: f\n    g: h\n", true},
+		{"a: |\n  x\n\n  y\nb: |-\n  z\n", true},
+		{"a: \"q\\n\\u00e9\"\nb: 'it''s'\n", true},
+		{"a: {}\nb: []\nc:\nd: null\n", true},
+		{"a: --flag\nb: -1\nc: 1.5e3\nd: 0x10\n", false},
+		{"a: b # comment\n", false},
+		{"a: &x 1\n", false},
+		{"a: >\n  folded\n", false},
+		{"a: plain\n  continued\n\n  para\nb:\n  own line\n", true},
+		{"a: x\n  - y\n", false},
+		{"a: 1\na: 2\n", false},
+		{"a:\tb\n", false},
+		{"- - x\n", false},
+		{"a: 2024-01-01\n", false},
+	}
+	for _, c := range cases {
+		got, ok := fastParse([]byte(c.text))
+		if ok != c.ok {
+			t.Errorf("%q: ok = %v, want %v", c.text, ok, c.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: []byte(c.text)})
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Errorf("%q: fast %#v, yaml %#v (%v)", c.text, got, want, err)
+		}
+	}
+}
+
+// FuzzFastPath: wherever the fast path accepts a document, the full YAML
+// parser accepts it too and agrees on every value.
+func FuzzFastPath(f *testing.F) {
+	for _, seed := range []string{
+		"a: 1\nb:\n  c: x\n  d:\n  - 1\n  - e: f\n    g: h\n",
+		"a: |\n  x\n\n  y\nb: |-\n  z\n",
+		"a: \"q\\n\"\nb: 'it''s'\nc: {}\nd: []\n",
+		"k:\n- name: x\n  args:\n  - --v=2\n  image: r/i:v1\n",
+		"- a\n-\n  b: c\n- |\n  lit\n",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got, ok := fastParse(data)
+		if !ok {
+			return
+		}
+		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: data})
+		if err != nil {
+			t.Fatalf("fast path accepted what the YAML parser rejects (%v):\n%q", err, data)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("disagreement on %q:\nfast %#v\nyaml %#v", data, got, want)
+		}
+	})
+}
