@@ -8,6 +8,10 @@
 #   make test           start a cluster of its own, run go test ./... and
 #                       test-extra against it, always tear it down
 #   make verify         gofmt and go vet
+#   make fuzz           the fuzz targets, FUZZ_COUNT inputs each
+#   make bench          benchmarks beside their baselines
+#   make build          the plugin and operator binaries into _output/bin
+#   make demo           a tour (see README.md)
 #
 # Variables (override on the command line or in the environment):
 #   TOOLS_DIR           where the binaries are (default: a per-pin cache folder,
@@ -78,9 +82,35 @@ test-go:
 # fuzz runs and the like here as further recipe lines, e.g.
 #	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=20s ./pkg/strategy
 # ---------------------------------------------------------------------------
+# Fuzz targets run for a fixed number of inputs (not a duration, so the
+# run costs the same on every machine); their saved failing inputs in
+# testdata/fuzz already ran as regression tests in test-go.
+FUZZ_COUNT ?= 2000x
+
 .PHONY: test-extra
-test-extra:
-	@true
+test-extra: fuzz
+
+.PHONY: fuzz
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZ_COUNT) ./pkg/strategy
+	$(GO) test -run='^$$' -fuzz='^FuzzFastPath$$' -fuzztime=$(FUZZ_COUNT) ./pkg/strategy
+	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZ_COUNT) ./pkg/codec
+
+# bench runs the benchmarks; each measures its baseline in the same run and
+# reports x-speedup and alloc-ratio (see docs/PERFORMANCE.md).
+.PHONY: bench
+bench:
+	$(GO) test -run='^$$' -bench=. -benchtime=5x ./pkg/codec
+
+.PHONY: build
+build: ## Build the plugin and the operator into _output/bin.
+	$(GO) build -o _output/bin/ ./cmd/...
+
+# demo: until the operator lands (issue 6), a tour of the plugin on the real
+# KubeVirt strategies in ../shared/testdata/kubevirt.
+.PHONY: demo
+demo: build
+	@hack/demo.sh
 
 .PHONY: verify
 verify: ## gofmt and go vet over the root module.

@@ -246,3 +246,28 @@ func TestHelpHasExamples(t *testing.T) {
 		}
 	}
 }
+
+func TestIDMatchesKubeVirt(t *testing.T) {
+	for _, v := range kubevirtdata.Versions {
+		code, out, errOut := run(t, nil, "id", "--config", kubevirtdata.Path(t, v, "config.json"), "--algorithm", "kubevirt")
+		if code != 0 || strings.TrimSpace(out) != kubevirtdata.ID(t, v) {
+			t.Fatalf("%s: exit %d, got %q want %q (%s)", v, code, out, kubevirtdata.ID(t, v), errOut)
+		}
+		code, out, _ = run(t, nil, "id", "--config", kubevirtdata.Path(t, v, "config.json"), "--check")
+		if code != 0 || !strings.Contains(out, "kubevirt algorithm") {
+			t.Fatalf("%s --check: exit %d %q", v, code, out)
+		}
+	}
+	code, out, _ := run(t, []byte(`{"namespace":"ns","registry":"r","kubeVirtVersion":"v1"}`), "id", "--config", "-")
+	if code != 0 || len(strings.TrimSpace(out)) < 40 {
+		t.Fatalf("native: exit %d %q", code, out)
+	}
+	code, _, errOut := run(t, []byte(`{"namespace":"ns","bogus":1}`), "id", "--config", "-")
+	if code == 0 || !strings.Contains(errOut, "bogus") {
+		t.Fatalf("unknown key: exit %d %q", code, errOut)
+	}
+	code, _, errOut = run(t, []byte(`{"id":"0000","namespace":"ns"}`), "id", "--config", "-", "--check")
+	if code != 1 {
+		t.Fatalf("mismatching id: exit %d %q", code, errOut)
+	}
+}

@@ -122,6 +122,7 @@ manifests text (documents separated by --- lines).`,
 		newInspectCommand(o),
 		newDiffCommand(o),
 		newVerifyCommand(o),
+		newIDCommand(o),
 		newVersionCommand(o),
 	)
 	return root

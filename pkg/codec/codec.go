@@ -39,8 +39,11 @@ const (
 	NativeEncodingAnnotation    = "installstrategy.io/encoding"
 	NativeDigestAnnotation      = "installstrategy.io/digest"
 	NativeDecodedSizeAnnotation = "installstrategy.io/decoded-size"
-	NativeManagedBy             = "installstrategy"
-	NativeGenerateName          = "installstrategy-"
+	// NativeChunksAnnotation marks the head of a strategy stored in chunk
+	// ConfigMaps (see pkg/store); its text is not in the head itself.
+	NativeChunksAnnotation = "installstrategy.io/chunks"
+	NativeManagedBy        = "installstrategy"
+	NativeGenerateName     = "installstrategy-"
 )
 
 // Encoding names.
@@ -201,6 +204,9 @@ func Decode(cm *corev1.ConfigMap, opts DecodeOptions) ([]byte, Info, error) {
 	}
 	raw, ok := cm.Data[ManifestsKey]
 	if !ok {
+		if _, chunked := cm.Annotations[NativeChunksAnnotation]; chunked {
+			return fail("configmap", -1, fmt.Errorf("this is the head of a strategy stored in chunks (annotation %s); its text is in the chunk ConfigMaps, read it from the cluster through the store", NativeChunksAnnotation))
+		}
 		return fail("configmap", -1, fmt.Errorf("data has no %q key", ManifestsKey))
 	}
 	limit := opts.MaxDecodedBytes

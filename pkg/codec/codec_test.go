@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -179,6 +180,7 @@ func TestDecodeErrors(t *testing.T) {
 			c.Annotations[NativeEncodingAnnotation] = "zstd"
 			return c
 		}(), 0, "configmap", -1, `unsupported encoding "zstd"`},
+		{"chunk head", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NativeChunksAnnotation: "[]"}}}, 0, "configmap", -1, "head of a strategy stored in chunks"},
 		{"digest edited", tampered, 0, "digest", -1, "digest mismatch"},
 		{"digest removed", noDigest, 0, "digest", -1, "has no installstrategy.io/digest"},
 	}

@@ -40,7 +40,7 @@ const (
 	// ChunksAnnotation on a head lists its chunks in order, as a JSON array
 	// of {"name","size","digest"}: the chunk's name, the length of its part
 	// and the sha256 of its part.
-	ChunksAnnotation = "installstrategy.io/chunks"
+	ChunksAnnotation = codec.NativeChunksAnnotation
 	// ChunkIndexAnnotation on a chunk is its 0-based position.
 	ChunkIndexAnnotation = "installstrategy.io/chunk-index"
 	// ChunkOfAnnotation on a chunk is the digest of the whole decoded text

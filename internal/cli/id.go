@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+)
+
+func newIDCommand(o *options) *cobra.Command {
+	var configPath, algorithm string
+	var check bool
+	cmd := &cobra.Command{
+		Use:   "id --config FILE|-",
+		Short: "Print the deployment identifier of a deployment config",
+		Long: `Compute the identifier an operator gives a deployment config: the value of the
+install-strategy-identifier annotation of the strategy ConfigMap it will look
+for. The config is the JSON a dump Job receives in TARGET_DEPLOYMENT_CONFIG
+(KubeVirt's field names are accepted as they are).
+
+--algorithm kubevirt reproduces KubeVirt's identifier (hex SHA-1 over the
+config's fields in declaration order); native (the default) is installstrategy's
+documented sha256 over the config's canonical JSON. With --check, the config's
+own "id" field is verified against the algorithms and the one that reproduces it
+is named; a mismatch exits 1.`,
+		Example: `  # Which strategy ConfigMap will KubeVirt's operator pick for this config?
+  kubectl installstrategy id --config kubevirt-v1.9.0.config.json --algorithm kubevirt
+
+  # Verify the recorded id of a config
+  kubectl installstrategy id --config kubevirt-v1.9.0.config.json --check`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if configPath == "" {
+				return errors.New("--config is required (a file, or - for standard input)")
+			}
+			data, err := codec.ReadFile(configPath, o.streams.In)
+			if err != nil {
+				return err
+			}
+			if check {
+				cfg, err := identity.ParseConfig(data)
+				if err != nil {
+					return fmt.Errorf("%s: %w", configPath, err)
+				}
+				alg, err := cfg.Verify()
+				if err != nil {
+					return &ExitError{Code: 1, Err: fmt.Errorf("%s: %w", configPath, err)}
+				}
+				_, err = fmt.Fprintf(o.streams.Out, "%s: id %s matches the %s algorithm\n", configPath, cfg.ID, alg.Name())
+				return err
+			}
+			id, err := identity.IdentifierOf(data, algorithm)
+			if err != nil {
+				return fmt.Errorf("%s: %w", configPath, err)
+			}
+			_, err = fmt.Fprintln(o.streams.Out, id)
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&configPath, "config", "", "deployment config JSON file, or - for standard input")
+	cmd.Flags().StringVar(&algorithm, "algorithm", "native", "identifier algorithm: native or kubevirt")
+	cmd.Flags().BoolVar(&check, "check", false, "verify the config's recorded id instead of printing one")
+	return cmd
+}
