@@ -33,7 +33,100 @@ type Info struct {
 	PodTemplate []string
 	// OpenShiftOnly marks kinds that only OpenShift serves.
 	OpenShiftOnly bool
+	// Stage is the reconcile stage that applies objects of the kind.
+	// Kinds not in the table (custom resources) are in StageCustomResources.
+	Stage Stage
+	// Health is the rule that says when an applied object of the kind is
+	// ready (rolled over); HealthNone means ready once written.
+	Health Health
+	// PruneOrder orders deletion of objects that a new strategy no longer
+	// holds: lower is deleted first. It is derived from Stage (see
+	// [PruneOrderOf]).
+	PruneOrder int
 }
+
+// Stage is a step of a reconcile; every object of a stage is applied and
+// ready before the next stage starts.
+type Stage int
+
+// The reconcile stages, in order.
+const (
+	// StageCRDs holds Namespaces and CustomResourceDefinitions (ready when
+	// Established and NamesAccepted).
+	StageCRDs Stage = iota
+	// StageRBAC holds ServiceAccounts, roles, bindings and security policy.
+	StageRBAC
+	// StageConfig holds ConfigMaps, Secrets (and their certificates) and
+	// priority classes.
+	StageConfig
+	// StageServices holds Services and the policies that route to pods.
+	StageServices
+	// StageWorkloads holds Deployments, DaemonSets, StatefulSets and Jobs,
+	// ordered among themselves by role and upgrade path.
+	StageWorkloads
+	// StageAdmission holds webhooks, admission policies and APIServices;
+	// they are written once the workloads that back them are rolled over.
+	StageAdmission
+	// StageCustomResources holds objects whose kinds are served by CRDs.
+	StageCustomResources
+)
+
+var stageNames = [...]string{"crds", "rbac", "config", "services", "workloads", "admission", "custom-resources"}
+
+// Stages returns every stage in order.
+func Stages() []Stage {
+	out := make([]Stage, len(stageNames))
+	for i := range out {
+		out[i] = Stage(i)
+	}
+	return out
+}
+
+// String returns the stage's name as plans print it.
+func (s Stage) String() string {
+	if s < 0 || int(s) >= len(stageNames) {
+		return "unknown"
+	}
+	return stageNames[s]
+}
+
+// PruneOrderOf returns the prune order of a stage: admission objects
+// (webhooks, APIServices) first so no webhook points at a deleted backend,
+// then custom resources, workloads, services, config, RBAC, and CRDs and
+// namespaces last.
+func PruneOrderOf(s Stage) int {
+	switch s {
+	case StageAdmission:
+		return 0
+	case StageCustomResources:
+		return 1
+	default:
+		return 2 + int(StageWorkloads-s)
+	}
+}
+
+// Health names the rule that decides whether an object is ready.
+type Health string
+
+// The health rules (pkg/health implements them).
+const (
+	// HealthNone: ready once written.
+	HealthNone Health = ""
+	// HealthCRD: Established and NamesAccepted.
+	HealthCRD Health = "CRD"
+	// HealthDeployment: rolled out, and every pod carries the target
+	// identity annotations with all containers ready.
+	HealthDeployment Health = "Deployment"
+	// HealthDaemonSet: every desired pod updated and ready, and every pod
+	// carries the target identity annotations.
+	HealthDaemonSet Health = "DaemonSet"
+	// HealthStatefulSet: every replica updated and ready.
+	HealthStatefulSet Health = "StatefulSet"
+	// HealthJob: complete.
+	HealthJob Health = "Job"
+	// HealthAPIService: condition Available.
+	HealthAPIService Health = "APIService"
+)
 
 // GroupVersionKind returns the kind with the version a strategy writes.
 func (i Info) GroupVersionKind() schema.GroupVersionKind {
@@ -51,37 +144,43 @@ var podSpecTemplate = []string{"spec", "template"}
 // in the order KubeVirt's install strategy writes them; the others are placed
 // where an install would want them.
 var table = []Info{
-	{GroupKind: gk("", "Namespace"), Version: "v1", Resource: "namespaces"},
-	{GroupKind: gk("", "ServiceAccount"), Version: "v1", Resource: "serviceaccounts", Namespaced: true},
-	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRole"), Version: "v1", Resource: "clusterroles"},
-	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings"},
-	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true},
-	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true},
-	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions"},
-	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses"},
-	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true},
-	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true},
-	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"), Version: "v1", Resource: "validatingwebhookconfigurations"},
-	{GroupKind: gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"), Version: "v1", Resource: "mutatingwebhookconfigurations"},
-	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"), Version: "v1", Resource: "validatingadmissionpolicybindings"},
-	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"), Version: "v1", Resource: "validatingadmissionpolicies"},
-	{GroupKind: gk("apiregistration.k8s.io", "APIService"), Version: "v1", Resource: "apiservices"},
-	{GroupKind: gk("apps", "Deployment"), Version: "v1", Resource: "deployments", Namespaced: true, PodTemplate: podSpecTemplate},
-	{GroupKind: gk("apps", "DaemonSet"), Version: "v1", Resource: "daemonsets", Namespaced: true, PodTemplate: podSpecTemplate},
-	{GroupKind: gk("apps", "StatefulSet"), Version: "v1", Resource: "statefulsets", Namespaced: true, PodTemplate: podSpecTemplate},
-	{GroupKind: gk("batch", "Job"), Version: "v1", Resource: "jobs", Namespaced: true, PodTemplate: podSpecTemplate},
-	{GroupKind: gk("policy", "PodDisruptionBudget"), Version: "v1", Resource: "poddisruptionbudgets", Namespaced: true},
-	{GroupKind: gk("networking.k8s.io", "NetworkPolicy"), Version: "v1", Resource: "networkpolicies", Namespaced: true},
-	{GroupKind: gk("security.openshift.io", "SecurityContextConstraints"), Version: "v1", Resource: "securitycontextconstraints", OpenShiftOnly: true},
-	{GroupKind: gk("monitoring.coreos.com", "ServiceMonitor"), Version: "v1", Resource: "servicemonitors", Namespaced: true},
-	{GroupKind: gk("monitoring.coreos.com", "PrometheusRule"), Version: "v1", Resource: "prometheusrules", Namespaced: true},
-	{GroupKind: gk("", "ConfigMap"), Version: "v1", Resource: "configmaps", Namespaced: true},
-	{GroupKind: gk("route.openshift.io", "Route"), Version: "v1", Resource: "routes", Namespaced: true, OpenShiftOnly: true},
-	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterInstancetype"), Version: "v1beta1", Resource: "virtualmachineclusterinstancetypes"},
-	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterPreference"), Version: "v1beta1", Resource: "virtualmachineclusterpreferences"},
+	{GroupKind: gk("", "Namespace"), Version: "v1", Resource: "namespaces", Stage: StageCRDs},
+	{GroupKind: gk("", "ServiceAccount"), Version: "v1", Resource: "serviceaccounts", Namespaced: true, Stage: StageRBAC},
+	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRole"), Version: "v1", Resource: "clusterroles", Stage: StageRBAC},
+	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC},
+	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC},
+	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC},
+	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD},
+	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
+	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},
+	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig},
+	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"), Version: "v1", Resource: "validatingwebhookconfigurations", Stage: StageAdmission},
+	{GroupKind: gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"), Version: "v1", Resource: "mutatingwebhookconfigurations", Stage: StageAdmission},
+	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"), Version: "v1", Resource: "validatingadmissionpolicybindings", Stage: StageAdmission},
+	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"), Version: "v1", Resource: "validatingadmissionpolicies", Stage: StageAdmission},
+	{GroupKind: gk("apiregistration.k8s.io", "APIService"), Version: "v1", Resource: "apiservices", Stage: StageAdmission, Health: HealthAPIService},
+	{GroupKind: gk("apps", "Deployment"), Version: "v1", Resource: "deployments", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDeployment},
+	{GroupKind: gk("apps", "DaemonSet"), Version: "v1", Resource: "daemonsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDaemonSet},
+	{GroupKind: gk("apps", "StatefulSet"), Version: "v1", Resource: "statefulsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthStatefulSet},
+	{GroupKind: gk("batch", "Job"), Version: "v1", Resource: "jobs", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthJob},
+	{GroupKind: gk("policy", "PodDisruptionBudget"), Version: "v1", Resource: "poddisruptionbudgets", Namespaced: true, Stage: StageServices},
+	{GroupKind: gk("networking.k8s.io", "NetworkPolicy"), Version: "v1", Resource: "networkpolicies", Namespaced: true, Stage: StageServices},
+	{GroupKind: gk("security.openshift.io", "SecurityContextConstraints"), Version: "v1", Resource: "securitycontextconstraints", OpenShiftOnly: true, Stage: StageRBAC},
+	{GroupKind: gk("monitoring.coreos.com", "ServiceMonitor"), Version: "v1", Resource: "servicemonitors", Namespaced: true, Stage: StageCustomResources},
+	{GroupKind: gk("monitoring.coreos.com", "PrometheusRule"), Version: "v1", Resource: "prometheusrules", Namespaced: true, Stage: StageCustomResources},
+	{GroupKind: gk("", "ConfigMap"), Version: "v1", Resource: "configmaps", Namespaced: true, Stage: StageConfig},
+	{GroupKind: gk("route.openshift.io", "Route"), Version: "v1", Resource: "routes", Namespaced: true, OpenShiftOnly: true, Stage: StageServices},
+	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterInstancetype"), Version: "v1beta1", Resource: "virtualmachineclusterinstancetypes", Stage: StageCustomResources},
+	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterPreference"), Version: "v1beta1", Resource: "virtualmachineclusterpreferences", Stage: StageCustomResources},
 }
 
 func gk(group, kind string) schema.GroupKind { return schema.GroupKind{Group: group, Kind: kind} }
+
+// unknownInfo is what Lookup returns for a kind outside the table: a custom
+// resource.
+func unknownInfo(gk schema.GroupKind) Info {
+	return Info{GroupKind: gk, Order: UnknownOrder, Stage: StageCustomResources, PruneOrder: PruneOrderOf(StageCustomResources)}
+}
 
 var (
 	byGroupKind = map[schema.GroupKind]Info{}
@@ -92,6 +191,7 @@ var (
 func init() {
 	for i := range table {
 		table[i].Order = i
+		table[i].PruneOrder = PruneOrderOf(table[i].Stage)
 		info := table[i]
 		if _, dup := byGroupKind[info.GroupKind]; dup {
 			panic("kinds: duplicate row for " + info.GroupKind.String())
@@ -110,7 +210,7 @@ const UnknownOrder = 1 << 20
 func Lookup(gk schema.GroupKind) (Info, bool) {
 	info, ok := byGroupKind[gk]
 	if !ok {
-		return Info{GroupKind: gk, Order: UnknownOrder}, false
+		return unknownInfo(gk), false
 	}
 	return info, true
 }
