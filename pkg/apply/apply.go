@@ -1,0 +1,410 @@
+package apply
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// AdoptPolicy says what to do with a live object that has the name of a
+// strategy object but was not written by this applier.
+type AdoptPolicy int
+
+const (
+	// AdoptNever reports such an object as a *ConflictError and leaves it
+	// alone. It is the zero value.
+	AdoptNever AdoptPolicy = iota
+	// AdoptAll takes such objects over: they are applied like ours.
+	AdoptAll
+)
+
+// Options tunes an Applier. The zero value applies for an empty identity
+// with field manager and managed-by "installstrategy", never adopting.
+type Options struct {
+	// Identity is the target identity written into the annotations.
+	Identity strategy.Identity
+	// FieldManager is the server-side apply field manager; "" means
+	// DefaultFieldManager.
+	FieldManager string
+	// ManagedBy is the managed-by label value; "" means DefaultManagedBy.
+	ManagedBy string
+	// Adopt says whether objects that are not ours are taken over.
+	Adopt AdoptPolicy
+	// DryRun sends every write as a server-side dry run: nothing is
+	// persisted, and a recreate is only reported.
+	DryRun bool
+}
+
+// Action is what the applier did (or, on a dry run, would do) to an object.
+type Action string
+
+// The actions.
+const (
+	ActionCreate    Action = "create"
+	ActionUpdate    Action = "update"
+	ActionRecreate  Action = "recreate"
+	ActionUnchanged Action = "unchanged"
+	ActionSkip      Action = "skip"
+	ActionConflict  Action = "conflict"
+	ActionDelete    Action = "delete"
+)
+
+// Result says what happened to one object.
+type Result struct {
+	Ref    strategy.ObjectRef `json:"ref"`
+	Action Action             `json:"action"`
+	// Reason explains the action: the kind not served, the first field that
+	// differs, the immutable field, the owner of a conflicting object.
+	Reason string `json:"reason,omitempty"`
+	// Changes lists the fields an update changes (empty for create).
+	Changes []Change `json:"changes,omitempty"`
+	// Fallback is true when server-side apply rejected the object and it
+	// was written with create or update instead.
+	Fallback bool `json:"fallback,omitempty"`
+	// Object is the live object after the write, or the live object when
+	// nothing was written; nil for skipped objects.
+	Object *unstructured.Unstructured `json:"-"`
+}
+
+// ConflictError reports a live object that is not ours where a strategy
+// object should be.
+type ConflictError struct {
+	Ref strategy.ObjectRef
+	// ManagedBy is the live object's managed-by label ("" when absent).
+	ManagedBy string
+}
+
+func (e *ConflictError) Error() string {
+	by := e.ManagedBy
+	if by == "" {
+		by = "no managed-by label"
+	}
+	return fmt.Sprintf("%s exists and is not managed by installstrategy (%s); not overwritten", e.Ref, by)
+}
+
+// NotServedError reports a kind the cluster does not serve.
+type NotServedError struct {
+	Ref strategy.ObjectRef
+}
+
+func (e *NotServedError) Error() string {
+	return fmt.Sprintf("%s: kind %s is not served by the cluster", e.Ref, e.Ref.GroupKind())
+}
+
+// Applier writes strategy objects. It is safe for concurrent use.
+type Applier struct {
+	dyn    dynamic.Interface
+	mapper meta.ResettableRESTMapper
+	opts   Options
+}
+
+// New returns an applier over a dynamic client and a REST mapper (which is
+// reset once when a kind is not found, so kinds of CRDs applied meanwhile
+// become known).
+func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) *Applier {
+	if opts.FieldManager == "" {
+		opts.FieldManager = DefaultFieldManager
+	}
+	if opts.ManagedBy == "" {
+		opts.ManagedBy = DefaultManagedBy
+	}
+	return &Applier{dyn: dyn, mapper: mapper, opts: opts}
+}
+
+// NewForConfig returns an applier with clients built from cfg and a REST
+// mapper over cached discovery.
+func NewForConfig(cfg *rest.Config, opts Options) (*Applier, error) {
+	cfg = rest.CopyConfig(cfg)
+	// Libraries do not log: the server's warnings (such as a duplicate port
+	// definition) are not printed.
+	cfg.WarningHandler = rest.NoWarnings{}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	disc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	return New(dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)), opts), nil
+}
+
+// Options returns the applier's options with defaults filled in.
+func (a *Applier) Options() Options { return a.opts }
+
+// WithOptions returns an applier sharing clients and mapper with other
+// options.
+func (a *Applier) WithOptions(opts Options) *Applier { return New(a.dyn, a.mapper, opts) }
+
+// Dynamic returns the dynamic client.
+func (a *Applier) Dynamic() dynamic.Interface { return a.dyn }
+
+// ResetMapper forgets what discovery said, so kinds served since are found.
+func (a *Applier) ResetMapper() { a.mapper.Reset() }
+
+// Mapping returns the REST mapping of a kind, or a *NotServedError when the
+// cluster does not serve it (after asking discovery again once).
+func (a *Applier) Mapping(ref strategy.ObjectRef, version string) (*meta.RESTMapping, error) {
+	gk := ref.GroupKind()
+	m, err := a.mapper.RESTMapping(gk, version)
+	if meta.IsNoMatchError(err) {
+		a.mapper.Reset()
+		m, err = a.mapper.RESTMapping(gk, version)
+	}
+	if meta.IsNoMatchError(err) {
+		return nil, &NotServedError{Ref: ref}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: rest mapping: %w", ref, err)
+	}
+	return m, nil
+}
+
+// Resource returns the client for an object's resource.
+func (a *Applier) Resource(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+	ref := strategy.RefOf(obj)
+	m, err := a.Mapping(ref, obj.GroupVersionKind().Version)
+	if err != nil {
+		return nil, err
+	}
+	if m.Scope.Name() == meta.RESTScopeNameNamespace {
+		return a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace()), nil
+	}
+	return a.dyn.Resource(m.Resource), nil
+}
+
+// Get returns the live object of a strategy object, nil when it does not
+// exist.
+func (a *Applier) Get(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ri, err := a.Resource(obj)
+	if err != nil {
+		return nil, err
+	}
+	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", strategy.RefOf(obj), err)
+	}
+	return live, nil
+}
+
+// Decide compares a prepared object (see Prepare) with its live object (nil
+// when absent) and says what Apply would do, without writing.
+func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
+	res := Result{Ref: strategy.RefOf(prepared), Object: live}
+	switch {
+	case live == nil:
+		res.Action = ActionCreate
+		return res
+	case !IsOurs(live, a.opts.ManagedBy) && a.opts.Adopt != AdoptAll:
+		res.Action = ActionConflict
+		res.Reason = (&ConflictError{Ref: res.Ref, ManagedBy: live.GetLabels()[ManagedByLabel]}).Error()
+		return res
+	}
+	changes := Differences(prepared.Object, live.Object)
+	if len(changes) == 0 {
+		res.Action = ActionUnchanged
+		return res
+	}
+	res.Action = ActionUpdate
+	res.Changes = changes
+	if live.GetAnnotations()[AppliedHashAnnotation] != prepared.GetAnnotations()[AppliedHashAnnotation] {
+		res.Reason = "strategy changed"
+	} else {
+		res.Reason = "drift at " + changes[0].Path
+	}
+	return res
+}
+
+// Apply makes the live object match obj (a strategy object): it prepares
+// it, skips the write when nothing changed, and otherwise writes it with
+// server-side apply, falling back to create/update when server-side apply
+// rejects the object and recreating it when an immutable field changes. A
+// kind the cluster does not serve gives ActionSkip with the reason and no
+// error; an object that is not ours gives ActionConflict and a
+// *ConflictError.
+func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Result, error) {
+	ref := strategy.RefOf(obj)
+	ri, err := a.Resource(obj)
+	var notServed *NotServedError
+	if errors.As(err, &notServed) {
+		return Result{Ref: ref, Action: ActionSkip, Reason: notServed.Error()}, nil
+	}
+	if err != nil {
+		return Result{Ref: ref}, err
+	}
+	prepared, err := Prepare(obj, a.opts.Identity, a.opts.ManagedBy)
+	if err != nil {
+		return Result{Ref: ref}, err
+	}
+	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		live, err = nil, nil
+	}
+	if err != nil {
+		return Result{Ref: ref}, fmt.Errorf("get %s: %w", ref, err)
+	}
+	res := a.Decide(prepared, live)
+	switch res.Action {
+	case ActionUnchanged:
+		return res, nil
+	case ActionConflict:
+		return res, &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[ManagedByLabel]}
+	}
+	out, fallback, err := a.write(ctx, ri, prepared, live)
+	if err != nil && isImmutable(err) && live != nil {
+		res.Action = ActionRecreate
+		res.Reason = "immutable field changed: " + err.Error()
+		if a.opts.DryRun {
+			return res, nil
+		}
+		out, fallback, err = a.recreate(ctx, ri, prepared, live)
+	}
+	if err != nil {
+		return res, fmt.Errorf("apply %s: %w", ref, err)
+	}
+	res.Object, res.Fallback = out, fallback
+	if fallback {
+		if res.Reason != "" {
+			res.Reason += "; "
+		}
+		res.Reason += "server-side apply rejected the object, written with " + map[bool]string{true: "create", false: "update"}[live == nil]
+	}
+	return res, nil
+}
+
+func (a *Applier) dryRun() []string {
+	if a.opts.DryRun {
+		return []string{metav1.DryRunAll}
+	}
+	return nil
+}
+
+// write applies prepared with server-side apply, or with create/update when
+// server-side apply rejects the object itself.
+func (a *Applier) write(ctx context.Context, ri dynamic.ResourceInterface, prepared, live *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	force := true
+	out, err := ri.Apply(ctx, prepared.GetName(), prepared, metav1.ApplyOptions{FieldManager: a.opts.FieldManager, Force: force, DryRun: a.dryRun()})
+	if err == nil || !IsSSARejection(err) {
+		return out, false, err
+	}
+	if live == nil {
+		out, err = ri.Create(ctx, prepared, metav1.CreateOptions{FieldManager: a.opts.FieldManager, DryRun: a.dryRun()})
+		return out, true, err
+	}
+	// Update with the full object, carrying the live resourceVersion; the
+	// live object may have moved on (status writes), so retry on conflict.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		upd := prepared.DeepCopy()
+		upd.SetResourceVersion(live.GetResourceVersion())
+		var uerr error
+		out, uerr = ri.Update(ctx, upd, metav1.UpdateOptions{FieldManager: a.opts.FieldManager, DryRun: a.dryRun()})
+		if apierrors.IsConflict(uerr) {
+			cur, gerr := ri.Get(ctx, prepared.GetName(), metav1.GetOptions{})
+			if gerr != nil {
+				return gerr
+			}
+			live = cur
+		}
+		return uerr
+	})
+	return out, true, err
+}
+
+// recreate deletes live, waits until it is gone and writes prepared anew.
+func (a *Applier) recreate(ctx context.Context, ri dynamic.ResourceInterface, prepared, live *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
+	uid := live.GetUID()
+	bg := metav1.DeletePropagationBackground
+	err := ri.Delete(ctx, live.GetName(), metav1.DeleteOptions{PropagationPolicy: &bg, Preconditions: &metav1.Preconditions{UID: &uid}})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return nil, false, fmt.Errorf("delete for recreate: %w", err)
+	}
+	if err := waitGone(ctx, ri, live.GetName(), uid); err != nil {
+		return nil, false, fmt.Errorf("delete for recreate: %w", err)
+	}
+	return a.write(ctx, ri, prepared, nil)
+}
+
+// waitGone polls until the object with the given UID no longer exists.
+func waitGone(ctx context.Context, ri dynamic.ResourceInterface, name string, uid types.UID) error {
+	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		cur, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		return cur.GetUID() != uid, nil
+	})
+}
+
+// Delete deletes a live object (in the background) if it is still the same
+// object (same UID). A dry-run applier only asks the server.
+func (a *Applier) Delete(ctx context.Context, live *unstructured.Unstructured) error {
+	ri, err := a.Resource(live)
+	if err != nil {
+		return err
+	}
+	uid := live.GetUID()
+	bg := metav1.DeletePropagationBackground
+	opts := metav1.DeleteOptions{PropagationPolicy: &bg, DryRun: a.dryRun()}
+	if uid != "" {
+		opts.Preconditions = &metav1.Preconditions{UID: &uid}
+	}
+	err = ri.Delete(ctx, live.GetName(), opts)
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("delete %s: %w", strategy.RefOf(live), err)
+	}
+	return nil
+}
+
+// IsSSARejection reports whether server-side apply refused an object
+// because the object itself cannot be converted to its structured form
+// (e.g. a list keyed by containerPort holding the same key twice), the case
+// in which create/update still works.
+func IsSSARejection(err error) bool {
+	if err == nil {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "duplicate entries for key") || strings.Contains(msg, "failed to create typed")
+}
+
+// isImmutable reports whether the server refused a change to an immutable
+// field.
+func isImmutable(err error) bool {
+	return apierrors.IsInvalid(err) && (strings.Contains(err.Error(), "immutable") || strings.Contains(err.Error(), "may not change"))
+}
+
+// GroupVersionResource returns the resource of a kind as served.
+func (a *Applier) GroupVersionResource(gk schema.GroupKind, version string) (schema.GroupVersionResource, bool, error) {
+	m, err := a.Mapping(strategy.ObjectRef{Group: gk.Group, Kind: gk.Kind}, version)
+	if err != nil {
+		return schema.GroupVersionResource{}, false, err
+	}
+	return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
+}

@@ -1,0 +1,240 @@
+package apply_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+var testID = strategy.Identity{Version: "v1.0.0", Registry: "example.com/r", Identifier: "abc"}
+
+func toUnstructured(t *testing.T, obj runtime.Object, gvk schema.GroupVersionKind) *unstructured.Unstructured {
+	t.Helper()
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(gvk)
+	return strategy.Stripped(u)
+}
+
+func deployment(t *testing.T, ns, name, image string, ports ...corev1.ContainerPort) *unstructured.Unstructured {
+	labels := map[string]string{"app": name}
+	d := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: image, Ports: ports}}},
+			},
+		},
+	}
+	return toUnstructured(t, d, appsv1.SchemeGroupVersion.WithKind("Deployment"))
+}
+
+func configMap(t *testing.T, ns, name string, data map[string]string) *unstructured.Unstructured {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Data: data}
+	return toUnstructured(t, cm, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
+}
+
+func newApplier(t *testing.T, env *testenv.Env, opts apply.Options) (*apply.Applier, *applytest.Recorder) {
+	t.Helper()
+	cfg, rec := applytest.Record(env.Config)
+	a, err := apply.NewForConfig(cfg, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, rec
+}
+
+func mustApply(t *testing.T, a *apply.Applier, obj *unstructured.Unstructured, want apply.Action) apply.Result {
+	t.Helper()
+	res, err := a.Apply(t.Context(), obj)
+	if err != nil {
+		t.Fatalf("apply %s: %v", strategy.RefOf(obj), err)
+	}
+	if res.Action != want {
+		t.Fatalf("apply %s: action %s (%s), want %s", strategy.RefOf(obj), res.Action, res.Reason, want)
+	}
+	return res
+}
+
+func TestApplyCreateSkipUnchangedAndRepairDrift(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+
+	d := deployment(t, ns, "web", "example.com/r/web:v1")
+	cm := configMap(t, ns, "settings", map[string]string{"a": "1"})
+	mustApply(t, a, d, apply.ActionCreate)
+	mustApply(t, a, cm, apply.ActionCreate)
+
+	live, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.Labels[apply.ManagedByLabel] != apply.DefaultManagedBy || live.Annotations[apply.VersionAnnotation] != "v1.0.0" ||
+		live.Spec.Template.Annotations[apply.IdentifierAnnotation] != "abc" || live.Spec.Template.Annotations[apply.RegistryAnnotation] != "example.com/r" {
+		t.Errorf("identity not injected: labels %v annotations %v template annotations %v", live.Labels, live.Annotations, live.Spec.Template.Annotations)
+	}
+
+	rec.Reset()
+	mustApply(t, a, d, apply.ActionUnchanged)
+	mustApply(t, a, cm, apply.ActionUnchanged)
+	if w := rec.Writes(); len(w) != 0 {
+		t.Errorf("no-op resync wrote %v", w)
+	}
+
+	// Drift: someone edits the image and deletes the ConfigMap.
+	live.Spec.Template.Spec.Containers[0].Image = "evil:latest"
+	if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	res := mustApply(t, a, d, apply.ActionUpdate)
+	if !strings.Contains(res.Reason, "drift at .spec.template.spec.containers[0].image") {
+		t.Errorf("reason %q", res.Reason)
+	}
+	mustApply(t, a, cm, apply.ActionCreate)
+	live, err = env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := live.Spec.Template.Spec.Containers[0].Image; img != "example.com/r/web:v1" {
+		t.Errorf("image after repair: %s", img)
+	}
+
+	// A new target identity is an update of object and template.
+	a2 := a.WithOptions(apply.Options{Identity: strategy.Identity{Version: "v1.1.0", Registry: "example.com/r", Identifier: "def"}})
+	res = mustApply(t, a2, d, apply.ActionUpdate)
+	if res.Reason != "strategy changed" {
+		t.Errorf("reason %q", res.Reason)
+	}
+	live, _ = env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if live.Spec.Template.Annotations[apply.VersionAnnotation] != "v1.1.0" {
+		t.Errorf("template annotations %v", live.Spec.Template.Annotations)
+	}
+}
+
+func TestApplyConflictWithUnmanagedObject(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns, Labels: map[string]string{apply.ManagedByLabel: "someone-else"}}, Data: map[string]string{"a": "theirs"}}
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+	res, err := a.Apply(ctx, configMap(t, ns, "settings", map[string]string{"a": "ours"}))
+	var conflict *apply.ConflictError
+	if !errors.As(err, &conflict) || res.Action != apply.ActionConflict || conflict.ManagedBy != "someone-else" {
+		t.Fatalf("apply: %v, %+v", err, res)
+	}
+	if w := rec.Writes(); len(w) != 0 {
+		t.Errorf("conflict wrote %v", w)
+	}
+	live, _ := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	if live.Data["a"] != "theirs" {
+		t.Errorf("unmanaged object overwritten: %v", live.Data)
+	}
+
+	adopt := a.WithOptions(apply.Options{Identity: testID, Adopt: apply.AdoptAll})
+	mustApply(t, adopt, configMap(t, ns, "settings", map[string]string{"a": "ours"}), apply.ActionUpdate)
+	live, _ = env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	if live.Data["a"] != "ours" || live.Labels[apply.ManagedByLabel] != apply.DefaultManagedBy {
+		t.Errorf("not adopted: %v %v", live.Labels, live.Data)
+	}
+}
+
+func TestApplyFallsBackWhenServerSideApplyRejects(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+	// The same containerPort twice, as in KubeVirt's virt-api.
+	ports := []corev1.ContainerPort{{Name: "https", ContainerPort: 8443, Protocol: corev1.ProtocolTCP}, {Name: "metrics", ContainerPort: 8443, Protocol: corev1.ProtocolTCP}}
+	d := deployment(t, ns, "api", "example.com/r/api:v1", ports...)
+	res := mustApply(t, a, d, apply.ActionCreate)
+	if !res.Fallback {
+		t.Errorf("expected a fallback, got %+v", res)
+	}
+	rec.Reset()
+	mustApply(t, a, d, apply.ActionUnchanged)
+	if w := rec.Writes(); len(w) != 0 {
+		t.Errorf("no-op resync wrote %v", w)
+	}
+	d2 := deployment(t, ns, "api", "example.com/r/api:v2", ports...)
+	res = mustApply(t, a, d2, apply.ActionUpdate)
+	if !res.Fallback {
+		t.Errorf("expected a fallback, got %+v", res)
+	}
+	live, _ := env.Kube.AppsV1().Deployments(ns).Get(ctx, "api", metav1.GetOptions{})
+	if img := live.Spec.Template.Spec.Containers[0].Image; img != "example.com/r/api:v2" {
+		t.Errorf("image %s", img)
+	}
+}
+
+func TestApplyRecreatesOnImmutableFieldChange(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+	a, _ := newApplier(t, env, apply.Options{Identity: testID})
+	d := deployment(t, ns, "web", "example.com/r/web:v1")
+	first := mustApply(t, a, d, apply.ActionCreate)
+
+	// A new selector (immutable in apps/v1).
+	d2 := d.DeepCopy()
+	labels := map[string]any{"app": "web", "tier": "front"}
+	_ = unstructured.SetNestedMap(d2.Object, labels, "spec", "selector", "matchLabels")
+	_ = unstructured.SetNestedMap(d2.Object, labels, "spec", "template", "metadata", "labels")
+	res := mustApply(t, a, d2, apply.ActionRecreate)
+	if !strings.Contains(res.Reason, "immutable") {
+		t.Errorf("reason %q", res.Reason)
+	}
+	live, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live.UID == first.Object.GetUID() || live.Spec.Selector.MatchLabels["tier"] != "front" {
+		t.Errorf("not recreated: uid %s selector %v", live.UID, live.Spec.Selector)
+	}
+}
+
+func TestApplySkipsKindsNotServed(t *testing.T) {
+	t.Parallel()
+	env := testenv.New(t)
+	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+	route := &unstructured.Unstructured{}
+	route.SetAPIVersion("route.openshift.io/v1")
+	route.SetKind("Route")
+	route.SetNamespace("default")
+	route.SetName("r")
+	res := mustApply(t, a, route, apply.ActionSkip)
+	if !strings.Contains(res.Reason, "not served") {
+		t.Errorf("reason %q", res.Reason)
+	}
+	if w := rec.Writes(); len(w) != 0 {
+		t.Errorf("wrote %v", w)
+	}
+}
