@@ -1,0 +1,330 @@
+// Package health owns the "rolled over" checks: whether an applied object is
+// ready for the next reconcile stage. The rule of each kind comes from the
+// kind table (kinds.Info.Health); workloads are also checked through their
+// pods, which must carry the target identity annotations and be ready.
+// Wait polls a set of objects with a progress deadline and reports a
+// *DegradedError, with a clear reason, instead of waiting forever.
+package health
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Status is the health of one object.
+type Status struct {
+	Ref strategy.ObjectRef `json:"ref"`
+	// Ready is true when the object is rolled over.
+	Ready bool `json:"ready"`
+	// Failed is true when the object cannot become ready without a change
+	// (a pod crash-looping or failed, a Job failed).
+	Failed bool `json:"failed,omitempty"`
+	// Reason says what is missing or what failed.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Checker checks objects against the live cluster.
+type Checker struct {
+	// Kube lists pods of workloads.
+	Kube kubernetes.Interface
+	// Identity is the target identity pods must carry; an empty Version
+	// skips the pod annotation check.
+	Identity strategy.Identity
+}
+
+// Check returns the health of a live object by the rule of its kind.
+func (c *Checker) Check(ctx context.Context, live *unstructured.Unstructured) (Status, error) {
+	ref := strategy.RefOf(live)
+	info, _ := kinds.Lookup(ref.GroupKind())
+	st := Status{Ref: ref}
+	var err error
+	switch info.Health {
+	case kinds.HealthNone:
+		st.Ready = true
+	case kinds.HealthCRD:
+		st.Ready, st.Reason = conditionsTrue(live, "Established", "NamesAccepted")
+	case kinds.HealthAPIService:
+		st.Ready, st.Reason = conditionsTrue(live, "Available")
+	case kinds.HealthDeployment:
+		st, err = c.deployment(ctx, live)
+	case kinds.HealthDaemonSet:
+		st, err = c.daemonSet(ctx, live)
+	case kinds.HealthStatefulSet, kinds.HealthJob:
+		st = fromKstatus(live)
+	default:
+		return st, fmt.Errorf("health of %s: unknown rule %q", ref, info.Health)
+	}
+	st.Ref = ref
+	return st, err
+}
+
+func fromKstatus(live *unstructured.Unstructured) Status {
+	res, err := kstatus.Compute(live)
+	if err != nil {
+		return Status{Reason: err.Error()}
+	}
+	return Status{Ready: res.Status == kstatus.CurrentStatus, Failed: res.Status == kstatus.FailedStatus, Reason: res.Message}
+}
+
+// conditionsTrue reports whether every named condition is True.
+func conditionsTrue(live *unstructured.Unstructured, types ...string) (bool, string) {
+	conds, _, _ := unstructured.NestedSlice(live.Object, "status", "conditions")
+	status := map[string]string{}
+	for _, c := range conds {
+		m, _ := c.(map[string]any)
+		t, _ := m["type"].(string)
+		s, _ := m["status"].(string)
+		msg, _ := m["message"].(string)
+		status[t] = s
+		if s != "True" && msg != "" {
+			status[t] = s + ": " + msg
+		}
+	}
+	var missing []string
+	for _, t := range types {
+		if status[t] != "True" {
+			missing = append(missing, fmt.Sprintf("%s is %s", t, orUnknown(status[t])))
+		}
+	}
+	return len(missing) == 0, strings.Join(missing, ", ")
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructured) (Status, error) {
+	var d appsv1.Deployment
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &d); err != nil {
+		return Status{}, fmt.Errorf("health of %s: %w", strategy.RefOf(live), err)
+	}
+	pods, err := c.pods(ctx, d.Namespace, d.Spec.Selector)
+	if err != nil || pods.Failed {
+		return pods, err
+	}
+	if st := fromKstatus(live); !st.Ready {
+		return st, nil
+	}
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	if want > 0 && d.Status.ReadyReplicas == 0 {
+		return Status{Reason: "no ready replicas"}, nil
+	}
+	return pods, nil
+}
+
+func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured) (Status, error) {
+	var ds appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &ds); err != nil {
+		return Status{}, fmt.Errorf("health of %s: %w", strategy.RefOf(live), err)
+	}
+	s := ds.Status
+	switch {
+	case s.ObservedGeneration < ds.Generation:
+		return Status{Reason: fmt.Sprintf("generation %d not observed yet (observed %d)", ds.Generation, s.ObservedGeneration)}, nil
+	case s.UpdatedNumberScheduled != s.DesiredNumberScheduled || s.NumberReady != s.DesiredNumberScheduled:
+		st, err := c.pods(ctx, ds.Namespace, ds.Spec.Selector)
+		st.Ready = false
+		if !st.Failed {
+			st.Reason = fmt.Sprintf("%d of %d pods updated, %d ready", s.UpdatedNumberScheduled, s.DesiredNumberScheduled, s.NumberReady)
+		}
+		return st, err
+	}
+	return c.pods(ctx, ds.Namespace, ds.Spec.Selector)
+}
+
+// pods checks the pods of a workload: none failed, every one not being
+// deleted is ready and carries the target identity annotations.
+func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector) (Status, error) {
+	selector, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		return Status{}, fmt.Errorf("pod selector: %w", err)
+	}
+	list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
+	if err != nil {
+		return Status{}, fmt.Errorf("list pods in %s: %w", ns, err)
+	}
+	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	var waiting []string
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.DeletionTimestamp != nil {
+			continue
+		}
+		if reason, failed := PodFailure(p); failed {
+			return Status{Failed: true, Reason: fmt.Sprintf("pod %s: %s", p.Name, reason)}, nil
+		}
+		if c.Identity.Version != "" && !carriesIdentity(p, c.Identity) {
+			waiting = append(waiting, p.Name+" has not the target identity")
+			continue
+		}
+		if !podReady(p) {
+			waiting = append(waiting, p.Name+" not ready")
+		}
+	}
+	if len(waiting) > 0 {
+		return Status{Reason: "pods: " + strings.Join(waiting, ", ")}, nil
+	}
+	return Status{Ready: true}, nil
+}
+
+func carriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
+	a := p.Annotations
+	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
+}
+
+func podReady(p *corev1.Pod) bool {
+	if p.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// PodFailure reports whether a pod has failed or crash-loops, and how.
+func PodFailure(p *corev1.Pod) (string, bool) {
+	if p.Status.Phase == corev1.PodFailed {
+		return "failed: " + p.Status.Reason + " " + p.Status.Message, true
+	}
+	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
+		if w := cs.State.Waiting; w != nil && (w.Reason == "CrashLoopBackOff" || w.Reason == "ImagePullBackOff" || w.Reason == "ErrImagePull" || w.Reason == "CreateContainerConfigError") {
+			return fmt.Sprintf("container %s: %s (restarts %d)", cs.Name, w.Reason, cs.RestartCount), true
+		}
+	}
+	return "", false
+}
+
+// DegradedError reports objects that did not become ready: they failed, or
+// the progress deadline passed.
+type DegradedError struct {
+	// Reason is "Failed" or "ProgressDeadlineExceeded".
+	Reason string
+	// Objects holds the health of every object that is not ready.
+	Objects []Status
+}
+
+// Degraded reasons.
+const (
+	ReasonFailed                   = "Failed"
+	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
+)
+
+func (e *DegradedError) Error() string {
+	parts := make([]string, 0, len(e.Objects))
+	for _, s := range e.Objects {
+		parts = append(parts, fmt.Sprintf("%s: %s", s.Ref, s.Reason))
+	}
+	return fmt.Sprintf("%s: %s", e.Reason, strings.Join(parts, "; "))
+}
+
+// Getter returns the live state of an object (nil when it does not exist).
+type Getter func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+
+// WaitOptions tunes Wait. The zero value polls every second for at most
+// ten minutes.
+type WaitOptions struct {
+	// Deadline bounds the wait; 0 means 10 minutes.
+	Deadline time.Duration
+	// Interval is the time between checks; 0 means 1 second.
+	Interval time.Duration
+	// OnProgress, when set, is called with the health of every object
+	// after each round.
+	OnProgress func([]Status)
+}
+
+// Wait polls objs until every one is ready. It returns a *DegradedError when
+// one fails or the deadline passes, and ctx's error when ctx ends.
+func (c *Checker) Wait(ctx context.Context, get Getter, objs []*unstructured.Unstructured, opts WaitOptions) error {
+	if opts.Deadline == 0 {
+		opts.Deadline = 10 * time.Minute
+	}
+	if opts.Interval == 0 {
+		opts.Interval = time.Second
+	}
+	deadline := time.Now().Add(opts.Deadline)
+	for {
+		all, err := c.round(ctx, get, objs)
+		if err != nil {
+			return err
+		}
+		if opts.OnProgress != nil {
+			opts.OnProgress(all)
+		}
+		var notReady, failed []Status
+		for _, s := range all {
+			if s.Failed {
+				failed = append(failed, s)
+			}
+			if !s.Ready {
+				notReady = append(notReady, s)
+			}
+		}
+		switch {
+		case len(failed) > 0:
+			return &DegradedError{Reason: ReasonFailed, Objects: failed}
+		case len(notReady) == 0:
+			return nil
+		case !time.Now().Before(deadline):
+			return &DegradedError{Reason: ReasonProgressDeadlineExceeded, Objects: notReady}
+		}
+		t := time.NewTimer(opts.Interval)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (c *Checker) round(ctx context.Context, get Getter, objs []*unstructured.Unstructured) ([]Status, error) {
+	out := make([]Status, 0, len(objs))
+	for _, o := range objs {
+		live, err := get(ctx, o)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			out = append(out, Status{Ref: strategy.RefOf(o), Reason: err.Error()})
+			continue
+		}
+		if live == nil {
+			out = append(out, Status{Ref: strategy.RefOf(o), Reason: "does not exist"})
+			continue
+		}
+		st, err := c.Check(ctx, live)
+		if err != nil {
+			// A read that failed is reported and retried next round.
+			st.Ready, st.Reason = false, err.Error()
+		}
+		out = append(out, st)
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return out, nil
+}

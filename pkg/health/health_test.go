@@ -1,0 +1,139 @@
+package health_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+var id = strategy.Identity{Version: "v1.0.0", Registry: "example.com/r", Identifier: "abc"}
+
+func workload(t *testing.T, kind, ns, name string, podLabels map[string]string) *unstructured.Unstructured {
+	labels := map[string]string{"app": name}
+	tmpl := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": name}},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "main", Image: "example.com/r/" + name + ":v1"}}},
+	}
+	for k, v := range podLabels {
+		tmpl.Labels[k] = v
+	}
+	var obj runtime.Object
+	switch kind {
+	case "Deployment":
+		obj = &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
+	case "DaemonSet":
+		obj = &appsv1.DaemonSet{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, Spec: appsv1.DaemonSetSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: tmpl}}
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind(kind))
+	return strategy.Stripped(u)
+}
+
+func setup(t *testing.T) (*testenv.Env, string, *apply.Applier, *health.Checker) {
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+	a, err := apply.NewForConfig(env.Config, apply.Options{Identity: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return env, ns, a, &health.Checker{Kube: env.Kube, Identity: id}
+}
+
+func TestWorkloadsBecomeRolledOver(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, ns, a, c := setup(t)
+	objs := []*unstructured.Unstructured{workload(t, "Deployment", ns, "web", nil), workload(t, "DaemonSet", ns, "agent", nil)}
+	for _, o := range objs {
+		if _, err := a.Apply(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Wait(ctx, a.Get, objs, health.WaitOptions{Deadline: time.Minute, Interval: 200 * time.Millisecond}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A new target identity: not rolled over until the pods carry it.
+	c2 := &health.Checker{Kube: c.Kube, Identity: strategy.Identity{Version: "v2"}}
+	live, _ := a.Get(ctx, objs[0])
+	st, err := c2.Check(ctx, live)
+	if err != nil || st.Ready {
+		t.Errorf("v2 check of v1 pods: %+v, %v", st, err)
+	}
+}
+
+func TestCrashLoopingPodsAreDegraded(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, ns, a, c := setup(t)
+	d := workload(t, "Deployment", ns, "web", testenv.BehaviourLabels(testenv.BehaviourCrashLoop))
+	if _, err := a.Apply(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Wait(ctx, a.Get, []*unstructured.Unstructured{d}, health.WaitOptions{Deadline: time.Minute, Interval: 200 * time.Millisecond})
+	var deg *health.DegradedError
+	if !errors.As(err, &deg) || deg.Reason != health.ReasonFailed {
+		t.Fatalf("wait: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestProgressDeadline(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, ns, a, c := setup(t)
+	d := workload(t, "Deployment", ns, "web", testenv.BehaviourLabels(testenv.BehaviourNeverReady))
+	if _, err := a.Apply(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Wait(ctx, a.Get, []*unstructured.Unstructured{d}, health.WaitOptions{Deadline: 3 * time.Second, Interval: 200 * time.Millisecond})
+	var deg *health.DegradedError
+	if !errors.As(err, &deg) || deg.Reason != health.ReasonProgressDeadlineExceeded || len(deg.Objects) != 1 {
+		t.Fatalf("wait: %v", err)
+	}
+	t.Log(err)
+}
+
+func TestConditionRules(t *testing.T) {
+	c := &health.Checker{}
+	for _, tc := range []struct {
+		name  string
+		obj   string
+		ready bool
+	}{
+		{"crd established", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"a"},"status":{"conditions":[{"type":"Established","status":"True"},{"type":"NamesAccepted","status":"True"}]}}`, true},
+		{"crd names not accepted", `{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition","metadata":{"name":"a"},"status":{"conditions":[{"type":"Established","status":"True"},{"type":"NamesAccepted","status":"False"}]}}`, false},
+		{"apiservice unavailable", `{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"a"},"status":{"conditions":[{"type":"Available","status":"False","message":"no endpoints"}]}}`, false},
+		{"apiservice available", `{"apiVersion":"apiregistration.k8s.io/v1","kind":"APIService","metadata":{"name":"a"},"status":{"conditions":[{"type":"Available","status":"True"}]}}`, true},
+		{"configmap", `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}`, true},
+		{"job running", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"a","generation":1},"spec":{},"status":{"active":1}}`, false},
+		{"job complete", `{"apiVersion":"batch/v1","kind":"Job","metadata":{"name":"a","generation":1},"spec":{},"status":{"succeeded":1,"conditions":[{"type":"Complete","status":"True"}]}}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &unstructured.Unstructured{}
+			if err := u.UnmarshalJSON([]byte(tc.obj)); err != nil {
+				t.Fatal(err)
+			}
+			st, err := c.Check(t.Context(), u)
+			if err != nil || st.Ready != tc.ready {
+				t.Errorf("Check = %+v, %v; want ready %v", st, err, tc.ready)
+			}
+		})
+	}
+}
