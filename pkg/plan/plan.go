@@ -1,0 +1,186 @@
+// Package plan owns the order in which a strategy is reconciled and what
+// would change: it splits a strategy into steps (the kind table's stages,
+// with workloads in waves by role and upgrade path, then prune), and, given
+// the live cluster, says per object whether it would be created, updated
+// (with the fields that change), left unchanged, skipped (kind not served,
+// with the reason) or deleted (pruned). Building and printing a plan never
+// writes to the cluster; where only the server knows the answer (whether a
+// write is accepted, or needs a recreate) it asks with a server-side dry run.
+package plan
+
+import (
+	"sort"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/version"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Path is the workload rollout order, chosen by comparing the target version
+// with the observed one.
+type Path string
+
+const (
+	// PathCreate (fresh install or rollback): api first, then controllers,
+	// then handlers (DaemonSets).
+	PathCreate Path = "create"
+	// PathUpdate (upgrade, or versions that are not semver): handlers first
+	// (canary), then controllers, then api last.
+	PathUpdate Path = "update"
+)
+
+// ChoosePath returns PathCreate when nothing is observed or the target is an
+// older semantic version than the observed one (a rollback), PathUpdate
+// otherwise, including when either version is not semver.
+func ChoosePath(target, observed string) Path {
+	if observed == "" {
+		return PathCreate
+	}
+	t, err1 := version.ParseSemantic(target)
+	o, err2 := version.ParseSemantic(observed)
+	if err1 != nil || err2 != nil {
+		return PathUpdate
+	}
+	if t.LessThan(o) {
+		return PathCreate
+	}
+	return PathUpdate
+}
+
+// DefaultRoles maps workload names to roles for strategies whose workloads
+// carry no generate.RoleAnnotation: KubeVirt's components.
+var DefaultRoles = map[string]generate.Role{
+	"virt-api":                        generate.RoleAPI,
+	"virt-controller":                 generate.RoleController,
+	"virt-operator":                   generate.RoleController,
+	"virt-exportproxy":                generate.RoleController,
+	"virt-synchronization-controller": generate.RoleController,
+	"virt-template-apiserver":         generate.RoleController,
+	"virt-template-controller":        generate.RoleController,
+	"virt-handler":                    generate.RoleHandler,
+}
+
+// RoleOf returns the role of a workload: its generate.RoleAnnotation, else
+// its name in roles (DefaultRoles when nil), else handler for DaemonSets and
+// controller for every other workload kind.
+func RoleOf(obj *unstructured.Unstructured, roles map[string]generate.Role) generate.Role {
+	if r := obj.GetAnnotations()[generate.RoleAnnotation]; r != "" {
+		return generate.Role(r)
+	}
+	if roles == nil {
+		roles = DefaultRoles
+	}
+	if r, ok := roles[obj.GetName()]; ok {
+		return r
+	}
+	if obj.GetKind() == "DaemonSet" {
+		return generate.RoleHandler
+	}
+	return generate.RoleController
+}
+
+// waves returns the workload roles in rollout order for a path.
+func waves(p Path) []generate.Role {
+	if p == PathCreate {
+		return []generate.Role{generate.RoleAPI, generate.RoleController, generate.RoleHandler}
+	}
+	return []generate.Role{generate.RoleHandler, generate.RoleController, generate.RoleAPI}
+}
+
+// Item is one object of a plan and what would happen to it.
+type Item struct {
+	Ref strategy.ObjectRef `json:"ref"`
+	// Action is empty until the plan is compared with the cluster.
+	Action apply.Action `json:"action,omitempty"`
+	Reason string       `json:"reason,omitempty"`
+	// Changes lists the fields an update changes.
+	Changes []apply.Change `json:"changes,omitempty"`
+	// Object is the strategy object (nil for prune items).
+	Object *unstructured.Unstructured `json:"-"`
+	// Live is the live object, nil when absent.
+	Live *unstructured.Unstructured `json:"-"`
+}
+
+// Step is a group of objects written together; the reconciler waits until
+// every one is ready before the next step.
+type Step struct {
+	// Name is the stage name, with "/role" for workload waves, or "prune".
+	Name  string      `json:"name"`
+	Stage kinds.Stage `json:"-"`
+	// Role is set for workload waves.
+	Role  generate.Role `json:"role,omitempty"`
+	Items []Item        `json:"items"`
+}
+
+// Plan is the ordered steps that make a cluster match a strategy.
+type Plan struct {
+	Target   strategy.Identity `json:"target"`
+	Observed strategy.Identity `json:"observed"`
+	Path     Path              `json:"path"`
+	Steps    []Step            `json:"steps"`
+	// Prune lists objects to delete after the rollover, in deletion order.
+	Prune []Item `json:"prune,omitempty"`
+}
+
+// PruneStep is the name of the step that deletes what the strategy no
+// longer holds.
+const PruneStep = "prune"
+
+// Options tunes Build. The zero value uses DefaultRoles and an empty
+// observed identity (a fresh install: the create path).
+type Options struct {
+	// Observed is the identity the cluster runs now.
+	Observed strategy.Identity
+	// Roles maps workload names to roles; nil means DefaultRoles.
+	Roles map[string]generate.Role
+}
+
+// Build orders a strategy's objects into steps without looking at a
+// cluster. Every stage of the kind table is a step (empty ones are left
+// out), except workloads, which are one step per role in the path's order.
+func Build(s *strategy.Strategy, opts Options) *Plan {
+	p := &Plan{Target: s.Identity, Observed: opts.Observed, Path: ChoosePath(s.Identity.Version, opts.Observed.Version)}
+	byStage := map[kinds.Stage][]Item{}
+	byRole := map[generate.Role][]Item{}
+	for _, o := range s.Objects {
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		it := Item{Ref: strategy.RefOf(o), Object: o}
+		if info.Stage == kinds.StageWorkloads {
+			r := RoleOf(o, opts.Roles)
+			byRole[r] = append(byRole[r], it)
+			continue
+		}
+		byStage[info.Stage] = append(byStage[info.Stage], it)
+	}
+	for _, st := range kinds.Stages() {
+		if st != kinds.StageWorkloads {
+			if items := byStage[st]; len(items) > 0 {
+				p.Steps = append(p.Steps, Step{Name: st.String(), Stage: st, Items: items})
+			}
+			continue
+		}
+		seen := map[generate.Role]bool{}
+		for _, r := range waves(p.Path) {
+			seen[r] = true
+			if items := byRole[r]; len(items) > 0 {
+				p.Steps = append(p.Steps, Step{Name: st.String() + "/" + string(r), Stage: st, Role: r, Items: items})
+			}
+		}
+		// Roles outside the three known ones roll out last, by name.
+		var other []string
+		for r := range byRole {
+			if !seen[r] {
+				other = append(other, string(r))
+			}
+		}
+		sort.Strings(other)
+		for _, r := range other {
+			p.Steps = append(p.Steps, Step{Name: st.String() + "/" + r, Stage: st, Role: generate.Role(r), Items: byRole[generate.Role(r)]})
+		}
+	}
+	return p
+}

@@ -1,0 +1,118 @@
+package plan_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+func sample(t *testing.T, version string) *strategy.Strategy {
+	t.Helper()
+	s, err := generate.Sample(&identity.Config{Namespace: "sample-system", Registry: "registry.example/sample", Version: version}, generate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestChoosePath(t *testing.T) {
+	for _, tc := range []struct {
+		target, observed string
+		want             plan.Path
+	}{
+		{"v1.0.0", "", plan.PathCreate},
+		{"v1.1.0", "v1.0.0", plan.PathUpdate},
+		{"v1.0.0", "v1.1.0", plan.PathCreate},
+		{"v1.0.0", "v1.0.0", plan.PathUpdate},
+		{"v1.10.0", "v1.9.0", plan.PathUpdate},
+		{"main", "v1.0.0", plan.PathUpdate},
+		{"v1.0.0", "devel", plan.PathUpdate},
+	} {
+		if got := plan.ChoosePath(tc.target, tc.observed); got != tc.want {
+			t.Errorf("ChoosePath(%q, %q) = %s, want %s", tc.target, tc.observed, got, tc.want)
+		}
+	}
+}
+
+func TestRoleOf(t *testing.T) {
+	obj := func(kind, name, role string) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{}
+		u.SetKind(kind)
+		u.SetName(name)
+		if role != "" {
+			u.SetAnnotations(map[string]string{generate.RoleAnnotation: role})
+		}
+		return u
+	}
+	for _, tc := range []struct {
+		obj  *unstructured.Unstructured
+		want generate.Role
+	}{
+		{obj("Deployment", "anything", "api"), generate.RoleAPI},
+		{obj("Deployment", "virt-api", ""), generate.RoleAPI},
+		{obj("Deployment", "virt-exportproxy", ""), generate.RoleController},
+		{obj("DaemonSet", "virt-handler", ""), generate.RoleHandler},
+		{obj("DaemonSet", "node-agent", ""), generate.RoleHandler},
+		{obj("Deployment", "virt-api-like", ""), generate.RoleController},
+	} {
+		if got := plan.RoleOf(tc.obj, nil); got != tc.want {
+			t.Errorf("RoleOf(%s %s) = %s, want %s", tc.obj.GetKind(), tc.obj.GetName(), got, tc.want)
+		}
+	}
+}
+
+func stepNames(p *plan.Plan) []string {
+	var out []string
+	for _, s := range p.Steps {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestBuildOrdersStagesAndWaves(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		target   string
+		observed string
+		want     string
+	}{
+		{"fresh install", "v1.0.0", "", "crds rbac config services workloads/api workloads/controller workloads/handler admission"},
+		{"upgrade", "v1.1.0", "v1.0.0", "crds rbac config services workloads/handler workloads/controller workloads/api admission"},
+		{"rollback", "v1.0.0", "v1.1.0", "crds rbac config services workloads/api workloads/controller workloads/handler admission"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := plan.Build(sample(t, tc.target), plan.Options{Observed: strategy.Identity{Version: tc.observed}})
+			if got := strings.Join(stepNames(p), " "); got != tc.want {
+				t.Errorf("steps %q, want %q", got, tc.want)
+			}
+			n := 0
+			for _, st := range p.Steps {
+				n += len(st.Items)
+			}
+			if want := len(sample(t, tc.target).Objects); n != want {
+				t.Errorf("plan holds %d objects, strategy %d", n, want)
+			}
+		})
+	}
+}
+
+func TestPrintWithoutCluster(t *testing.T) {
+	p := plan.Build(sample(t, "v1.0.0"), plan.Options{})
+	var buf bytes.Buffer
+	if err := p.Print(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{"observed nothing: create path", "workloads/api", "Deployment.apps/sample-system/sample-api"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
