@@ -1,0 +1,69 @@
+package v1alpha1
+
+// ConditionType is the type of an Installation condition.
+type ConditionType string
+
+// Condition types (KubeVirt's).
+const (
+	// ConditionAvailable is True while every component of the deployed
+	// strategy is ready.
+	ConditionAvailable ConditionType = "Available"
+	// ConditionProgressing is True while a strategy is being deployed,
+	// updated or removed.
+	ConditionProgressing ConditionType = "Progressing"
+	// ConditionDegraded is True while something is wrong: the strategy
+	// cannot be loaded, a rollout failed, an uninstall is blocked.
+	ConditionDegraded ConditionType = "Degraded"
+	// ConditionCreated is True once every object of the target strategy
+	// exists.
+	ConditionCreated ConditionType = "Created"
+	// ConditionSynchronized is False while objects of the target strategy
+	// cannot be applied.
+	ConditionSynchronized ConditionType = "Synchronized"
+)
+
+// Condition reasons. The first group is KubeVirt's (same strings), the
+// second the installstrategy operator's own.
+const (
+	// ReasonAllComponentsReady: every component is rolled over and ready.
+	ReasonAllComponentsReady = "AllComponentsReady"
+	// ReasonAllResourcesCreated: every object of the strategy exists.
+	ReasonAllResourcesCreated = "AllResourcesCreated"
+	// ReasonDeploymentInProgress: a first install is under way.
+	ReasonDeploymentInProgress = "DeploymentInProgress"
+	// ReasonUpdateInProgress: an update to another strategy is under way.
+	ReasonUpdateInProgress = "UpdateInProgress"
+	// ReasonDeploymentFailed: applying or rolling out the strategy failed.
+	ReasonDeploymentFailed = "DeploymentFailed"
+	// ReasonDeletionInProgress: the product is being removed.
+	ReasonDeletionInProgress = "DeletionInProgress"
+
+	// ReasonStrategyLoadFailed: the strategy could not be loaded from any
+	// source.
+	ReasonStrategyLoadFailed = "StrategyLoadFailed"
+	// ReasonStrategyTampered: a stored strategy failed its digest or chunk
+	// checks and was refused.
+	ReasonStrategyTampered = "StrategyTampered"
+	// ReasonDumpJobFailed: the dump Job that writes the strategy failed.
+	ReasonDumpJobFailed = "DumpJobFailed"
+	// ReasonCanaryFailed: a canary pod of a DaemonSet update crash-loops
+	// and the rollout is stopped.
+	ReasonCanaryFailed = "CanaryFailed"
+	// ReasonApplyFailed: an object of the strategy could not be applied.
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonAllResourcesSynchronized: every object of the strategy was
+	// applied.
+	ReasonAllResourcesSynchronized = "AllResourcesSynchronized"
+	// ReasonAnotherInstallationActive: another Installation already manages
+	// the product in this namespace; this one does nothing.
+	ReasonAnotherInstallationActive = "AnotherInstallationActive"
+	// ReasonUninstallBlocked: uninstallStrategy is
+	// BlockUninstallIfWorkloadsExist and workloads still exist.
+	ReasonUninstallBlocked = "UninstallBlocked"
+	// ReasonDeleted: the product was removed.
+	ReasonDeleted = "Deleted"
+)
+
+// Finalizer is the finalizer the operator puts on an Installation so that
+// it can remove the product before the Installation goes away.
+const Finalizer = "installstrategy.io/uninstall"

@@ -1,0 +1,180 @@
+package v1alpha1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults the API server applies; the helpers below apply them too, so an
+// Installation built in Go without a round trip behaves the same.
+const (
+	// DefaultCanaryInitialMaxUnavailable is canary.initialMaxUnavailable's
+	// default.
+	DefaultCanaryInitialMaxUnavailable int32 = 1
+	// DefaultCanaryStepPercent is canary.stepPercent's default.
+	DefaultCanaryStepPercent int32 = 10
+	// DefaultCADuration is certificateRotation.ca.duration's default.
+	DefaultCADuration = 168 * time.Hour
+	// DefaultCARenewBefore is certificateRotation.ca.renewBefore's default.
+	DefaultCARenewBefore = 48 * time.Hour
+	// DefaultServerDuration is certificateRotation.server.duration's
+	// default.
+	DefaultServerDuration = 24 * time.Hour
+	// DefaultServerRenewBefore is certificateRotation.server.renewBefore's
+	// default.
+	DefaultServerRenewBefore = 8 * time.Hour
+)
+
+// SetCondition sets the condition of type t with meta.SetStatusCondition,
+// stamped with the Installation's generation. The transition time changes
+// only when the status does. It reports whether anything changed.
+func (in *Installation) SetCondition(t ConditionType, status metav1.ConditionStatus, reason, message string) bool {
+	return meta.SetStatusCondition(&in.Status.Conditions, metav1.Condition{
+		Type:               string(t),
+		Status:             status,
+		Reason:             reason,
+		Message:            message,
+		ObservedGeneration: in.Generation,
+	})
+}
+
+// RemoveCondition removes the condition of type t and reports whether it
+// was there.
+func (in *Installation) RemoveCondition(t ConditionType) bool {
+	return meta.RemoveStatusCondition(&in.Status.Conditions, string(t))
+}
+
+// Condition returns the condition of type t, or nil.
+func (in *Installation) Condition(t ConditionType) *metav1.Condition {
+	return meta.FindStatusCondition(in.Status.Conditions, string(t))
+}
+
+// IsConditionTrue reports whether the condition of type t is True.
+func (in *Installation) IsConditionTrue(t ConditionType) bool {
+	return meta.IsStatusConditionTrue(in.Status.Conditions, string(t))
+}
+
+// IsDeployed reports whether the current spec is fully deployed: phase
+// Deployed, the status describes the current generation, and the observed
+// strategy is the target one.
+func (in *Installation) IsDeployed() bool {
+	return in.Status.Phase == PhaseDeployed &&
+		in.Status.ObservedGeneration == in.Generation &&
+		!in.IsUpdating()
+}
+
+// IsUpdating reports whether a deployed strategy is being replaced by
+// another: there is an observed identifier and it is not the target's.
+func (in *Installation) IsUpdating() bool {
+	return in.Status.ObservedIdentifier != "" && in.Status.TargetIdentifier != "" &&
+		in.Status.ObservedIdentifier != in.Status.TargetIdentifier
+}
+
+// IsDeleting reports whether the Installation is being deleted.
+func (in *Installation) IsDeleting() bool {
+	return in.DeletionTimestamp != nil
+}
+
+// IsActive reports whether the Installation manages (or is about to
+// manage) its product: it is neither Deleted nor being deleted. Of several
+// Installations in a namespace only one may be active.
+func (in *Installation) IsActive() bool {
+	return in.Status.Phase != PhaseDeleted && !in.IsDeleting()
+}
+
+// StrategySourceType returns the type of the strategy source, Product when
+// none is set.
+func (s *InstallationSpec) StrategySourceType() StrategySourceType {
+	switch {
+	case s.Strategy == nil:
+		return StrategySourceProduct
+	case s.Strategy.Image != "":
+		return StrategySourceImage
+	case s.Strategy.ConfigMap != nil:
+		return StrategySourceConfigMap
+	default:
+		return StrategySourceProduct
+	}
+}
+
+// CanaryOrDefault returns the canary settings with defaults filled in.
+func (s *InstallationSpec) CanaryOrDefault() CanarySpec {
+	c := CanarySpec{InitialMaxUnavailable: DefaultCanaryInitialMaxUnavailable, StepPercent: DefaultCanaryStepPercent}
+	if s.Canary != nil {
+		if s.Canary.InitialMaxUnavailable > 0 {
+			c.InitialMaxUnavailable = s.Canary.InitialMaxUnavailable
+		}
+		if s.Canary.StepPercent > 0 {
+			c.StepPercent = s.Canary.StepPercent
+		}
+	}
+	return c
+}
+
+// UninstallStrategyOrDefault returns the uninstall strategy,
+// BlockUninstallIfWorkloadsExist when none is set.
+func (s *InstallationSpec) UninstallStrategyOrDefault() UninstallStrategy {
+	if s.UninstallStrategy == "" {
+		return UninstallBlockIfWorkloadsExist
+	}
+	return s.UninstallStrategy
+}
+
+// CertificateLifetime is the effective lifetime of one kind of
+// certificate.
+type CertificateLifetime struct {
+	// Duration is how long a new certificate is valid.
+	Duration time.Duration
+	// RenewBefore is how long before expiry it is renewed.
+	RenewBefore time.Duration
+}
+
+// CertificateLifetimes returns the effective CA and serving certificate
+// lifetimes: the spec's values, the defaults where the spec has none, and
+// a fifth of the duration where only the duration is set.
+func (s *InstallationSpec) CertificateLifetimes() (ca, server CertificateLifetime) {
+	var caCfg, serverCfg *CertificateConfig
+	if s.CertificateRotation != nil {
+		caCfg, serverCfg = s.CertificateRotation.CA, s.CertificateRotation.Server
+	}
+	return lifetime(caCfg, DefaultCADuration, DefaultCARenewBefore),
+		lifetime(serverCfg, DefaultServerDuration, DefaultServerRenewBefore)
+}
+
+func lifetime(c *CertificateConfig, defDuration, defRenew time.Duration) CertificateLifetime {
+	if c == nil || c.Duration == nil || c.Duration.Duration <= 0 {
+		l := CertificateLifetime{Duration: defDuration, RenewBefore: defRenew}
+		if c != nil && c.RenewBefore != nil && c.RenewBefore.Duration > 0 && c.RenewBefore.Duration < defDuration {
+			l.RenewBefore = c.RenewBefore.Duration
+		}
+		return l
+	}
+	l := CertificateLifetime{Duration: c.Duration.Duration, RenewBefore: c.Duration.Duration / 5}
+	if c.RenewBefore != nil && c.RenewBefore.Duration > 0 && c.RenewBefore.Duration < c.Duration.Duration {
+		l.RenewBefore = c.RenewBefore.Duration
+	}
+	return l
+}
+
+// Identifier returns a digest of the patches, in order, for the strategy's
+// identity (the controller records it as an additional property of the
+// deployment configuration): "" when there are none, else the lowercase
+// hex SHA-256 of their JSON. Reordering patches changes it, since patches
+// are applied in order.
+func (c *CustomizeComponents) Identifier() string {
+	if c == nil || len(c.Patches) == 0 {
+		return ""
+	}
+	b, err := json.Marshal(c.Patches)
+	if err != nil {
+		// Marshalling a slice of structs of strings cannot fail.
+		panic("v1alpha1: marshal patches: " + err.Error())
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,423 @@
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Installation is one installed product: the operator loads the install
+// strategy of the target configuration in spec, reconciles it into the
+// Installation's namespace (the install namespace) and the cluster, and
+// reports progress in status. It is KubeVirt's KubeVirt resource, for any
+// product.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:scope=Namespaced,shortName=inst,categories=installstrategy
+// +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.observedVersion`,description="Version that is fully deployed"
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
+// +kubebuilder:printcolumn:name="Progressing",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type Installation struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired installation.
+	// +kubebuilder:default={}
+	// +optional
+	Spec InstallationSpec `json:"spec,omitempty"`
+	// Status is what the operator observed and did.
+	// +optional
+	Status InstallationStatus `json:"status,omitempty"`
+}
+
+// InstallationList is a list of Installations.
+//
+// +kubebuilder:object:root=true
+type InstallationList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the Installations.
+	Items []Installation `json:"items"`
+}
+
+// InstallationSpec is the target configuration of an Installation. Every
+// field that changes the product's manifests (version, registry, image
+// prefix, pull policy and secrets, customizeComponents, placement) is part
+// of the strategy's identity, so changing it loads or dumps another
+// strategy and rolls the product over to it.
+type InstallationSpec struct {
+	// Version is the product version to install, also the image tag of its
+	// components, e.g. "v1.2.0". Empty means the operator's own version.
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.+-]*$`
+	// +optional
+	Version string `json:"version,omitempty"`
+	// Registry is the image registry of the product's components, e.g.
+	// "quay.io/example". Empty means the operator's own registry.
+	// +kubebuilder:validation:MaxLength=255
+	// +optional
+	Registry string `json:"registry,omitempty"`
+	// ImagePrefix is put before every component name in image names:
+	// <registry>/<imagePrefix><component>:<version>.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	ImagePrefix string `json:"imagePrefix,omitempty"`
+	// ImagePullPolicy of the product's containers and of dump Jobs.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +kubebuilder:default=IfNotPresent
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// ImagePullSecrets, in the install namespace, given to the product's pods
+	// and to dump Jobs.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// Strategy says where the install strategy comes from: the operator's
+	// own product (the default), a dump Job of another operator image, or
+	// an existing strategy ConfigMap.
+	// +kubebuilder:default={product: {}}
+	// +optional
+	Strategy *StrategySource `json:"strategy,omitempty"`
+
+	// CustomizeComponents patches objects of the strategy before they are
+	// applied. The patches are part of the strategy's identity.
+	// +optional
+	CustomizeComponents *CustomizeComponents `json:"customizeComponents,omitempty"`
+
+	// Infra places the control-plane components (api and controller roles).
+	// +optional
+	Infra *NodePlacement `json:"infra,omitempty"`
+	// Workloads places the per-node components (handler role, DaemonSets).
+	// +optional
+	Workloads *NodePlacement `json:"workloads,omitempty"`
+
+	// Canary paces the update of per-node DaemonSets.
+	// +kubebuilder:default={}
+	// +optional
+	Canary *CanarySpec `json:"canary,omitempty"`
+
+	// UninstallStrategy says what deleting the Installation does while
+	// custom resources of the product's CRDs (its workloads) still exist.
+	// +kubebuilder:default=BlockUninstallIfWorkloadsExist
+	// +optional
+	UninstallStrategy UninstallStrategy `json:"uninstallStrategy,omitempty"`
+
+	// CertificateRotation sets the lifetimes of the self-signed CA and of
+	// the serving certificates the operator issues for the product's
+	// webhooks and APIServices.
+	// +kubebuilder:default={}
+	// +optional
+	CertificateRotation *CertificateRotation `json:"certificateRotation,omitempty"`
+
+	// PruneCRDs lets the operator delete CustomResourceDefinitions that the
+	// target strategy no longer contains (and, on uninstall, all of the
+	// product's CRDs). Deleting a CRD deletes every custom resource of it,
+	// so CRDs are never pruned unless this is true.
+	// +optional
+	PruneCRDs bool `json:"pruneCRDs,omitempty"`
+}
+
+// StrategySourceType names the kind of a strategy source.
+type StrategySourceType string
+
+// Strategy source types; exactly one is set in a StrategySource.
+const (
+	// StrategySourceProduct is the operator's own built-in product.
+	StrategySourceProduct StrategySourceType = "Product"
+	// StrategySourceImage is a dump Job running another operator image.
+	StrategySourceImage StrategySourceType = "Image"
+	// StrategySourceConfigMap is an existing strategy ConfigMap.
+	StrategySourceConfigMap StrategySourceType = "ConfigMap"
+)
+
+// StrategySource says where the install strategy comes from. Exactly one
+// of its members is set.
+//
+// +kubebuilder:validation:XValidation:rule="[has(self.product), has(self.image), has(self.configMap)].filter(x, x).size() == 1",message="exactly one of product, image or configMap must be set"
+type StrategySource struct {
+	// Product selects the strategy of the operator's own built-in product,
+	// generated in process (or dumped by the operator's own image when the
+	// target version is not the operator's).
+	// +optional
+	Product *ProductStrategySource `json:"product,omitempty"`
+	// Image is an operator image whose --dump-install-strategy mode writes
+	// the strategy, run as a dump Job in the install namespace, e.g.
+	// "quay.io/example/installstrategy-operator:v1.2.0".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+	// ConfigMap names an existing strategy ConfigMap (native, chunked head
+	// or KubeVirt form) in the install namespace.
+	// +optional
+	ConfigMap *ConfigMapStrategySource `json:"configMap,omitempty"`
+}
+
+// ProductStrategySource selects the operator's own product. It has no
+// fields yet; its presence is the choice.
+type ProductStrategySource struct{}
+
+// ConfigMapStrategySource names a strategy ConfigMap in the install
+// namespace.
+type ConfigMapStrategySource struct {
+	// Name of the ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	Name string `json:"name"`
+}
+
+// CustomizeComponents holds patches applied to the strategy's objects
+// before they are applied to the cluster.
+type CustomizeComponents struct {
+	// Patches are applied in order, each to every object it matches.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Patches []CustomizePatch `json:"patches,omitempty"`
+}
+
+// PatchType is the format of a customization patch.
+type PatchType string
+
+// Patch types.
+const (
+	// JSONPatchType is an RFC 6902 JSON patch (a list of operations).
+	JSONPatchType PatchType = "json"
+	// MergePatchType is an RFC 7386 JSON merge patch.
+	MergePatchType PatchType = "merge"
+	// StrategicMergePatchType is a Kubernetes strategic merge patch.
+	StrategicMergePatchType PatchType = "strategic"
+)
+
+// CustomizePatch patches the strategy objects of one kind and name.
+type CustomizePatch struct {
+	// ResourceKind is the kind of the objects to patch, e.g. "Deployment".
+	// "*" matches every kind.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	ResourceKind string `json:"resourceKind"`
+	// ResourceName is the name of the objects to patch. "*" matches every
+	// name.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ResourceName string `json:"resourceName"`
+	// Type is the patch format: json, merge or strategic.
+	// +kubebuilder:validation:Enum=json;merge;strategic
+	// +required
+	Type PatchType `json:"type"`
+	// Patch is the patch document, JSON or YAML.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	// +required
+	Patch string `json:"patch"`
+}
+
+// NodePlacement places pods on nodes.
+type NodePlacement struct {
+	// NodeSelector is added to the pods' node selector.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+	// Affinity replaces the pods' affinity.
+	// +optional
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
+	// Tolerations are added to the pods' tolerations.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+}
+
+// CanarySpec paces the update of a per-node DaemonSet: maxUnavailable is
+// InitialMaxUnavailable until the first updated pod is ready (the canary),
+// then StepPercent percent of the nodes, then back to InitialMaxUnavailable
+// once the rollout is over. A crash-looping canary stops the rollout.
+type CanarySpec struct {
+	// InitialMaxUnavailable is the DaemonSet's maxUnavailable while the
+	// canary pods start.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=1
+	// +optional
+	InitialMaxUnavailable int32 `json:"initialMaxUnavailable,omitempty"`
+	// StepPercent is the DaemonSet's maxUnavailable, in percent of the
+	// nodes, once the canary is ready.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=10
+	// +optional
+	StepPercent int32 `json:"stepPercent,omitempty"`
+}
+
+// UninstallStrategy says what deleting an Installation does while the
+// product's workloads (custom resources of its CRDs) still exist.
+//
+// +kubebuilder:validation:Enum=RemoveWorkloads;BlockUninstallIfWorkloadsExist
+type UninstallStrategy string
+
+// Uninstall strategies.
+const (
+	// UninstallRemoveWorkloads deletes the product and its workloads.
+	UninstallRemoveWorkloads UninstallStrategy = "RemoveWorkloads"
+	// UninstallBlockIfWorkloadsExist keeps the Installation (and the
+	// product) until its workloads are gone, with condition reason
+	// UninstallBlocked. It is the default.
+	UninstallBlockIfWorkloadsExist UninstallStrategy = "BlockUninstallIfWorkloadsExist"
+)
+
+// CertificateRotation sets the lifetimes of the certificates the operator
+// issues. A serving certificate never outlives its CA.
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.ca) || !has(self.server) || !has(self.ca.duration) || !has(self.server.duration) || duration(self.server.duration) <= duration(self.ca.duration)",message="server.duration must not exceed ca.duration"
+type CertificateRotation struct {
+	// CA is the self-signed certificate authority.
+	// +kubebuilder:default={duration: "168h", renewBefore: "48h"}
+	// +optional
+	CA *CertificateConfig `json:"ca,omitempty"`
+	// Server is every serving certificate signed by the CA.
+	// +kubebuilder:default={duration: "24h", renewBefore: "8h"}
+	// +optional
+	Server *CertificateConfig `json:"server,omitempty"`
+}
+
+// CertificateConfig is the lifetime of one kind of certificate. Durations
+// are Go durations, e.g. "168h" or "90m".
+//
+// +kubebuilder:validation:XValidation:rule="!has(self.duration) || duration(self.duration) > duration('0s')",message="duration must be positive"
+// +kubebuilder:validation:XValidation:rule="!has(self.duration) || !has(self.renewBefore) || duration(self.renewBefore) < duration(self.duration)",message="renewBefore must be shorter than duration"
+type CertificateConfig struct {
+	// Duration is how long a new certificate is valid.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	Duration *metav1.Duration `json:"duration,omitempty"`
+	// RenewBefore is how long before its expiry a certificate is renewed.
+	// Empty means a fifth of Duration.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$`
+	// +optional
+	RenewBefore *metav1.Duration `json:"renewBefore,omitempty"`
+}
+
+// InstallationPhase is the coarse state of an Installation.
+//
+// +kubebuilder:validation:Enum=Deploying;Deployed;Deleting;Deleted;Failed
+type InstallationPhase string
+
+// Installation phases (KubeVirt's, plus Failed).
+const (
+	// PhaseDeploying: the target strategy is being loaded, applied or
+	// rolled out.
+	PhaseDeploying InstallationPhase = "Deploying"
+	// PhaseDeployed: every component of the target strategy is rolled over
+	// and the objects it no longer contains are pruned.
+	PhaseDeployed InstallationPhase = "Deployed"
+	// PhaseDeleting: the product is being removed.
+	PhaseDeleting InstallationPhase = "Deleting"
+	// PhaseDeleted: the product is removed (or, for a second Installation
+	// in a namespace, was never installed).
+	PhaseDeleted InstallationPhase = "Deleted"
+	// PhaseFailed: the operator cannot make progress without a change to
+	// the spec or the cluster; the Degraded condition says why.
+	PhaseFailed InstallationPhase = "Failed"
+)
+
+// InstallationStatus is what the operator observed and did.
+type InstallationStatus struct {
+	// Phase is the coarse state.
+	// +optional
+	Phase InstallationPhase `json:"phase,omitempty"`
+	// Conditions are the detailed state: Available, Progressing, Degraded,
+	// Created and Synchronized (see the Condition* and Reason* constants).
+	// +listType=map
+	// +listMapKey=type
+	// +patchStrategy=merge
+	// +patchMergeKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
+	// ObservedGeneration is the metadata.generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// ObservedVersion is the version that is fully deployed.
+	// +optional
+	ObservedVersion string `json:"observedVersion,omitempty"`
+	// ObservedRegistry is the registry of the fully deployed version.
+	// +optional
+	ObservedRegistry string `json:"observedRegistry,omitempty"`
+	// ObservedIdentifier is the strategy identifier that is fully deployed.
+	// +optional
+	ObservedIdentifier string `json:"observedIdentifier,omitempty"`
+	// TargetVersion is the version being deployed.
+	// +optional
+	TargetVersion string `json:"targetVersion,omitempty"`
+	// TargetRegistry is the registry being deployed.
+	// +optional
+	TargetRegistry string `json:"targetRegistry,omitempty"`
+	// TargetIdentifier is the identifier of the strategy being deployed.
+	// +optional
+	TargetIdentifier string `json:"targetIdentifier,omitempty"`
+
+	// Strategy is where the target strategy was loaded from.
+	// +optional
+	Strategy *StrategyStatus `json:"strategy,omitempty"`
+
+	// Components is the rollout progress of each workload of the target
+	// strategy.
+	// +listType=map
+	// +listMapKey=kind
+	// +listMapKey=name
+	// +optional
+	Components []ComponentStatus `json:"components,omitempty"`
+}
+
+// StrategyStatus records the strategy an Installation is deploying.
+type StrategyStatus struct {
+	// Source is the kind of source the strategy came from.
+	// +kubebuilder:validation:Enum=Product;Image;ConfigMap
+	// +optional
+	Source StrategySourceType `json:"source,omitempty"`
+	// Image is the operator image of the dump Job, for source Image.
+	// +optional
+	Image string `json:"image,omitempty"`
+	// ConfigMap is the strategy ConfigMap (the head of a chunked one) the
+	// strategy was loaded from.
+	// +optional
+	ConfigMap string `json:"configMap,omitempty"`
+	// Digest is the "sha256:" digest of the strategy's manifests text.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+}
+
+// ComponentStatus is the rollout progress of one workload.
+type ComponentStatus struct {
+	// Name of the workload.
+	// +required
+	Name string `json:"name"`
+	// Kind of the workload: Deployment, DaemonSet, StatefulSet.
+	// +required
+	Kind string `json:"kind"`
+	// Role of the workload in its product: api, controller or handler.
+	// +optional
+	Role string `json:"role,omitempty"`
+	// Desired is the number of pods wanted.
+	// +optional
+	Desired int32 `json:"desired"`
+	// Updated is the number of pods running the target version.
+	// +optional
+	Updated int32 `json:"updated"`
+	// Ready is the number of ready pods.
+	// +optional
+	Ready int32 `json:"ready"`
+	// RolledOver is true once every pod runs the target version and is
+	// ready.
+	// +optional
+	RolledOver bool `json:"rolledOver"`
+}
