@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// WriteReference writes the Markdown command reference (docs/CLI.md) from
+// the commands' own help, so the two cannot drift apart.
+func WriteReference(w io.Writer) error {
+	root := NewRootCommand(Streams{In: strings.NewReader(""), Out: io.Discard, ErrOut: io.Discard})
+	var b bytes.Buffer
+	b.WriteString("# kubectl installstrategy: command reference\n\n")
+	b.WriteString("Generated from the commands' help by `go test ./internal/cli -run TestReference -update`; do not edit by hand.\n\n")
+	b.WriteString(root.Long + "\n\n")
+	b.WriteString("Exit status: 0 on success, 1 on error; `diff` follows diff(1) (0 same, 1 different, 2 error) and `verify` exits 1 when a check fails.\n\n")
+	b.WriteString("## Commands\n\n")
+	for _, c := range root.Commands() {
+		if !c.IsAvailableCommand() {
+			continue
+		}
+		fmt.Fprintf(&b, "- [`%s`](#%s): %s\n", c.Name(), c.Name(), c.Short)
+	}
+	b.WriteString("\n## Flags of every command\n\n```\n")
+	b.WriteString(root.PersistentFlags().FlagUsages())
+	b.WriteString("```\n")
+	for _, c := range root.Commands() {
+		if !c.IsAvailableCommand() {
+			continue
+		}
+		writeCommand(&b, c)
+	}
+	out := b.Bytes()
+	// Defaults under the home folder (--cache-dir) must not depend on who
+	// generated the file.
+	if home, err := os.UserHomeDir(); err == nil && home != "" && home != "/" {
+		out = bytes.ReplaceAll(out, []byte(home+"/"), []byte("$HOME/"))
+	}
+	_, err := w.Write(out)
+	return err
+}
+
+func writeCommand(b *bytes.Buffer, c *cobra.Command) {
+	fmt.Fprintf(b, "\n## %s\n\n%s\n\n```\n%s\n```\n", c.Name(), c.Short, c.UseLine())
+	if c.Long != "" {
+		b.WriteString("\n" + c.Long + "\n")
+	}
+	if c.Example != "" {
+		b.WriteString("\nExamples:\n\n```sh\n" + c.Example + "\n```\n")
+	}
+	if flags := c.LocalNonPersistentFlags().FlagUsages(); flags != "" {
+		b.WriteString("\nFlags:\n\n```\n" + flags + "```\n")
+	}
+}
