@@ -276,11 +276,11 @@ const (
 // +kubebuilder:validation:XValidation:rule="!has(self.ca) || !has(self.server) || !has(self.ca.duration) || !has(self.server.duration) || duration(self.server.duration) <= duration(self.ca.duration)",message="server.duration must not exceed ca.duration"
 type CertificateRotation struct {
 	// CA is the self-signed certificate authority.
-	// +kubebuilder:default={duration: "168h", renewBefore: "48h"}
+	// +kubebuilder:default={duration: "168h0m0s", renewBefore: "48h0m0s"}
 	// +optional
 	CA *CertificateConfig `json:"ca,omitempty"`
 	// Server is every serving certificate signed by the CA.
-	// +kubebuilder:default={duration: "24h", renewBefore: "8h"}
+	// +kubebuilder:default={duration: "24h0m0s", renewBefore: "8h0m0s"}
 	// +optional
 	Server *CertificateConfig `json:"server,omitempty"`
 }
