@@ -139,5 +139,5 @@ generate: ## DeepCopy methods of api/ (zz_generated.deepcopy.go).
 .PHONY: manifests
 manifests: ## The Installation CRD (config/crd/bases) and the operator's RBAC (config/rbac/role.yaml).
 	cg="$$(cd $(CONTROLLER_GEN_MOD) && $(GO) tool -n controller-gen)"; \
-	"$$cg" crd rbac:roleName=manager-role $(CONTROLLER_GEN_PATHS) \
+	"$$cg" crd rbac:roleName=installstrategy-operator $(CONTROLLER_GEN_PATHS) \
 		output:crd:artifacts:config=config/crd/bases output:rbac:artifacts:config=config/rbac

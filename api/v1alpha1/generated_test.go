@@ -26,7 +26,7 @@ func TestGeneratedFilesUpToDate(t *testing.T) {
 	}
 	out := t.TempDir()
 	gen := exec.CommandContext(t.Context(), strings.TrimSpace(string(bin)),
-		"object", "crd", "rbac:roleName=manager-role", "paths=./api/...",
+		"object", "crd", "rbac:roleName=installstrategy-operator", "paths=./api/...",
 		"output:object:stdout",
 		"output:crd:artifacts:config="+filepath.Join(out, "crd"),
 		"output:rbac:artifacts:config="+filepath.Join(out, "rbac"))
