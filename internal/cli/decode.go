@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/internal/atomicfile"
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -32,34 +33,40 @@ whole strategy decodes and parses, and each file is replaced atomically.`,
   kubectl installstrategy decode kubevirt-v1.9.0.configmap.yaml --output-dir ./v1.9.0`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			l, err := o.loadStrategy(args[0], name)
+			l, err := o.loadStrategy(cmd.Context(), args[0], name)
 			if err != nil {
 				return err
 			}
-			printWarnings(o.streams.ErrOut, l.Warnings)
-			if outputDir == "" {
-				_, err := o.streams.Out.Write(l.Text)
-				return err
-			}
-			files, err := objectFiles(l.Strategy)
-			if err != nil {
-				return err
-			}
-			if err := os.MkdirAll(outputDir, 0o755); err != nil {
-				return fmt.Errorf("create output folder: %w", err)
-			}
-			for _, f := range files {
-				if err := atomicfile.WriteFile(filepath.Join(outputDir, f.name), f.data, 0o644); err != nil {
-					return err
-				}
-			}
-			fmt.Fprintf(o.streams.ErrOut, "wrote %d files to %s\n", len(files), outputDir)
-			return nil
+			return o.writeDecoded(l, outputDir)
 		},
 	}
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write one file per object into this folder instead of printing the text")
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to decode when the input holds several")
 	return cmd
+}
+
+// writeDecoded prints a strategy's text, or writes one file per object into
+// outputDir (all rendered before any is written, each written atomically).
+func (o *options) writeDecoded(l *codec.Loaded, outputDir string) error {
+	printWarnings(o.streams.ErrOut, l.Warnings)
+	if outputDir == "" {
+		_, err := o.streams.Out.Write(l.Text)
+		return err
+	}
+	files, err := objectFiles(l.Strategy)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(outputDir, 0o755); err != nil {
+		return fmt.Errorf("create output folder: %w", err)
+	}
+	for _, f := range files {
+		if err := atomicfile.WriteFile(filepath.Join(outputDir, f.name), f.data, 0o644); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(o.streams.ErrOut, "wrote %d files to %s\n", len(files), outputDir)
+	return nil
 }
 
 type namedFile struct {

@@ -96,11 +96,11 @@ The exit status is that of diff(1): 0 when the strategies hold the same objects,
 			if output != "text" && output != "json" {
 				return fail(fmt.Errorf("--output %q: want text or json", output))
 			}
-			la, err := o.loadStrategy(args[0], "")
+			la, err := o.loadStrategy(cmd.Context(), args[0], "")
 			if err != nil {
 				return fail(err)
 			}
-			lb, err := o.loadStrategy(args[1], "")
+			lb, err := o.loadStrategy(cmd.Context(), args[1], "")
 			if err != nil {
 				return fail(err)
 			}

@@ -62,7 +62,7 @@ while parsing are listed as warnings.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			l, err := o.loadStrategy(args[0], name)
+			l, err := o.loadStrategy(cmd.Context(), args[0], name)
 			if err != nil {
 				return err
 			}

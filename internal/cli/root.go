@@ -3,11 +3,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
@@ -48,7 +51,9 @@ func (e *ExitError) Unwrap() error { return e.Err }
 func Main(args []string, streams Streams) int {
 	root := NewRootCommand(streams)
 	root.SetArgs(args)
-	err := root.Execute()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
 	}
@@ -123,6 +128,9 @@ manifests text (documents separated by --- lines).`,
 		newDiffCommand(o),
 		newVerifyCommand(o),
 		newIDCommand(o),
+		newListCommand(o),
+		newGetCommand(o),
+		newPublishCommand(o),
 		newVersionCommand(o),
 	)
 	return root
@@ -130,7 +138,22 @@ manifests text (documents separated by --- lines).`,
 
 // loadStrategy reads FILE|- and returns the one strategy in it. name picks
 // a ConfigMap by name when the input holds several.
-func (o *options) loadStrategy(path, name string) (*codec.Loaded, error) {
+//
+// A path of the form cm/NAME (or configmap/NAME) reads the strategy
+// ConfigMap NAME from the cluster (namespace -n), through the store, so a
+// chunked strategy is reassembled and verified.
+func (o *options) loadStrategy(ctx context.Context, path, name string) (*codec.Loaded, error) {
+	if cmName, ok := clusterRef(path); ok {
+		c, err := o.cluster()
+		if err != nil {
+			return nil, err
+		}
+		e, err := c.entryByName(ctx, cmName)
+		if err != nil {
+			return nil, err
+		}
+		return c.loadEntry(ctx, e)
+	}
 	in, err := o.readInput(path)
 	if err != nil {
 		return nil, err

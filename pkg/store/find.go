@@ -18,18 +18,25 @@ import (
 
 var configMapsResource = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
-// listMeta lists the metadata of the ConfigMaps of a namespace that carry
-// a label.
-func (s *Store) listMeta(ctx context.Context, namespace, label string) ([]metav1.ObjectMeta, error) {
+// listedMeta is the metadata of a listed ConfigMap and, when the listing
+// returned whole objects, the size of its encoded manifests.
+type listedMeta struct {
+	meta    metav1.ObjectMeta
+	encoded int // -1 when unknown (metadata-only listing)
+}
+
+// listMeta lists the metadata of the ConfigMaps of a namespace ("" for
+// all namespaces) that carry a label.
+func (s *Store) listMeta(ctx context.Context, namespace, label string) ([]listedMeta, error) {
 	opts := metav1.ListOptions{LabelSelector: label}
-	var out []metav1.ObjectMeta
+	var out []listedMeta
 	if s.opts.Metadata != nil {
 		list, err := s.opts.Metadata.Resource(configMapsResource).Namespace(namespace).List(ctx, opts)
 		if err != nil {
 			return nil, fmt.Errorf("list configmaps in %s with label %s: %w", namespace, label, err)
 		}
 		for _, item := range list.Items {
-			out = append(out, item.ObjectMeta)
+			out = append(out, listedMeta{meta: item.ObjectMeta, encoded: -1})
 		}
 		return out, nil
 	}
@@ -38,7 +45,7 @@ func (s *Store) listMeta(ctx context.Context, namespace, label string) ([]metav1
 		return nil, fmt.Errorf("list configmaps in %s with label %s: %w", namespace, label, err)
 	}
 	for _, item := range list.Items {
-		out = append(out, item.ObjectMeta)
+		out = append(out, listedMeta{meta: item.ObjectMeta, encoded: len(item.Data[codec.ManifestsKey])})
 	}
 	return out, nil
 }
@@ -59,11 +66,15 @@ func (s *Store) list(ctx context.Context, namespace string) ([]listed, error) {
 			return nil, err
 		}
 		for i := range metas {
-			if seen[metas[i].Name] {
+			key := metas[i].meta.Namespace + "/" + metas[i].meta.Name
+			if seen[key] {
 				continue
 			}
-			seen[metas[i].Name] = true
-			e, err := entryOf(&metas[i])
+			seen[key] = true
+			e, err := entryOf(&metas[i].meta)
+			if metas[i].encoded >= 0 && e.Chunks == nil {
+				e.EncodedBytes = metas[i].encoded
+			}
 			out = append(out, listed{e, err})
 		}
 	}

@@ -57,7 +57,8 @@ func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identit
 		return res, errors.Join(append(errs, fmt.Errorf("gc strategies: %w", err))...)
 	}
 	now := s.opts.Clock.Now()
-	for _, c := range chunks {
+	for _, lc := range chunks {
+		c := lc.meta
 		if listedChunks[c.Name] || now.Sub(c.CreationTimestamp.Time) < s.opts.OrphanChunkAge {
 			continue
 		}

@@ -150,6 +150,10 @@ type Entry struct {
 	Digest string
 	// DecodedBytes is the recorded size of the text; 0 when unknown.
 	DecodedBytes int
+	// EncodedBytes is the size of the stored gzip+base64 (or plain) text:
+	// the sum of the chunks' parts for a chunked strategy; 0 when unknown
+	// (a metadata-only listing of an unchunked strategy).
+	EncodedBytes int
 	// Chunks lists the chunks of a chunked strategy in order; nil when the
 	// strategy is in one ConfigMap.
 	Chunks []Chunk
@@ -233,6 +237,9 @@ func entryOf(m *metav1.ObjectMeta) (Entry, error) {
 			return e, &CorruptError{ConfigMap: e.String(), Chunk: -1, Err: fmt.Errorf("annotation %s: %w", ChunksAnnotation, err)}
 		}
 		e.Chunks = chunks
+		for _, c := range chunks {
+			e.EncodedBytes += c.Size
+		}
 	}
 	return e, nil
 }

@@ -1,0 +1,89 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/store"
+)
+
+// cluster holds the clients of the cluster the kubeconfig flags name.
+type cluster struct {
+	config    *rest.Config
+	kube      kubernetes.Interface
+	dynamic   dynamic.Interface
+	namespace string
+	store     *store.Store
+}
+
+// cluster connects to the cluster of --kubeconfig/--context; the namespace
+// is -n, else the kubeconfig context's, else "default".
+func (o *options) cluster() (*cluster, error) {
+	cfg, err := o.kube.ToRESTConfig()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig: %w", err)
+	}
+	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig namespace: %w", err)
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return nil, err
+	}
+	st, err := store.New(kube, store.Options{Decode: dopts})
+	if err != nil {
+		return nil, err
+	}
+	return &cluster{config: cfg, kube: kube, dynamic: dyn, namespace: ns, store: st}, nil
+}
+
+// clusterRef returns the ConfigMap name of a "cm/NAME" or "configmap/NAME"
+// source, and whether the source is one.
+func clusterRef(source string) (string, bool) {
+	for _, p := range []string{"cm/", "configmap/", "configmaps/"} {
+		if name, ok := strings.CutPrefix(source, p); ok && name != "" {
+			return name, true
+		}
+	}
+	return "", false
+}
+
+// entryByName finds a stored strategy by its (head) ConfigMap's name.
+func (c *cluster) entryByName(ctx context.Context, name string) (store.Entry, error) {
+	entries, err := c.store.List(ctx, c.namespace)
+	for _, e := range entries {
+		if e.Name == name {
+			return e, nil
+		}
+	}
+	if err != nil {
+		return store.Entry{}, err
+	}
+	return store.Entry{}, fmt.Errorf("no strategy ConfigMap %q in namespace %s (see kubectl installstrategy list)", name, c.namespace)
+}
+
+// loadEntry reads and verifies a stored strategy.
+func (c *cluster) loadEntry(ctx context.Context, e store.Entry) (*codec.Loaded, error) {
+	l, err := c.store.Read(ctx, e)
+	if err != nil {
+		return nil, err
+	}
+	info := codec.Info{Name: e.Name, Namespace: e.Namespace, Format: e.Format, Encoding: e.Encoding, Identity: e.Identity,
+		EncodedBytes: e.EncodedBytes, DecodedBytes: len(l.Text), Digest: e.Digest, DigestVerified: e.Digest != ""}
+	return &codec.Loaded{Strategy: l.Strategy, Text: l.Text, Warnings: l.Warnings, Info: &info}, nil
+}

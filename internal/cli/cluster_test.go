@@ -1,0 +1,197 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// clusterArgs are the flags that point the plugin at the test cluster.
+func clusterArgs(ns string) []string {
+	return []string{"--kubeconfig", os.Getenv(testenv.KubeconfigEnv), "-n", ns}
+}
+
+// createKubeVirtStrategy creates the real v1.9.0 strategy ConfigMap the way
+// KubeVirt's operator does (generateName, its labels and annotations).
+func createKubeVirtStrategy(ctx context.Context, t *testing.T, env *testenv.Env, ns string) string {
+	t.Helper()
+	cms, err := codec.ReadConfigMaps("v1.9.0", kubevirtdata.Read(t, "v1.9.0", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := cms[0]
+	cm.Namespace = ns
+	created, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return created.Name
+}
+
+func TestClusterListGetInspect(t *testing.T) {
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := env.Namespace(ctx, t)
+	name := createKubeVirtStrategy(ctx, t, env, ns)
+
+	code, out, errOut := run(t, nil, append([]string{"list", "-o", "json"}, clusterArgs(ns)...)...)
+	if code != 0 {
+		t.Fatalf("list: exit %d: %s", code, errOut)
+	}
+	var rows []ListRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 {
+		t.Fatalf("list: %d rows, want 1:\n%s", len(rows), out)
+	}
+	r := rows[0]
+	if r.Name != name || r.Identity.Version != "v1.9.0" || r.Identity.Registry != "quay.io/kubevirt" ||
+		r.Identity.Identifier != kubevirtdata.ID(t, "v1.9.0") || r.Format != codec.FormatKubeVirt ||
+		r.EncodedBytes != 561668 || r.Digest != "none" || r.Chunks != 0 {
+		t.Fatalf("list row: %+v", r)
+	}
+	if r.LimitUsedPercent < 53 || r.LimitUsedPercent > 54 {
+		t.Errorf("limit used: %.1f%%", r.LimitUsedPercent)
+	}
+
+	want := string(kubevirtdata.Read(t, "v1.9.0", "manifests.yaml"))
+	for _, args := range [][]string{
+		{"get", "--version", "v1.9.0", "--registry", "quay.io/kubevirt"},
+		{"get", "--identifier", kubevirtdata.ID(t, "v1.9.0")},
+		{"get", name},
+		{"decode", "cm/" + name},
+	} {
+		code, out, errOut := run(t, nil, append(args, clusterArgs(ns)...)...)
+		if code != 0 || out != want {
+			t.Fatalf("%v: exit %d, output equal to KubeVirt's text: %v; %s", args, code, out == want, errOut)
+		}
+	}
+	code, out, _ = run(t, nil, append([]string{"inspect", "cm/" + name}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.Contains(out, "Objects:       245") {
+		t.Fatalf("inspect cm/: exit %d\n%s", code, out[:min(len(out), 600)])
+	}
+	code, _, errOut = run(t, nil, append([]string{"get", "--version", "v9.9.9"}, clusterArgs(ns)...)...)
+	if code == 0 || !strings.Contains(errOut, "no matching strategy") {
+		t.Fatalf("missing version: exit %d %q", code, errOut)
+	}
+	// diff a file against the cluster copy: same objects.
+	code, _, errOut = run(t, nil, append([]string{"diff", kubevirtdata.Path(t, "v1.9.0", "manifests.yaml"), "cm/" + name}, clusterArgs(ns)...)...)
+	if code != 0 {
+		t.Fatalf("diff file vs cluster: exit %d %s", code, errOut)
+	}
+}
+
+// TestClusterPublishChunked publishes a strategy too big for one ConfigMap
+// and reads it back through list --verify and get.
+func TestClusterPublishChunked(t *testing.T) {
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := env.Namespace(ctx, t)
+
+	// 2 MiB of random (incompressible) data in ConfigMaps of the strategy.
+	var text bytes.Buffer
+	for i := 0; i < 4; i++ {
+		buf := make([]byte, 384<<10)
+		if _, err := rand.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&text, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blob-%d\n  namespace: %s\ndata:\n  blob: %s\n", i, ns, base64.StdEncoding.EncodeToString(buf))
+	}
+	path := t.TempDir() + "/big.yaml"
+	if err := os.WriteFile(path, text.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, nil, append([]string{"publish", path, "--version", "v2.0.0", "--identifier", "big-1"}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.Contains(out, "chunks") {
+		t.Fatalf("publish: exit %d %q %s", code, out, errOut)
+	}
+	code, out, errOut = run(t, nil, append([]string{"list", "--verify", "-o", "json"}, clusterArgs(ns)...)...)
+	if code != 0 {
+		t.Fatalf("list --verify: exit %d %s", code, errOut)
+	}
+	var rows []ListRow
+	if err := json.Unmarshal([]byte(out), &rows); err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 1 || rows[0].Chunks < 3 || rows[0].Digest != "verified" || rows[0].LimitUsedPercent < 250 {
+		t.Fatalf("list: %s", out)
+	}
+	code, got, errOut := run(t, nil, append([]string{"get", "--identifier", "big-1"}, clusterArgs(ns)...)...)
+	if code != 0 {
+		t.Fatalf("get: exit %d %s", code, errOut)
+	}
+	s, _, err := strategy.Parse(text.Bytes(), strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	canonical, _ := s.Serialize()
+	if got != string(canonical) {
+		t.Fatalf("get returned %d bytes, not the canonical form (%d bytes) of what was published", len(got), len(canonical))
+	}
+}
+
+// TestClusterListMarksUsers: the strategy an Installation targets is marked.
+func TestClusterListMarksUsers(t *testing.T) {
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := env.Namespace(ctx, t)
+	installCRD(ctx, t, env, "../../config/crd/bases/installstrategy.io_installations.yaml")
+	name := createKubeVirtStrategy(ctx, t, env, ns)
+
+	gvr := schema.GroupVersionResource{Group: "installstrategy.io", Version: "v1alpha1", Resource: "installations"}
+	inst := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "installstrategy.io/v1alpha1", "kind": "Installation",
+		"metadata": map[string]any{"name": "demo", "namespace": ns},
+		"spec":     map[string]any{"version": "v1.9.0", "registry": "quay.io/kubevirt"},
+	}}
+	created, err := env.Dynamic.Resource(gvr).Namespace(ns).Create(ctx, inst, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(created.Object, kubevirtdata.ID(t, "v1.9.0"), "status", "targetIdentifier")
+	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, nil, append([]string{"list"}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.Contains(out, name) || !strings.Contains(out, "installation/demo (target)") {
+		t.Fatalf("list: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+func installCRD(ctx context.Context, t *testing.T, env *testenv.Env, path string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := sigsyaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, crd); err != nil && !strings.Contains(err.Error(), "already exists") {
+		t.Fatal(err)
+	}
+	env.WaitCRDEstablished(ctx, t, crd.Name)
+}

@@ -1,0 +1,400 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/store"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// ListRow is one stored strategy as list prints it.
+type ListRow struct {
+	Namespace    string            `json:"namespace"`
+	Name         string            `json:"name"`
+	Identity     strategy.Identity `json:"identity"`
+	Format       codec.Format      `json:"format"`
+	Encoding     string            `json:"encoding"`
+	Chunks       int               `json:"chunks"`
+	EncodedBytes int               `json:"encodedBytes"`
+	// LimitUsedPercent is the encoded size against the 1 MiB object limit
+	// (for a chunked strategy: of all its chunks together).
+	LimitUsedPercent float64 `json:"limitUsedPercent"`
+	// Digest is "none", "recorded", "verified", or the verification error
+	// (verified only with --verify).
+	Digest  string    `json:"digest"`
+	Created time.Time `json:"created"`
+	// UsedBy names the custom resources whose target or observed identity
+	// this strategy serves, e.g. "installation/demo (target)".
+	UsedBy []string `json:"usedBy,omitempty"`
+}
+
+// users are the custom resources that pick strategies: Installations and
+// KubeVirt CRs, with where their identities are in status.
+var users = []struct {
+	name     string
+	gvr      schema.GroupVersionResource
+	target   [3]string // identifier, version, registry fields of status
+	observed [3]string
+}{
+	{"installation", schema.GroupVersionResource{Group: "installstrategy.io", Version: "v1alpha1", Resource: "installations"},
+		[3]string{"targetIdentifier", "targetVersion", "targetRegistry"}, [3]string{"observedIdentifier", "observedVersion", "observedRegistry"}},
+	{"kubevirt", schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "kubevirts"},
+		[3]string{"targetDeploymentID", "targetKubeVirtVersion", "targetKubeVirtRegistry"}, [3]string{"observedDeploymentID", "observedKubeVirtVersion", "observedKubeVirtRegistry"}},
+}
+
+// markUsers fills UsedBy: for each user's target and observed identity, the
+// newest matching strategy of its namespace, as the store's Find picks it.
+func (c *cluster) markUsers(ctx context.Context, namespace string, entries []store.Entry, rows []ListRow) error {
+	var errs []error
+	for _, u := range users {
+		list, err := c.dynamic.Resource(u.gvr).Namespace(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				continue // the kind is not served here
+			}
+			errs = append(errs, fmt.Errorf("list %s: %w", u.gvr.Resource, err))
+			continue
+		}
+		for _, item := range list.Items {
+			for _, side := range []struct {
+				label  string
+				fields [3]string
+			}{{"target", u.target}, {"observed", u.observed}} {
+				id := strategy.Identity{Identifier: statusString(&item, side.fields[0]), Version: statusString(&item, side.fields[1]), Registry: statusString(&item, side.fields[2])}
+				if id == (strategy.Identity{}) {
+					continue
+				}
+				for i, e := range entries { // newest first
+					if e.Namespace == item.GetNamespace() && e.Matches(id) {
+						rows[i].UsedBy = append(rows[i].UsedBy, fmt.Sprintf("%s/%s (%s)", u.name, item.GetName(), side.label))
+						break
+					}
+				}
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func statusString(u *unstructured.Unstructured, field string) string {
+	s, _, _ := unstructured.NestedString(u.Object, "status", field)
+	return s
+}
+
+func newListCommand(o *options) *cobra.Command {
+	var allNamespaces, verify bool
+	var output string
+	cmd := &cobra.Command{
+		Use:   "list",
+		Short: "List the strategy ConfigMaps in a namespace (native and KubeVirt's)",
+		Long: `List the install strategies stored in a namespace (-n, or every namespace with
+-A): their identity, form, encoding, chunks, encoded size against the 1 MiB object
+limit, digest status, age, and which Installation or KubeVirt custom resource
+currently uses each (the newest strategy matching its target or observed identity,
+as the operator picks it). Chunk ConfigMaps are parts of a strategy, not
+strategies, and are not listed.
+
+--verify reads every strategy and checks its digest (and chunks); without it the
+DIGEST column only says whether one is recorded.`,
+		Example: `  kubectl installstrategy list -n kubevirt
+  kubectl installstrategy list -A --verify -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			c, err := o.cluster()
+			if err != nil {
+				return err
+			}
+			ns := c.namespace
+			if allNamespaces {
+				ns = ""
+			}
+			ctx := cmd.Context()
+			entries, listErr := c.store.List(ctx, ns)
+			if entries == nil && listErr != nil {
+				return listErr
+			}
+			rows := make([]ListRow, len(entries))
+			for i, e := range entries {
+				rows[i] = listRow(e)
+				if verify {
+					if _, err := c.store.Read(ctx, e); err != nil {
+						rows[i].Digest = "FAILED: " + err.Error()
+					} else if e.Digest != "" {
+						rows[i].Digest = "verified"
+					}
+				}
+			}
+			if err := c.markUsers(ctx, ns, entries, rows); err != nil {
+				fmt.Fprintf(o.streams.ErrOut, "warning: %v\n", err)
+			}
+			if err := printList(o.streams.Out, output, rows, allNamespaces); err != nil {
+				return err
+			}
+			if listErr != nil {
+				return listErr
+			}
+			for _, r := range rows {
+				if strings.HasPrefix(r.Digest, "FAILED") {
+					return &ExitError{Code: 1, Err: errors.New("some strategies failed verification")}
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list strategies in every namespace")
+	cmd.Flags().BoolVar(&verify, "verify", false, "read each strategy and verify its digest and chunks")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	return cmd
+}
+
+func listRow(e store.Entry) ListRow {
+	r := ListRow{Namespace: e.Namespace, Name: e.Name, Identity: e.Identity, Format: e.Format, Encoding: e.Encoding,
+		Chunks: len(e.Chunks), EncodedBytes: e.EncodedBytes, Created: e.Created, Digest: "none"}
+	r.LimitUsedPercent = 100 * float64(e.EncodedBytes) / codec.ObjectSizeLimit
+	if e.Digest != "" {
+		r.Digest = "recorded"
+	}
+	return r
+}
+
+func printList(w io.Writer, output string, rows []ListRow, withNamespace bool) error {
+	switch output {
+	case "json", "yaml":
+		if rows == nil {
+			rows = []ListRow{}
+		}
+		if output == "json" {
+			enc := json.NewEncoder(w)
+			enc.SetIndent("", "  ")
+			return enc.Encode(rows)
+		}
+		b, err := yaml.Marshal(rows)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	if len(rows) == 0 {
+		_, err := fmt.Fprintln(w, "No strategies found.")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := "NAME\tVERSION\tREGISTRY\tIDENTIFIER\tFORMAT\tCHUNKS\tSIZE\tLIMIT\tDIGEST\tAGE\tUSED BY"
+	if withNamespace {
+		header = "NAMESPACE\t" + header
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range rows {
+		id := r.Identity.Identifier
+		if len(id) > 12 {
+			id = id[:12]
+		}
+		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f%%\t%s\t%s\t%s", r.Name, orNone(r.Identity.Version), orNone(r.Identity.Registry),
+			orNone(id), r.Format, r.Chunks, sizeShort(r.EncodedBytes), r.LimitUsedPercent, r.Digest,
+			duration.HumanDuration(time.Since(r.Created)), strings.Join(r.UsedBy, ","))
+		if withNamespace {
+			line = r.Namespace + "\t" + line
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+func sizeShort(n int) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.2fMi", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fKi", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d", n)
+}
+
+func newGetCommand(o *options) *cobra.Command {
+	var id strategy.Identity
+	var outputDir string
+	cmd := &cobra.Command{
+		Use:   "get [NAME | --version V [--registry R] | --identifier ID]",
+		Short: "Fetch a strategy from the cluster and print its manifests",
+		Long: `Fetch a stored strategy from the cluster (namespace -n) and print its manifests
+text, or write one file per object with --output-dir, like decode. Name it by its
+ConfigMap name, or let the lookup pick it as an operator would: by identifier,
+or (legacy) by version and registry; the newest match wins. Chunked strategies are
+reassembled, and every read verifies the chunks and the digest when one is
+recorded.`,
+		Example: `  kubectl installstrategy get -n kubevirt --version v1.9.0 --registry quay.io/kubevirt > v1.9.0.yaml
+  kubectl installstrategy get -n kubevirt kubevirt-install-strategy-abcde --output-dir ./v1.9.0`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			byName := len(args) == 1
+			byID := id != (strategy.Identity{})
+			if byName == byID {
+				return errors.New("give either a NAME or --identifier / --version [--registry]")
+			}
+			c, err := o.cluster()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			var e store.Entry
+			switch {
+			case byName:
+				e, err = c.entryByName(ctx, args[0])
+			case id.Identifier != "":
+				e, err = c.store.Find(ctx, c.namespace, id)
+			default:
+				e, err = c.newestOfVersion(ctx, id)
+			}
+			if err != nil {
+				return err
+			}
+			l, err := c.loadEntry(ctx, e)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.ErrOut, "strategy %s: %s\n", e, identityString(e.Identity))
+			return o.writeDecoded(l, outputDir)
+		},
+	}
+	cmd.Flags().StringVar(&id.Version, "version", "", "find by version (with --registry for legacy strategies)")
+	cmd.Flags().StringVar(&id.Registry, "registry", "", "find by registry, with --version")
+	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "find by deployment identifier")
+	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write one file per object into this folder instead of printing the text")
+	return cmd
+}
+
+// newestOfVersion finds the newest strategy of a version (and registry,
+// when given), whatever its identifier: what a person asking for "v1.9.0"
+// means. (An operator's lookup matches identifiers first; see store.Find.)
+func (c *cluster) newestOfVersion(ctx context.Context, id strategy.Identity) (store.Entry, error) {
+	entries, err := c.store.List(ctx, c.namespace)
+	for _, e := range entries { // newest first
+		if e.Identity.Version == id.Version && (id.Registry == "" || e.Identity.Registry == id.Registry) {
+			return e, nil
+		}
+	}
+	if err != nil {
+		return store.Entry{}, err
+	}
+	what := "version " + id.Version
+	if id.Registry != "" {
+		what += " and registry " + id.Registry
+	}
+	return store.Entry{}, fmt.Errorf("no strategy of %s in namespace %s: %w", what, c.namespace, store.ErrNotFound)
+}
+
+func newPublishCommand(o *options) *cobra.Command {
+	var id strategy.Identity
+	var format string
+	cmd := &cobra.Command{
+		Use:   "publish FILE|DIR|-",
+		Short: "Store a strategy in the cluster, in chunks when it is large",
+		Long: `Publish a strategy into the cluster (namespace -n) through the store: a manifests
+text, a folder of manifests (as decode --output-dir writes), or a strategy
+ConfigMap file. The text is parsed and stored in canonical form; when its encoding
+exceeds 900 KiB it is split into ordered chunk ConfigMaps plus a head holding the
+digest, written so that no reader ever sees half a strategy. Publishing never
+replaces anything: the newest strategy for an identity wins lookups.
+
+The identity comes from --version/--registry/--identifier, or from the
+ConfigMap's annotations when publishing a ConfigMap file.`,
+		Example: `  kubectl installstrategy publish ./v1.9.0 -n kubevirt --version v1.9.0 --registry quay.io/kubevirt \
+      --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
+  kubectl installstrategy publish kubevirt-v1.9.0.configmap.yaml -n kubevirt --format kubevirt`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			f, err := codec.ParseFormat(format)
+			if err != nil {
+				return err
+			}
+			text, fromCM, warnings, err := o.publishInput(args[0])
+			if err != nil {
+				return err
+			}
+			printWarnings(o.streams.ErrOut, warnings)
+			if id == (strategy.Identity{}) {
+				id = fromCM
+			}
+			if id.Version == "" {
+				return errors.New("the strategy needs a version: give --version")
+			}
+			c, err := o.cluster()
+			if err != nil {
+				return err
+			}
+			dopts, err := o.decodeOptions()
+			if err != nil {
+				return err
+			}
+			st, err := store.New(c.kube, store.Options{Format: f, Decode: dopts})
+			if err != nil {
+				return err
+			}
+			e, err := st.PublishText(cmd.Context(), c.namespace, text, id)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.streams.Out, "configmap/%s published in %s: %s, %s encoded", e.Name, e.Namespace, identityString(e.Identity), sizeShort(e.EncodedBytes))
+			if len(e.Chunks) > 0 {
+				names := make([]string, len(e.Chunks))
+				for i, ch := range e.Chunks {
+					names[i] = ch.Name
+				}
+				fmt.Fprintf(o.streams.Out, " in %d chunks (%s)", len(e.Chunks), strings.Join(names, ", "))
+			}
+			fmt.Fprintln(o.streams.Out)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&id.Version, "version", "", "the strategy's product version")
+	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
+	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
+	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt (chunked strategies are always native)")
+	return cmd
+}
+
+// publishInput returns the canonical text to publish and, for a ConfigMap
+// input, the identity its annotations claim.
+func (o *options) publishInput(path string) ([]byte, strategy.Identity, []strategy.Warning, error) {
+	if path != "-" {
+		if st, err := os.Stat(path); err == nil && st.IsDir() {
+			text, warnings, err := readFolder(path)
+			return text, strategy.Identity{}, warnings, err
+		}
+	}
+	in, err := o.readInput(path)
+	if err != nil {
+		return nil, strategy.Identity{}, nil, err
+	}
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return nil, strategy.Identity{}, nil, err
+	}
+	l, err := codec.LoadInput(in, dopts, strategy.ParseOptions{})
+	if err != nil {
+		return nil, strategy.Identity{}, nil, err
+	}
+	text, err := l.Strategy.Serialize()
+	return text, l.Strategy.Identity, l.Warnings, err
+}
