@@ -253,16 +253,24 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Re
 	if err != nil {
 		return Result{Ref: ref}, err
 	}
-	prepared, err := Prepare(obj, a.opts.Identity, a.opts.ManagedBy)
-	if err != nil {
-		return Result{Ref: ref}, err
-	}
 	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		live, err = nil, nil
 	}
 	if err != nil {
 		return Result{Ref: ref}, fmt.Errorf("get %s: %w", ref, err)
+	}
+	if live != nil && live.GetDeletionTimestamp() != nil && !a.opts.DryRun && IsOurs(live, a.opts.ManagedBy) {
+		// Writing to an object being deleted would be lost: wait until it
+		// is gone, then create it anew.
+		if err := waitGone(ctx, ri, live.GetName(), live.GetUID()); err != nil {
+			return Result{Ref: ref}, fmt.Errorf("%s: wait for the deletion in progress: %w", ref, err)
+		}
+		live = nil
+	}
+	prepared, err := Prepare(WithLive(obj, live), a.opts.Identity, a.opts.ManagedBy)
+	if err != nil {
+		return Result{Ref: ref}, err
 	}
 	res := a.Decide(prepared, live)
 	switch res.Action {

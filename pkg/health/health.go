@@ -174,11 +174,11 @@ func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector
 		if reason, failed := PodFailure(p); failed {
 			return Status{Failed: true, Reason: fmt.Sprintf("pod %s: %s", p.Name, reason)}, nil
 		}
-		if c.Identity.Version != "" && !carriesIdentity(p, c.Identity) {
+		if c.Identity.Version != "" && !PodCarriesIdentity(p, c.Identity) {
 			waiting = append(waiting, p.Name+" has not the target identity")
 			continue
 		}
-		if !podReady(p) {
+		if !PodReady(p) {
 			waiting = append(waiting, p.Name+" not ready")
 		}
 	}
@@ -188,12 +188,15 @@ func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector
 	return Status{Ready: true}, nil
 }
 
-func carriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
+// PodCarriesIdentity reports whether a pod carries the identity
+// annotations of id (so it runs the target version).
+func PodCarriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
 	a := p.Annotations
 	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
 }
 
-func podReady(p *corev1.Pod) bool {
+// PodReady reports whether a pod is Running and Ready.
+func PodReady(p *corev1.Pod) bool {
 	if p.Status.Phase != corev1.PodRunning {
 		return false
 	}

@@ -39,6 +39,10 @@ type Info struct {
 	// Health is the rule that says when an applied object of the kind is
 	// ready (rolled over); HealthNone means ready once written.
 	Health Health
+	// KeepStoredVersions marks CRDs: a version the live object lists in
+	// status.storedVersions is kept (not served, not stored) when a
+	// strategy drops it, since the API server refuses to remove it.
+	KeepStoredVersions bool
 	// PruneOrder orders deletion of objects that a new strategy no longer
 	// holds: lower is deleted first. It is derived from Stage (see
 	// [PruneOrderOf]).
@@ -150,7 +154,7 @@ var table = []Info{
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC},
 	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC},
 	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC},
-	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD},
+	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true},
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
 	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},
 	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig},

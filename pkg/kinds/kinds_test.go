@@ -53,6 +53,9 @@ func TestStageAndHealthOfEveryKind(t *testing.T) {
 		if info.Stage != w.stage || info.Health != w.health {
 			t.Errorf("%s: stage %s health %q, want %s %q", info.GroupKind, info.Stage, info.Health, w.stage, w.health)
 		}
+		if info.KeepStoredVersions != (info.GroupKind.Kind == "CustomResourceDefinition") {
+			t.Errorf("%s: KeepStoredVersions %v", info.GroupKind, info.KeepStoredVersions)
+		}
 		if info.PruneOrder != PruneOrderOf(info.Stage) {
 			t.Errorf("%s: prune order %d, want %d", info.GroupKind, info.PruneOrder, PruneOrderOf(info.Stage))
 		}

@@ -124,7 +124,7 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 		return err
 	}
 	it.Live = live
-	prepared, err := apply.Prepare(obj, a.Options().Identity, a.Options().ManagedBy)
+	prepared, err := apply.Prepare(apply.WithLive(obj, live), a.Options().Identity, a.Options().ManagedBy)
 	if err != nil {
 		return err
 	}

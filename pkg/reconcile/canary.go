@@ -1,0 +1,192 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// CanaryOptions tunes the DaemonSet canary rollout of the update path: the
+// DaemonSet is applied with maxUnavailable as the strategy says (normally
+// 1); once the first pod of the new version is ready, maxUnavailable is
+// widened to Step; when every pod is updated the strategy's value is
+// restored. A canary pod that crash-loops or fails stops the rollout with
+// a FailedUpdate event on the DaemonSet. The zero value widens to 10%.
+type CanaryOptions struct {
+	// Disabled rolls DaemonSets out like every other workload.
+	Disabled bool
+	// Step is maxUnavailable after the canary pod is ready; zero means
+	// "10%".
+	Step intstr.IntOrString
+}
+
+// FailedUpdateReason is the reason of the event a failed canary emits.
+const FailedUpdateReason = "FailedUpdate"
+
+// canary applies a DaemonSet and rolls it out with a canary pod when its
+// pods do not all run the target identity yet (a change that does not touch
+// the pod template never starts a canary).
+func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
+	ref := strategy.RefOf(obj)
+	res, err := r.a.Apply(ctx, obj)
+	if err != nil || res.Object == nil || res.Action == apply.ActionSkip {
+		return res, err
+	}
+	var ds appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(res.Object.Object, &ds); err != nil {
+		return res, fmt.Errorf("canary %s: %w", ref, err)
+	}
+	pods, err := r.daemonSetPods(ctx, &ds)
+	if err != nil {
+		return res, err
+	}
+	outdated := false
+	for _, p := range pods {
+		if !health.PodCarriesIdentity(p, r.s.Identity) {
+			outdated = true
+		}
+	}
+	if !outdated {
+		return res, nil
+	}
+	original := intstr.FromInt32(1)
+	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		original = *ru.MaxUnavailable
+	}
+	wide := r.opts.Canary.Step
+	if wide == (intstr.IntOrString{}) {
+		wide = intstr.FromString("10%")
+	}
+	r.emit(Event{Type: EventCanary, Step: step.Name, Ref: ref, Reason: "canary started, maxUnavailable " + original.String()})
+
+	// Wait for the first updated pod to be ready, or to fail.
+	deadline := time.Now().Add(r.opts.StageDeadline)
+	for {
+		pods, err := r.daemonSetPods(ctx, &ds)
+		if err != nil {
+			return res, err
+		}
+		ready := false
+		for _, p := range pods {
+			if !health.PodCarriesIdentity(p, r.s.Identity) {
+				continue
+			}
+			if why, failed := health.PodFailure(p); failed {
+				return res, r.failCanary(ctx, &ds, ref, fmt.Sprintf("canary pod %s: %s", p.Name, why))
+			}
+			if health.PodReady(p) {
+				ready = true
+			}
+		}
+		if ready {
+			break
+		}
+		if !time.Now().Before(deadline) {
+			return res, &health.DegradedError{Reason: health.ReasonProgressDeadlineExceeded, Objects: []health.Status{{Ref: ref, Reason: "no canary pod became ready"}}}
+		}
+		if err := sleep(ctx, r.opts.Interval); err != nil {
+			return res, err
+		}
+	}
+
+	if err := r.setMaxUnavailable(ctx, &ds, wide); err != nil {
+		return res, err
+	}
+	r.emit(Event{Type: EventCanary, Step: step.Name, Ref: ref, Reason: "canary ready, maxUnavailable " + wide.String()})
+	err = r.checker.Wait(ctx, r.a.Get, []*unstructured.Unstructured{obj}, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval})
+	if err != nil {
+		if deg, ok := err.(*health.DegradedError); ok && deg.Reason == health.ReasonFailed {
+			return res, r.failCanary(ctx, &ds, ref, deg.Error())
+		}
+		return res, err
+	}
+	// Restore the strategy's value by applying the object again.
+	restored, err := r.a.Apply(ctx, obj)
+	if err != nil {
+		return res, err
+	}
+	r.emit(Event{Type: EventCanary, Step: step.Name, Ref: ref, Reason: "rollout done, maxUnavailable " + original.String()})
+	restored.Action = res.Action
+	if restored.Reason == "" || res.Reason != "" {
+		restored.Reason = res.Reason
+	}
+	return restored, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func (r *run) daemonSetPods(ctx context.Context, ds *appsv1.DaemonSet) ([]*corev1.Pod, error) {
+	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)
+	if err != nil {
+		return nil, fmt.Errorf("daemonset %s/%s: selector: %w", ds.Namespace, ds.Name, err)
+	}
+	list, err := r.kube.CoreV1().Pods(ds.Namespace).List(ctx, metav1.ListOptions{LabelSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("daemonset %s/%s: list pods: %w", ds.Namespace, ds.Name, err)
+	}
+	out := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		if list.Items[i].DeletionTimestamp == nil {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// setMaxUnavailable changes the rolling update's maxUnavailable with a
+// merge patch under the canary's own field manager (the next apply takes
+// the field back).
+func (r *run) setMaxUnavailable(ctx context.Context, ds *appsv1.DaemonSet, v intstr.IntOrString) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"updateStrategy": map[string]any{"type": "RollingUpdate", "rollingUpdate": map[string]any{"maxUnavailable": v}}}})
+	if err != nil {
+		return err
+	}
+	_, err = r.kube.AppsV1().DaemonSets(ds.Namespace).Patch(ctx, ds.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: r.opts.FieldManager + "-canary"})
+	if err != nil {
+		return fmt.Errorf("daemonset %s/%s: set maxUnavailable %s: %w", ds.Namespace, ds.Name, v.String(), err)
+	}
+	return nil
+}
+
+// failCanary records a FailedUpdate event on the DaemonSet and returns the
+// Degraded error that stops the run.
+func (r *run) failCanary(ctx context.Context, ds *appsv1.DaemonSet, ref strategy.ObjectRef, why string) error {
+	now := metav1.NewTime(time.Now())
+	ev := &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: ds.Name + ".", Namespace: ds.Namespace},
+		InvolvedObject: corev1.ObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID},
+		Reason:         FailedUpdateReason,
+		Message:        "rollout stopped: " + why,
+		Type:           corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: r.opts.ManagedBy},
+		FirstTimestamp: now, LastTimestamp: now, Count: 1,
+	}
+	deg := &health.DegradedError{Reason: health.ReasonFailed, Objects: []health.Status{{Ref: ref, Failed: true, Reason: why}}}
+	if _, err := r.kube.CoreV1().Events(ds.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("%w (and the FailedUpdate event could not be written: %v)", deg, err)
+	}
+	return deg
+}

@@ -1,0 +1,277 @@
+package reconcile
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/certs"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// CertOptions tunes the certificates of empty kubernetes.io/tls Secrets.
+// The zero value keeps a CA valid for a year in the Secret
+// "installstrategy-ca", issues certificates valid for 90 days and rotates
+// either when a fifth of its validity is left.
+type CertOptions struct {
+	// Disabled leaves empty TLS Secrets empty and injects no CA bundle.
+	Disabled bool
+	// CASecret names the Secret that keeps the CA, in the namespace of the
+	// first empty TLS Secret; "" means "installstrategy-ca".
+	CASecret string
+	// CAValidity is the CA's lifetime; 0 means 365 days.
+	CAValidity time.Duration
+	// CertValidity is a certificate's lifetime; 0 means 90 days.
+	CertValidity time.Duration
+	// RenewBefore rotates a certificate (or the CA) that expires within
+	// it; 0 means a fifth of its validity.
+	RenewBefore time.Duration
+	// Now returns the current time; nil means time.Now (tests set it to
+	// move through rotation).
+	Now func() time.Time
+}
+
+// certState fills empty TLS Secrets of a strategy and injects the CA
+// bundle into webhooks and APIServices of its Services.
+type certState struct {
+	r    *run
+	opts CertOptions
+	ca   certs.Pair
+	// names maps a TLS Secret (namespace/name) to its certificate's DNS
+	// names.
+	names map[string][]string
+	// services holds the namespace/name of every Service of the strategy.
+	services map[string]bool
+}
+
+func (o *CertOptions) defaults() {
+	if o.CASecret == "" {
+		o.CASecret = "installstrategy-ca"
+	}
+	if o.CAValidity == 0 {
+		o.CAValidity = 365 * 24 * time.Hour
+	}
+	if o.CertValidity == 0 {
+		o.CertValidity = 90 * 24 * time.Hour
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+func (o *CertOptions) renewBefore(validity time.Duration) time.Duration {
+	if o.RenewBefore > 0 {
+		return o.RenewBefore
+	}
+	return validity / 5
+}
+
+func isEmptyTLSSecret(o *unstructured.Unstructured) bool {
+	if o.GetAPIVersion() != "v1" || o.GetKind() != "Secret" {
+		return false
+	}
+	typ, _, _ := unstructured.NestedString(o.Object, "type")
+	data, _, _ := unstructured.NestedMap(o.Object, "data")
+	sd, _, _ := unstructured.NestedMap(o.Object, "stringData")
+	return typ == string(corev1.SecretTypeTLS) && len(data) == 0 && len(sd) == 0
+}
+
+// newCertState finds the empty TLS Secrets and loads or creates the CA.
+func newCertState(ctx context.Context, r *run, opts CertOptions) (*certState, error) {
+	opts.defaults()
+	c := &certState{r: r, opts: opts, names: map[string][]string{}, services: map[string]bool{}}
+	if opts.Disabled {
+		return c, nil
+	}
+	var secrets []*unstructured.Unstructured
+	var services, workloads []*unstructured.Unstructured
+	for _, o := range r.s.Objects {
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		switch {
+		case isEmptyTLSSecret(o):
+			secrets = append(secrets, o)
+		case o.GetAPIVersion() == "v1" && o.GetKind() == "Service":
+			services = append(services, o)
+			c.services[o.GetNamespace()+"/"+o.GetName()] = true
+		case info.PodTemplate != nil:
+			workloads = append(workloads, o)
+		}
+	}
+	if len(secrets) == 0 {
+		return c, nil
+	}
+	for _, s := range secrets {
+		c.names[s.GetNamespace()+"/"+s.GetName()] = dnsNamesFor(s, services, workloads)
+	}
+	ca, err := c.loadCA(ctx, secrets[0].GetNamespace())
+	if err != nil {
+		return nil, err
+	}
+	c.ca = ca
+	return c, nil
+}
+
+// dnsNamesFor returns the names of the Services that select the pods of
+// the workloads mounting the Secret; a Secret that no served workload
+// mounts gets its own name (a client certificate).
+func dnsNamesFor(secret *unstructured.Unstructured, services, workloads []*unstructured.Unstructured) []string {
+	var names []string
+	seen := map[string]bool{}
+	for _, w := range workloads {
+		if w.GetNamespace() != secret.GetNamespace() || !mountsSecret(w, secret.GetName()) {
+			continue
+		}
+		podLabels, _, _ := unstructured.NestedStringMap(w.Object, "spec", "template", "metadata", "labels")
+		for _, svc := range services {
+			sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+			if svc.GetNamespace() != w.GetNamespace() || len(sel) == 0 || !labels.SelectorFromSet(sel).Matches(labels.Set(podLabels)) || seen[svc.GetName()] {
+				continue
+			}
+			seen[svc.GetName()] = true
+			names = append(names, certs.ServiceDNSNames(svc.GetName(), svc.GetNamespace())...)
+		}
+	}
+	if len(names) == 0 {
+		return []string{secret.GetName()}
+	}
+	return names
+}
+
+func mountsSecret(w *unstructured.Unstructured, name string) bool {
+	vols, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
+	for _, v := range vols {
+		m, _ := v.(map[string]any)
+		if n, _, _ := unstructured.NestedString(m, "secret", "secretName"); n == name {
+			return true
+		}
+	}
+	return false
+}
+
+// loadCA reads the CA Secret, and creates or rotates it when needed. The
+// CA Secret is written without the applied-hash annotation, so prune never
+// deletes it.
+func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
+	now := c.opts.Now()
+	secrets := c.r.kube.CoreV1().Secrets(ns)
+	live, err := secrets.Get(ctx, c.opts.CASecret, metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return certs.Pair{}, fmt.Errorf("ca secret %s/%s: %w", ns, c.opts.CASecret, err)
+	}
+	exists := err == nil
+	if exists {
+		if by := live.Labels[apply.ManagedByLabel]; by != c.r.opts.ManagedBy {
+			return certs.Pair{}, fmt.Errorf("ca secret %s/%s exists and is managed by %q, not %q", ns, c.opts.CASecret, by, c.r.opts.ManagedBy)
+		}
+		p := certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
+		if certs.Renewal(p, nil, nil, now, c.opts.renewBefore(c.opts.CAValidity)) == "" {
+			return p, nil
+		}
+	}
+	p, err := certs.NewCA(c.r.opts.ManagedBy+"-ca", now, c.opts.CAValidity)
+	if err != nil {
+		return certs.Pair{}, err
+	}
+	sec := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: c.opts.CASecret, Namespace: ns, Labels: map[string]string{apply.ManagedByLabel: c.r.opts.ManagedBy}},
+		Type:       corev1.SecretTypeTLS,
+		Data:       map[string][]byte{certs.CertKey: p.Cert, certs.KeyKey: p.Key},
+	}
+	if !exists {
+		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: c.r.opts.FieldManager})
+	} else {
+		sec.ResourceVersion = live.ResourceVersion
+		_, err = secrets.Update(ctx, sec, metav1.UpdateOptions{FieldManager: c.r.opts.FieldManager})
+	}
+	if err != nil {
+		return certs.Pair{}, fmt.Errorf("write ca secret %s/%s: %w", ns, c.opts.CASecret, err)
+	}
+	return p, nil
+}
+
+// desired returns the object to apply for a strategy object: an empty TLS
+// Secret with its certificate (the live one while it is good), a webhook or
+// APIService with the CA bundle, any other object as it is.
+func (c *certState) desired(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if len(c.names) == 0 {
+		return o, nil
+	}
+	if isEmptyTLSSecret(o) {
+		return c.secret(ctx, o)
+	}
+	switch o.GroupVersionKind().GroupKind().String() {
+	case "ValidatingWebhookConfiguration.admissionregistration.k8s.io", "MutatingWebhookConfiguration.admissionregistration.k8s.io":
+		return c.injectWebhooks(o)
+	case "APIService.apiregistration.k8s.io":
+		return c.injectAPIService(o)
+	}
+	return o, nil
+}
+
+func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	names := c.names[o.GetNamespace()+"/"+o.GetName()]
+	live, err := c.r.kube.CoreV1().Secrets(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+	}
+	var p certs.Pair
+	if err == nil {
+		p = certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
+	}
+	if certs.Renewal(p, &c.ca, names, c.opts.Now(), c.opts.renewBefore(c.opts.CertValidity)) != "" {
+		if p, err = certs.NewServing(c.ca, names, c.opts.Now(), c.opts.CertValidity); err != nil {
+			return nil, fmt.Errorf("secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+		}
+	}
+	out := o.DeepCopy()
+	out.Object["data"] = map[string]any{
+		certs.CertKey: base64.StdEncoding.EncodeToString(p.Cert),
+		certs.KeyKey:  base64.StdEncoding.EncodeToString(p.Key),
+		certs.CAKey:   base64.StdEncoding.EncodeToString(c.ca.Cert),
+	}
+	return out, nil
+}
+
+func (c *certState) bundle() string { return base64.StdEncoding.EncodeToString(c.ca.Cert) }
+
+func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	out := o.DeepCopy()
+	hooks, _, err := unstructured.NestedSlice(out.Object, "webhooks")
+	if err != nil {
+		return nil, fmt.Errorf("%s: webhooks: %w", strategy.RefOf(o), err)
+	}
+	for _, h := range hooks {
+		m, _ := h.(map[string]any)
+		ns, _, _ := unstructured.NestedString(m, "clientConfig", "service", "namespace")
+		name, _, _ := unstructured.NestedString(m, "clientConfig", "service", "name")
+		if c.services[ns+"/"+name] {
+			_ = unstructured.SetNestedField(m, c.bundle(), "clientConfig", "caBundle")
+		}
+	}
+	if err := unstructured.SetNestedSlice(out.Object, hooks, "webhooks"); err != nil {
+		return nil, fmt.Errorf("%s: webhooks: %w", strategy.RefOf(o), err)
+	}
+	return out, nil
+}
+
+func (c *certState) injectAPIService(o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	ns, _, _ := unstructured.NestedString(o.Object, "spec", "service", "namespace")
+	name, _, _ := unstructured.NestedString(o.Object, "spec", "service", "name")
+	if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip || !c.services[ns+"/"+name] {
+		return o, nil
+	}
+	out := o.DeepCopy()
+	if err := unstructured.SetNestedField(out.Object, c.bundle(), "spec", "caBundle"); err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+	}
+	return out, nil
+}
