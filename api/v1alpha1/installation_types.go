@@ -201,6 +201,7 @@ type CustomizePatch struct {
 	// "*" matches every kind.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^(\*|[A-Z][A-Za-z0-9]*)$`
 	// +required
 	ResourceKind string `json:"resourceKind"`
 	// ResourceName is the name of the objects to patch. "*" matches every
