@@ -55,7 +55,8 @@ const (
 	// applied.
 	ReasonAllResourcesSynchronized = "AllResourcesSynchronized"
 	// ReasonAnotherInstallationActive: another Installation already manages
-	// the product in this namespace; this one does nothing.
+	// the product (in any namespace: its cluster-scoped objects can have
+	// only one owner); this one does nothing.
 	ReasonAnotherInstallationActive = "AnotherInstallationActive"
 	// ReasonUninstallBlocked: uninstallStrategy is
 	// BlockUninstallIfWorkloadsExist and workloads still exist.

@@ -82,7 +82,7 @@ func (in *Installation) IsDeleting() bool {
 
 // IsActive reports whether the Installation manages (or is about to
 // manage) its product: it is neither Deleted nor being deleted. Of several
-// Installations in a namespace only one may be active.
+// Installations of one product in the cluster only one may be active.
 func (in *Installation) IsActive() bool {
 	return in.Status.Phase != PhaseDeleted && !in.IsDeleting()
 }

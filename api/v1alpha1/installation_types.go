@@ -323,7 +323,7 @@ const (
 	// PhaseDeleting: the product is being removed.
 	PhaseDeleting InstallationPhase = "Deleting"
 	// PhaseDeleted: the product is removed (or, for a second Installation
-	// in a namespace, was never installed).
+	// of a product, was never installed).
 	PhaseDeleted InstallationPhase = "Deleted"
 	// PhaseFailed: the operator cannot make progress without a change to
 	// the spec or the cluster; the Degraded condition says why.
