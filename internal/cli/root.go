@@ -131,6 +131,7 @@ manifests text (documents separated by --- lines).`,
 		newListCommand(o),
 		newGetCommand(o),
 		newPublishCommand(o),
+		newStatusCommand(o),
 		newVersionCommand(o),
 	)
 	return root
