@@ -29,6 +29,8 @@ func (o *options) cluster() (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
+	// Like kubectl: a plan or prune reads many kinds at once.
+	cfg.QPS, cfg.Burst = 50, 300
 	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig namespace: %w", err)

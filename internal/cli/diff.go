@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"sort"
@@ -74,27 +75,59 @@ func diffStrategies(a, b *strategy.Strategy, nameA, nameB string) (*Change, erro
 }
 
 func newDiffCommand(o *options) *cobra.Command {
-	var summary bool
-	var output string
+	var summary, live bool
+	var output, from, to string
+	var f reconcileFlags
 	cmd := &cobra.Command{
-		Use:   "diff A B",
-		Short: "Show the objects added, removed and changed between two strategies",
-		Long: `Compare two strategies (ConfigMaps or manifests texts, in any mix): objects are
-matched by kind, namespace and name and compared in canonical form, so
-formatting and key order never count as changes.
+		Use:   "diff A B | --from A --to B | --live STRATEGY",
+		Short: "Show the objects added, removed and changed between two strategies, or against the cluster",
+		Long: `Compare two strategies (files, standard input, or cm/NAME for a strategy
+ConfigMap in the cluster, in any mix): objects are matched by kind, namespace and
+name and compared in canonical form, so formatting and key order never count as
+changes.
 
-The exit status is that of diff(1): 0 when the strategies hold the same objects,
-1 when they differ, 2 on error.`,
+With --live, compare one strategy with the objects in the cluster: what is
+missing, which fields drifted (a field-level diff of what the strategy sets,
+ignoring fields the server fills in), and which objects carry our managed-by
+label but are not in the strategy (extra). Nothing is written.
+
+The exit status is that of diff(1): 0 when the same, 1 when different, 2 on error.`,
 		Example: `  # What changed between two KubeVirt releases
   kubectl installstrategy diff kubevirt-v1.8.4.configmap.yaml kubevirt-v1.9.0.configmap.yaml --summary
 
-  # Machine-readable
-  kubectl installstrategy diff old.yaml new.yaml -o json`,
-		Args: cobra.ExactArgs(2),
+  # A stored strategy against a file, machine-readable
+  kubectl installstrategy diff --from cm/kubevirt-install-strategy-abcde --to new.yaml -n kubevirt -o json
+
+  # Drift: the cluster against the strategy it should run
+  kubectl installstrategy diff --live sample-v1.0.0.yaml -n sample`,
+		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
 			if output != "text" && output != "json" {
 				return fail(fmt.Errorf("--output %q: want text or json", output))
+			}
+			if live {
+				if len(args) != 1 {
+					return fail(errors.New("--live takes one strategy"))
+				}
+				p, _, err := o.observePlan(cmd.Context(), args[0], &f)
+				if err != nil {
+					return fail(err)
+				}
+				n, err := printLiveDiff(o.streams.Out, p)
+				if err != nil {
+					return fail(err)
+				}
+				if n > 0 {
+					return &ExitError{Code: 1}
+				}
+				return nil
+			}
+			if from != "" || to != "" {
+				args = append([]string{from, to}, args...)
+			}
+			if len(args) != 2 || args[0] == "" || args[1] == "" {
+				return fail(errors.New("give two strategies: A B, or --from A --to B"))
 			}
 			la, err := o.loadStrategy(cmd.Context(), args[0], "")
 			if err != nil {
@@ -126,6 +159,10 @@ The exit status is that of diff(1): 0 when the strategies hold the same objects,
 	}
 	cmd.Flags().BoolVar(&summary, "summary", false, "list the objects only, without the diff of each changed one")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (json lists objects only)")
+	cmd.Flags().StringVar(&from, "from", "", "the old strategy (instead of A)")
+	cmd.Flags().StringVar(&to, "to", "", "the new strategy (instead of B)")
+	cmd.Flags().BoolVar(&live, "live", false, "compare one strategy with the cluster")
+	f.add(cmd)
 	return cmd
 }
 

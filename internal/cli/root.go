@@ -132,6 +132,8 @@ manifests text (documents separated by --- lines).`,
 		newGetCommand(o),
 		newPublishCommand(o),
 		newStatusCommand(o),
+		newPlanCommand(o),
+		newApplyCommand(o),
 		newVersionCommand(o),
 	)
 	return root

@@ -1,0 +1,342 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// reconcileFlags are the flags plan, apply and diff --live share.
+type reconcileFlags struct {
+	managedBy string
+	observed  string
+	pruneCRDs bool
+}
+
+func (f *reconcileFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.managedBy, "managed-by", apply.DefaultManagedBy, "the managed-by label value that marks objects as ours (and scopes prune)")
+	cmd.Flags().StringVar(&f.observed, "observed-version", "auto", `the version the cluster runs now, which picks the create or update path; "auto" reads it from the live objects, "" means a fresh install`)
+	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
+}
+
+// strategyArg loads the strategy of a FILE, "-", cm/NAME, or a bare NAME
+// of a strategy ConfigMap in the namespace when no such file exists.
+func (o *options) strategyArg(ctx context.Context, arg string) (*codec.Loaded, error) {
+	if _, isRef := clusterRef(arg); !isRef && arg != "-" {
+		if _, err := os.Stat(arg); errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(arg, "/.") {
+			arg = "cm/" + arg
+		}
+	}
+	return o.loadStrategy(ctx, arg, "")
+}
+
+// applier returns a dry-run or real applier for the strategy's identity.
+func (c *cluster) applier(s *strategy.Strategy, f *reconcileFlags, dryRun bool) (*apply.Applier, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
+	if err != nil {
+		return nil, fmt.Errorf("discovery client: %w", err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	return apply.New(c.dynamic, mapper, apply.Options{Identity: s.Identity, ManagedBy: f.managedBy, DryRun: dryRun}), nil
+}
+
+// observedIdentity reads the identity the cluster runs from the identity
+// annotations of the strategy's live workloads (then of any live object).
+func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, f *reconcileFlags) (strategy.Identity, error) {
+	if f.observed != "auto" {
+		return strategy.Identity{Version: f.observed}, nil
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
+	if err != nil {
+		return strategy.Identity{}, err
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	objs := append([]*unstructured.Unstructured{}, s.Objects...)
+	sort.SliceStable(objs, func(i, j int) bool {
+		wi, _ := kinds.Lookup(objs[i].GroupVersionKind().GroupKind())
+		wj, _ := kinds.Lookup(objs[j].GroupVersionKind().GroupKind())
+		return wi.PodTemplate != nil && wj.PodTemplate == nil
+	})
+	for _, o := range objs {
+		m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+		if err != nil {
+			continue // not served
+		}
+		var live *unstructured.Unstructured
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			live, err = c.dynamic.Resource(m.Resource).Namespace(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+		} else {
+			live, err = c.dynamic.Resource(m.Resource).Get(ctx, o.GetName(), metav1.GetOptions{})
+		}
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			return strategy.Identity{}, fmt.Errorf("read %s: %w", strategy.RefOf(o), err)
+		}
+		a := live.GetAnnotations()
+		if live.GetLabels()[codec.ManagedByLabel] == f.managedBy && a[apply.VersionAnnotation] != "" {
+			return strategy.Identity{Version: a[apply.VersionAnnotation], Registry: a[apply.RegistryAnnotation], Identifier: a[apply.IdentifierAnnotation]}, nil
+		}
+	}
+	return strategy.Identity{}, nil
+}
+
+// observePlan builds and observes the plan of a strategy; nothing is written.
+func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags) (*plan.Plan, *codec.Loaded, error) {
+	l, err := o.strategyArg(ctx, arg)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := o.cluster()
+	if err != nil {
+		return nil, nil, err
+	}
+	observed, err := c.observedIdentity(ctx, l.Strategy, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	p := plan.Build(l.Strategy, plan.Options{Observed: observed})
+	a, err := c.applier(l.Strategy, f, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := plan.Observe(ctx, a, p, l.Strategy, plan.ObserveOptions{PruneCRDs: f.pruneCRDs}); err != nil {
+		return p, l, err
+	}
+	return p, l, nil
+}
+
+// planChanges counts the items of a plan that would write something.
+func planChanges(p *plan.Plan) int {
+	n := 0
+	for action, count := range p.Counts() {
+		switch apply.Action(action) {
+		case apply.ActionUnchanged, apply.ActionSkip:
+		default:
+			n += count
+		}
+	}
+	return n
+}
+
+func newPlanCommand(o *options) *cobra.Command {
+	var f reconcileFlags
+	var output, strategyArg string
+	cmd := &cobra.Command{
+		Use:   "plan --strategy FILE|NAME",
+		Short: "Show what a reconcile of a strategy would do now, writing nothing",
+		Long: `Compare a strategy (a file, standard input, or a strategy ConfigMap NAME in the
+namespace) with the cluster and print what a reconcile would do, step by step:
+create, update (with the fields that change), recreate (immutable fields),
+unchanged, skip (kind not served, with the reason), conflict (an object that is
+not ours), and prune (objects we manage that the strategy no longer holds).
+Nothing is written: updates are checked with server-side dry runs.
+
+Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
+		Example: `  kubectl installstrategy plan --strategy sample-v1.1.0.yaml -n sample
+  kubectl installstrategy plan --strategy kubevirt-install-strategy-abcde -n kubevirt -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
+			if strategyArg == "" {
+				return fail(errors.New("--strategy is required"))
+			}
+			if err := checkOutput(output); err != nil {
+				return fail(err)
+			}
+			p, _, err := o.observePlan(cmd.Context(), strategyArg, &f)
+			if err != nil {
+				return fail(err)
+			}
+			if err := printPlan(o.streams.Out, output, p); err != nil {
+				return fail(err)
+			}
+			if n := planChanges(p); n > 0 {
+				fmt.Fprintf(o.streams.ErrOut, "%d objects would change\n", n)
+				return &ExitError{Code: 1}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&strategyArg, "strategy", "", "the strategy: a file, - for standard input, or a strategy ConfigMap name")
+	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	f.add(cmd)
+	return cmd
+}
+
+func printPlan(w io.Writer, output string, p *plan.Plan) error {
+	switch output {
+	case "json":
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(p)
+	case "yaml":
+		b, err := yaml.Marshal(p)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return p.Print(w)
+}
+
+func newApplyCommand(o *options) *cobra.Command {
+	var f reconcileFlags
+	var wait, noPrune bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "apply FILE|NAME",
+		Short: "Reconcile a strategy into the cluster, without an operator",
+		Long: `Make the cluster match a strategy through the same pipeline the operator uses:
+CRDs first (waited until Established), RBAC, ConfigMaps and Secrets (empty TLS
+Secrets get certificates, webhooks and APIServices their CA bundle), Services,
+workloads in KubeVirt's order (create path: api, controllers, then DaemonSets;
+update path: DaemonSets with a canary, controllers, api last), webhooks, custom
+resources, then prune of what the previously applied strategy had and this one
+lacks (CRDs only with --prune-crds). Kinds the cluster does not serve (OpenShift's
+on a vanilla cluster) are skipped and reported.
+
+Progress is printed as it happens, then a summary. Without --wait, rollouts are
+not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
+over within --timeout.`,
+		Example: `  kubectl installstrategy apply sample-v1.0.0.yaml -n sample --wait
+  kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			l, err := o.strategyArg(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			printWarnings(o.streams.ErrOut, l.Warnings)
+			c, err := o.cluster()
+			if err != nil {
+				return err
+			}
+			observed, err := c.observedIdentity(ctx, l.Strategy, &f)
+			if err != nil {
+				return err
+			}
+			out := o.streams.Out
+			res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
+				Observed: observed, ManagedBy: f.managedBy, PruneCRDs: f.pruneCRDs, NoPrune: noPrune, NoWait: !wait,
+				StageDeadline: timeout,
+				OnEvent: func(e reconcile.Event) {
+					switch {
+					case e.Ref != (strategy.ObjectRef{}):
+						reason := ""
+						if e.Reason != "" {
+							reason = " (" + e.Reason + ")"
+						}
+						fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
+					default:
+						fmt.Fprintf(out, "%s %s %s\n", time.Now().Format("15:04:05"), e.Type, e.Step)
+					}
+				},
+			})
+			if res != nil {
+				printApplySummary(out, res)
+			}
+			if runErr != nil {
+				return runErr
+			}
+			if wait && !res.RolledOver {
+				return &ExitError{Code: 1, Err: errors.New("applied, but not rolled over")}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every step has rolled over before the next, and prune only then")
+	cmd.Flags().BoolVar(&noPrune, "no-prune", false, "leave objects the strategy no longer holds")
+	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long (also the deadline of each step's wait)")
+	f.add(cmd)
+	return cmd
+}
+
+func printApplySummary(w io.Writer, res *reconcile.Result) {
+	fmt.Fprintf(w, "\nsummary: %d created, %d updated, %d recreated, %d unchanged, %d skipped, %d conflicts, %d pruned",
+		res.Count(apply.ActionCreate), res.Count(apply.ActionUpdate), res.Count(apply.ActionRecreate), res.Count(apply.ActionUnchanged),
+		res.Count(apply.ActionSkip), res.Count(apply.ActionConflict), len(res.Pruned))
+	if len(res.Kept) > 0 {
+		fmt.Fprintf(w, ", %d kept (CRDs; --prune-crds to delete)", len(res.Kept))
+	}
+	fmt.Fprintf(w, "; rolled over: %v\n", res.RolledOver)
+	for _, r := range res.Applied {
+		if r.Action == apply.ActionSkip || r.Action == apply.ActionConflict {
+			fmt.Fprintf(w, "  %s %s: %s\n", r.Action, r.Ref, r.Reason)
+		}
+	}
+	for _, ref := range res.Pruned {
+		fmt.Fprintf(w, "  pruned %s\n", ref)
+	}
+}
+
+// printLiveDiff reports a strategy against the cluster: missing objects,
+// drifted fields, and extra objects we manage that the strategy lacks.
+func printLiveDiff(w io.Writer, p *plan.Plan) (int, error) {
+	differences := 0
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			switch it.Action {
+			case apply.ActionCreate:
+				differences++
+				fmt.Fprintf(w, "missing  %s\n", it.Ref)
+			case apply.ActionUpdate, apply.ActionRecreate:
+				differences++
+				fmt.Fprintf(w, "drifted  %s\n", it.Ref)
+				for _, c := range it.Changes {
+					fmt.Fprintf(w, "           %s: live %s, strategy %s\n", c.Path, jsonValue(c.Live), jsonValue(c.Desired))
+				}
+			case apply.ActionConflict:
+				differences++
+				fmt.Fprintf(w, "conflict %s: %s\n", it.Ref, it.Reason)
+			}
+		}
+	}
+	for _, it := range p.Prune {
+		differences++
+		fmt.Fprintf(w, "extra    %s\n", it.Ref)
+	}
+	if differences == 0 {
+		_, err := fmt.Fprintln(w, "the cluster matches the strategy")
+		return 0, err
+	}
+	return differences, nil
+}
+
+func jsonValue(v any) string {
+	if v == nil {
+		return "<absent>"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprint(v)
+	}
+	return string(b)
+}
