@@ -34,12 +34,24 @@ type reconcileFlags struct {
 	managedBy string
 	observed  string
 	pruneCRDs bool
+	// identity is given to a strategy that has none (a plain text).
+	identity strategy.Identity
 }
 
 func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.managedBy, "managed-by", apply.DefaultManagedBy, "the managed-by label value that marks objects as ours (and scopes prune)")
 	cmd.Flags().StringVar(&f.observed, "observed-version", "auto", `the version the cluster runs now, which picks the create or update path; "auto" reads it from the live objects, "" means a fresh install`)
 	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
+	cmd.Flags().StringVar(&f.identity.Version, "version", "", "the version of a strategy that records none (a plain manifests text)")
+	cmd.Flags().StringVar(&f.identity.Registry, "registry", "", "the registry of a strategy that records none")
+	cmd.Flags().StringVar(&f.identity.Identifier, "identifier", "", "the identifier of a strategy that records none")
+}
+
+// withIdentity gives the flags' identity to a strategy that has none.
+func (f *reconcileFlags) withIdentity(l *codec.Loaded) {
+	if l.Strategy.Identity == (strategy.Identity{}) {
+		l.Strategy.Identity = f.identity
+	}
 }
 
 // strategyArg loads the strategy of a FILE, "-", cm/NAME, or a bare NAME
@@ -111,6 +123,7 @@ func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags
 	if err != nil {
 		return nil, nil, err
 	}
+	f.withIdentity(l)
 	c, err := o.cluster()
 	if err != nil {
 		return nil, nil, err
@@ -235,6 +248,7 @@ over within --timeout.`,
 				return err
 			}
 			printWarnings(o.streams.ErrOut, l.Warnings)
+			f.withIdentity(l)
 			c, err := o.cluster()
 			if err != nil {
 				return err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,8 @@ spec:
 	return text + cm("config") + cm("added")
 }
 
+var hexRE = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
+
 func writeFile(t *testing.T, name, content string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
@@ -89,8 +92,11 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 	v1 := writeFile(t, "v1.yaml", smallStrategy(ns, "v1"))
 	v2 := writeFile(t, "v2.yaml", smallStrategy(ns, "v2"))
 	args := func(a ...string) []string { return append(a, clusterArgs(ns)...) }
+	// Plain texts record no identity: give it, so the path is chosen right.
+	v1args := []string{"--version", "v1", "--registry", "example.com"}
+	v2args := []string{"--version", "v2", "--registry", "example.com"}
 
-	code, out, errOut := run(t, nil, args("apply", v1, "--wait", "--timeout", "2m")...)
+	code, out, errOut := run(t, nil, args(append([]string{"apply", v1, "--wait", "--timeout", "2m"}, v1args...)...)...)
 	if code != 0 || !strings.Contains(out, "summary: 5 created") || !strings.Contains(out, "rolled over: true") {
 		t.Fatalf("apply v1: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -99,11 +105,11 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 		t.Fatalf("controller after apply --wait: %v ready %d", err, d.Status.ReadyReplicas)
 	}
 
-	code, out, errOut = run(t, nil, args("plan", "--strategy", v1)...)
+	code, out, errOut = run(t, nil, args(append([]string{"plan", "--strategy", v1}, v1args...)...)...)
 	if code != 0 {
 		t.Fatalf("plan after apply: exit %d, want 0 (nothing to do)\n%s\n%s", code, out, errOut)
 	}
-	code, out, _ = run(t, nil, args("diff", "--live", v1)...)
+	code, out, _ = run(t, nil, args(append([]string{"diff", "--live", v1}, v1args...)...)...)
 	if code != 0 || !strings.Contains(out, "the cluster matches the strategy") {
 		t.Fatalf("diff --live after apply: exit %d\n%s", code, out)
 	}
@@ -113,13 +119,19 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 	if _, err := env.Kube.AppsV1().Deployments(ns).Patch(ctx, "small-controller", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, out, _ = run(t, nil, args("diff", "--live", v1)...)
+	code, out, _ = run(t, nil, args(append([]string{"diff", "--live", v1}, v1args...)...)...)
 	want := "drifted  Deployment.apps/" + ns + "/small-controller\n           .spec.template.spec.containers[0].image: live \"example.com/other:v9\", strategy \"example.com/small-controller:v1\"\n"
 	if code != 1 || out != want {
 		t.Fatalf("diff --live after the edit: exit %d\n%s\nwant exactly:\n%s", code, out, want)
 	}
 
-	code, out, _ = run(t, nil, args("plan", "--strategy", v2, "-o", "json")...)
+	code, out, _ = run(t, nil, args(append([]string{"plan", "--strategy", v2}, v2args...)...)...)
+	if code != 1 {
+		t.Fatalf("plan v2 (table): exit %d, want 1\n%s", code, out)
+	}
+	// Hashes depend on the (random) namespace name.
+	golden(t, "plan-small-v1-to-v2", hexRE.ReplaceAllString(strings.ReplaceAll(out, ns, "NAMESPACE"), "HASH"))
+	code, out, _ = run(t, nil, args(append([]string{"plan", "--strategy", v2, "-o", "json"}, v2args...)...)...)
 	if code != 1 {
 		t.Fatalf("plan v2: exit %d, want 1\n%s", code, out)
 	}
@@ -128,7 +140,7 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 			t.Errorf("plan v2 lacks %s:\n%s", w, out)
 		}
 	}
-	code, out, errOut = run(t, nil, args("apply", v2, "--wait", "--timeout", "2m")...)
+	code, out, errOut = run(t, nil, args(append([]string{"apply", v2, "--wait", "--timeout", "2m"}, v2args...)...)...)
 	if code != 0 || !strings.Contains(out, "pruned ConfigMap/"+ns+"/dropped") {
 		t.Fatalf("apply v2: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -138,7 +150,7 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "added", metav1.GetOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errOut = run(t, nil, args("plan", "--strategy", v2)...)
+	code, _, errOut = run(t, nil, args(append([]string{"plan", "--strategy", v2}, v2args...)...)...)
 	if code != 0 {
 		t.Fatalf("plan after apply v2: exit %d %s", code, errOut)
 	}
