@@ -22,8 +22,11 @@ import (
 )
 
 const (
-	serviceCIDR = "10.0.0.0/24"
-	serviceIP   = "10.0.0.1"
+	// serviceCIDR is in the loopback range: the API server dials ClusterIPs
+	// for webhooks and aggregated APIs, and with no kube-proxy here any other
+	// range would send that traffic off the machine.
+	serviceCIDR = "127.0.100.0/24"
+	serviceIP   = "127.0.100.1"
 	saIssuer    = "https://kubernetes.default.svc.cluster.local"
 	clusterName = "installstrategy-local"
 	adminUser   = "installstrategy-admin"
