@@ -416,3 +416,16 @@ func (a *Applier) GroupVersionResource(gk schema.GroupKind, version string) (sch
 	}
 	return m.Resource, m.Scope.Name() == meta.RESTScopeNameNamespace, nil
 }
+
+// WaitGone waits until a live object (the one with its UID) no longer
+// exists.
+func (a *Applier) WaitGone(ctx context.Context, live *unstructured.Unstructured) error {
+	ri, err := a.Resource(live)
+	if err != nil {
+		return err
+	}
+	if err := waitGone(ctx, ri, live.GetName(), live.GetUID()); err != nil {
+		return fmt.Errorf("wait for %s to be gone: %w", strategy.RefOf(live), err)
+	}
+	return nil
+}

@@ -22,7 +22,8 @@ type Change struct {
 // ignoring what the server adds (defaults, status, metadata it owns). Lists
 // must have the same length and each element of desired must be held by the
 // element of live at the same index; a list that differs is one Change. A
-// null, empty map or empty list in desired matches an absent field. Numbers
+// null, empty map, empty list, false, 0 or "" in desired matches an absent
+// field. Numbers
 // compare by value whatever their Go type.
 func Differences(desired, live any) []Change {
 	var out []Change
@@ -67,6 +68,10 @@ func diff(d, l any, path string, out *[]Change) {
 			*out = append(*out, sub...)
 		}
 	default:
+		if l == nil && isZero(d) {
+			// The server omits false, 0 and "" of omitempty fields.
+			return
+		}
 		if !scalarEqual(d, l) {
 			*out = append(*out, Change{Path: orRoot(path), Live: l, Desired: d})
 		}
@@ -80,6 +85,13 @@ func sortedKeys(m map[string]any) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+func isZero(v any) bool {
+	if f, ok := number(v); ok {
+		return f == 0
+	}
+	return v == false || v == ""
 }
 
 func orRoot(path string) string {

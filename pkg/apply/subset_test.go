@@ -14,6 +14,8 @@ func TestDifferences(t *testing.T) {
 		{"equal", `{"a":1,"b":{"c":"x"}}`, `{"a":1,"b":{"c":"x"}}`, nil},
 		{"server defaults ignored", `{"spec":{"c":[{"name":"m"}]}}`, `{"spec":{"c":[{"name":"m","tmp":"/dev"}]},"status":{}}`, nil},
 		{"empty and null match absent", `{"a":{},"b":[],"c":null}`, `{}`, nil},
+		{"zero scalars match absent", `{"a":false,"b":0,"c":""}`, `{}`, nil},
+		{"false is not true", `{"a":false}`, `{"a":true}`, []string{".a"}},
 		{"changed scalar", `{"spec":{"image":"a"}}`, `{"spec":{"image":"b"}}`, []string{".spec.image"}},
 		{"missing field", `{"spec":{"image":"a"}}`, `{"spec":{}}`, []string{".spec.image"}},
 		{"list length", `{"l":[1,2]}`, `{"l":[1]}`, []string{".l"}},

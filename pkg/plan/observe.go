@@ -159,19 +159,14 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 
 // Prunable lists the live objects that are ours (apply.IsOurs with the
 // applier's managed-by value, and carrying identity annotations) but not in
-// the strategy, in deletion order (kinds.Info.PruneOrder). Namespaced
-// objects are looked for only in the strategy's namespaces. Kinds searched:
+// the strategy, in deletion order (kinds.Info.PruneOrder), in every
+// namespace: the managed-by value is the scope of an installation, so every
+// installation sharing a cluster needs its own. Kinds searched:
 // every kind of the kind table the cluster serves, and the kinds of CRDs
 // that are ours. CRDs are reported as skipped unless opts.PruneCRDs.
 func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts ObserveOptions) ([]Item, error) {
 	managedBy := a.Options().ManagedBy
 	target := s.Index()
-	namespaces := map[string]bool{}
-	for _, o := range s.Objects {
-		if o.GetNamespace() != "" {
-			namespaces[o.GetNamespace()] = true
-		}
-	}
 	type kind struct {
 		gk      schema.GroupKind
 		version string
@@ -180,7 +175,7 @@ func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts 
 	for _, info := range kinds.All() {
 		search = append(search, kind{info.GroupKind, info.Version})
 	}
-	crds, err := listOurs(ctx, a, crdGroupKind, "v1", nil, managedBy)
+	crds, err := listOurs(ctx, a, crdGroupKind, "v1", managedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -211,7 +206,7 @@ func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts 
 	g.SetLimit(opts.parallelism())
 	for _, k := range search {
 		g.Go(func() error {
-			objs, err := listOurs(gctx, a, k.gk, k.version, namespaces, managedBy)
+			objs, err := listOurs(gctx, a, k.gk, k.version, managedBy)
 			if err != nil {
 				return err
 			}
@@ -248,10 +243,10 @@ func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts 
 	return out, nil
 }
 
-// listOurs lists the objects of a kind that are ours; namespaced kinds only
-// in the given namespaces. A kind the cluster does not serve has none.
-func listOurs(ctx context.Context, a *apply.Applier, gk schema.GroupKind, version string, namespaces map[string]bool, managedBy string) ([]*unstructured.Unstructured, error) {
-	gvr, namespaced, err := a.GroupVersionResource(gk, version)
+// listOurs lists the objects of a kind that are ours, in every namespace.
+// A kind the cluster does not serve has none.
+func listOurs(ctx context.Context, a *apply.Applier, gk schema.GroupKind, version string, managedBy string) ([]*unstructured.Unstructured, error) {
+	gvr, _, err := a.GroupVersionResource(gk, version)
 	var notServed *apply.NotServedError
 	if errors.As(err, &notServed) {
 		return nil, nil
@@ -259,31 +254,16 @@ func listOurs(ctx context.Context, a *apply.Applier, gk schema.GroupKind, versio
 	if err != nil {
 		return nil, err
 	}
-	sel := metav1.ListOptions{LabelSelector: apply.ManagedByLabel + "=" + managedBy}
-	var lists []*unstructured.UnstructuredList
-	if namespaced {
-		for ns := range namespaces {
-			l, err := a.Dynamic().Resource(gvr).Namespace(ns).List(ctx, sel)
-			if err != nil {
-				return nil, fmt.Errorf("prune: list %s in %s: %w", gk, ns, err)
-			}
-			lists = append(lists, l)
-		}
-	} else {
-		l, err := a.Dynamic().Resource(gvr).List(ctx, sel)
-		if err != nil {
-			return nil, fmt.Errorf("prune: list %s: %w", gk, err)
-		}
-		lists = append(lists, l)
+	l, err := a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: apply.ManagedByLabel + "=" + managedBy})
+	if err != nil {
+		return nil, fmt.Errorf("prune: list %s: %w", gk, err)
 	}
 	var out []*unstructured.Unstructured
-	for _, l := range lists {
-		for i := range l.Items {
-			o := &l.Items[i]
-			o.SetGroupVersionKind(gk.WithVersion(version))
-			if apply.IsOurs(o, managedBy) {
-				out = append(out, o)
-			}
+	for i := range l.Items {
+		o := &l.Items[i]
+		o.SetGroupVersionKind(gk.WithVersion(version))
+		if apply.IsOurs(o, managedBy) {
+			out = append(out, o)
 		}
 	}
 	return out, nil

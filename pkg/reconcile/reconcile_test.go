@@ -32,6 +32,10 @@ import (
 // time and remove those objects at the end.
 var sampleMu sync.Mutex
 
+// sampleManagedBy scopes the sample installations of these tests (prune
+// searches every namespace for objects with the managed-by value).
+const sampleManagedBy = "installstrategy-sample-test"
+
 func sample(t *testing.T, ns, version string) *strategy.Strategy {
 	t.Helper()
 	s, err := generate.Sample(&identity.Config{Namespace: ns, Registry: "registry.example/sample", Version: version}, generate.Options{})
@@ -59,6 +63,7 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 	se := &sampleEnv{env: env, ns: ns, rec: rec}
 	se.run = func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error) {
 		opts.Observed = observed
+		opts.ManagedBy = sampleManagedBy
 		if opts.Interval == 0 {
 			opts.Interval = 200 * time.Millisecond
 		}
@@ -71,38 +76,11 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 		return reconcile.Run(t.Context(), cfg, s, opts)
 	}
 	t.Cleanup(func() {
-		deleteClusterScoped(t, env, sample(t, ns, generate.SampleVersions[len(generate.SampleVersions)-1]))
-	})
-	return se
-}
-
-// deleteClusterScoped removes the cluster-scoped objects of a strategy.
-func deleteClusterScoped(t *testing.T, env *testenv.Env, s *strategy.Strategy) {
-	ctx := context.WithoutCancel(t.Context())
-	a, err := apply.NewForConfig(env.Config, apply.Options{})
-	if err != nil {
-		t.Error(err)
-		return
-	}
-	var deleted []*unstructured.Unstructured
-	for _, o := range s.Objects {
-		if o.GetNamespace() != "" {
-			continue
-		}
-		if err := a.Delete(ctx, o); err != nil {
+		if _, err := reconcile.Uninstall(context.WithoutCancel(t.Context()), env.Config, reconcile.UninstallOptions{ManagedBy: sampleManagedBy, Wait: true}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
-		deleted = append(deleted, o)
-	}
-	testenv.WaitFor(ctx, t, "cluster-scoped sample objects gone", func(ctx context.Context) (bool, string, error) {
-		for _, o := range deleted {
-			live, err := a.Get(ctx, o)
-			if err != nil || live != nil {
-				return false, strategy.RefOf(o).String() + " still there", err
-			}
-		}
-		return true, "", nil
 	})
+	return se
 }
 
 // firstWrite returns the index of the first recorded write whose path holds
@@ -353,9 +331,9 @@ func TestConflictingObjectIsReportedNotOverwritten(t *testing.T) {
 	if _, err := se.env.Dynamic.Resource(gvr("ConfigMap")).Namespace(ns).Create(ctx, &unstructured.Unstructured{Object: cm}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	res, err := se.run(sample(t, ns, "v1.0.0"), strategy.Identity{}, reconcile.Options{})
+	res, err := se.run(sample(t, ns, "v1.0.0"), strategy.Identity{}, reconcile.Options{NoWait: true})
 	var conflict *apply.ConflictError
-	if !errors.As(err, &conflict) || conflict.Ref.Name != "sample-config" {
+	if !errors.As(err, &conflict) || conflict.Ref.Name != "sample-config" || conflict.ManagedBy != "" {
 		t.Fatalf("run: %v", err)
 	}
 	if res.RolledOver || res.Count(apply.ActionConflict) != 1 {
