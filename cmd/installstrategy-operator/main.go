@@ -1,14 +1,15 @@
-// Command installstrategy-operator is the installstrategy operator. For now
-// it has one mode, --dump-install-strategy: it reads the target
-// configuration from TARGET_DEPLOYMENT_CONFIG, generates the strategy of
-// its product (the built-in sample product) and publishes it in the
-// configuration's namespace, as KubeVirt's virt-operator does in its dump
-// Job. The logic is in internal/dump; this file wires flags.
+// Command installstrategy-operator is the installstrategy operator. By
+// default it runs the manager: the Installation controller
+// (internal/controller) with leader election, health probes and Prometheus
+// metrics. With --dump-install-strategy it reads the target configuration
+// from TARGET_DEPLOYMENT_CONFIG, generates the strategy of its product (the
+// built-in sample product) and publishes it in the configuration's
+// namespace, as KubeVirt's virt-operator does in its dump Job (the logic is
+// in internal/dump). This file wires flags.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -20,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
@@ -44,11 +46,30 @@ func run(log logr.Logger, args []string) error {
 	dumpMode := fs.Bool("dump-install-strategy", false, "generate the strategy for the configuration in $"+identity.EnvVar+", publish it in its namespace, and exit")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty means the in-cluster configuration")
 	format := fs.String("strategy-format", string(codec.FormatNative), "form of the published strategy ConfigMap: native or kubevirt")
+	var mo managerOptions
+	fs.BoolVar(&mo.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
+	fs.StringVar(&mo.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace in a cluster, else --namespace or "+defaultLeaderElectionNamespace)
+	fs.StringVar(&mo.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; \"0\" disables them")
+	fs.StringVar(&mo.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
+	fs.StringVar(&mo.namespace, "namespace", "", "watch Installations of this namespace only; empty means every namespace")
+	fs.StringVar(&mo.image, "operator-image", os.Getenv("OPERATOR_IMAGE"), "the operator's own image, which dumps the built-in product for versions other than its own (default $OPERATOR_IMAGE)")
+	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+controller.DefaultRegistry)
+	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
 	if !*dumpMode {
-		return errors.New("only --dump-install-strategy is implemented in this build")
+		cfg, err := managerRestConfig(*kubeconfig)
+		if err != nil {
+			return err
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		mo.version = version
+		return runManager(ctx, log, cfg, mo)
 	}
 	f, err := codec.ParseFormat(*format)
 	if err != nil {

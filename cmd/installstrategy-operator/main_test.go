@@ -19,7 +19,8 @@ func TestFlags(t *testing.T) {
 		args    []string
 		wantErr string
 	}{
-		{nil, "only --dump-install-strategy"},
+		{[]string{"--kubeconfig=/does/not/exist"}, "kubeconfig /does/not/exist"},
+		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"--dump-install-strategy", "--strategy-format=yaml"}, `unknown format "yaml"`},
 		{[]string{"--dump-install-strategy"}, "not running in a cluster"},

@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/controller"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+)
+
+const (
+	defaultLeaderElectionNamespace = "installstrategy-system"
+	leaderElectionID               = "installstrategy-operator.installstrategy.io"
+)
+
+// managerOptions are the flags of the manager mode.
+type managerOptions struct {
+	leaderElect             bool
+	leaderElectionNamespace string
+	probeAddr               string
+	metricsAddr             string
+	namespace               string
+	image                   string
+	registry                string
+	version                 string
+	resync                  time.Duration
+}
+
+// managerRestConfig is the --kubeconfig file, else controller-runtime's
+// lookup ($KUBECONFIG, in-cluster, ~/.kube/config).
+func managerRestConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return restConfig(kubeconfig)
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return nil, fmt.Errorf("no --kubeconfig given: %w", err)
+	}
+	return cfg, nil
+}
+
+// newManager builds the manager with the Installation controller.
+func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	strategies, err := labels.Parse(codec.NativeStrategyLabel)
+	if err != nil {
+		return nil, err
+	}
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}}}
+	if o.namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+	}
+	leNamespace := o.leaderElectionNamespace
+	if leNamespace == "" && o.namespace != "" {
+		leNamespace = o.namespace
+	}
+	if leNamespace == "" {
+		if _, err := rest.InClusterConfig(); err != nil {
+			leNamespace = defaultLeaderElectionNamespace
+		}
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  scheme,
+		Logger:                  log,
+		Cache:                   cacheOpts,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		LeaderElection:          o.leaderElect,
+		LeaderElectionID:        leaderElectionID,
+		LeaderElectionNamespace: leNamespace,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+	if o.probeAddr != "0" && o.probeAddr != "" {
+		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+			return nil, err
+		}
+		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+			return nil, err
+		}
+	}
+	r, err := controller.New(mgr, controller.Options{
+		Defaults:      controller.Defaults{Version: o.version, Registry: o.registry},
+		OperatorImage: o.image,
+		ResyncPeriod:  o.resync,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return nil, fmt.Errorf("set up controller: %w", err)
+	}
+	return mgr, nil
+}
+
+// runManager runs the manager until ctx ends.
+func runManager(ctx context.Context, log logr.Logger, cfg *rest.Config, o managerOptions) error {
+	ctrl.SetLogger(log)
+	mgr, err := newManager(log, cfg, o)
+	if err != nil {
+		return err
+	}
+	log.Info("starting manager", "namespace", o.namespace, "leaderElect", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr)
+	if err := mgr.Start(ctx); err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	return nil
+}

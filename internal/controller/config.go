@@ -1,0 +1,152 @@
+package controller
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Additional properties of the deployment configuration that the controller
+// copies from an Installation's spec (besides generate.ImagePullPolicyProperty).
+const (
+	// ImagePullSecretsProperty holds the spec's pull secret names, comma
+	// separated, in order.
+	ImagePullSecretsProperty = "ImagePullSecrets"
+	// CustomizeComponentsProperty holds the digest of the spec's
+	// customizeComponents patches (v1alpha1.CustomizeComponents.Identifier).
+	CustomizeComponentsProperty = "CustomizeComponents"
+	// AffinityProperty holds the canonical JSON of the spec's infra and
+	// workloads affinities, which identity.Placement cannot express.
+	AffinityProperty = "Affinity"
+)
+
+// Defaults are what an Installation gets for the fields it leaves empty.
+type Defaults struct {
+	// Version is the operator's own version; "" means the newest sample
+	// version.
+	Version string
+	// Registry is the operator's own registry; "" means DefaultRegistry.
+	Registry string
+}
+
+// DefaultRegistry is the registry of an Installation that names none, when
+// the operator was not told its own.
+const DefaultRegistry = "quay.io/installstrategy"
+
+func (d Defaults) version() string {
+	if d.Version != "" {
+		return d.Version
+	}
+	return generate.SampleVersions[len(generate.SampleVersions)-1]
+}
+
+func (d Defaults) registry() string {
+	if d.Registry != "" {
+		return d.Registry
+	}
+	return DefaultRegistry
+}
+
+// ConfigFor maps an Installation's spec onto the deployment configuration
+// of its product: the install namespace is the Installation's namespace;
+// pull policy and secrets, the customizeComponents digest and affinities are
+// additional properties; infra and workloads node selectors and tolerations
+// are the placement.
+func ConfigFor(in *v1alpha1.Installation, d Defaults) (*identity.Config, error) {
+	spec := &in.Spec
+	cfg := &identity.Config{
+		Namespace:   in.Namespace,
+		Registry:    spec.Registry,
+		ImagePrefix: spec.ImagePrefix,
+		Version:     spec.Version,
+	}
+	if cfg.Registry == "" {
+		cfg.Registry = d.registry()
+	}
+	if cfg.Version == "" {
+		cfg.Version = d.version()
+	}
+	props := map[string]string{}
+	if p := spec.ImagePullPolicy; p != "" {
+		props[generate.ImagePullPolicyProperty] = string(p)
+	}
+	if len(spec.ImagePullSecrets) > 0 {
+		names := make([]string, 0, len(spec.ImagePullSecrets))
+		for _, s := range spec.ImagePullSecrets {
+			names = append(names, s.Name)
+		}
+		props[ImagePullSecretsProperty] = strings.Join(names, ",")
+	}
+	if id := spec.CustomizeComponents.Identifier(); id != "" {
+		props[CustomizeComponentsProperty] = id
+	}
+	affinity := map[string]any{}
+	placement := &identity.Placement{}
+	if p := spec.Infra; p != nil {
+		placement.Infra = nodePlacement(p)
+		if p.Affinity != nil {
+			affinity["infra"] = p.Affinity
+		}
+	}
+	if p := spec.Workloads; p != nil {
+		placement.Workloads = nodePlacement(p)
+		if p.Affinity != nil {
+			affinity["workloads"] = p.Affinity
+		}
+	}
+	if len(affinity) > 0 {
+		b, err := json.Marshal(affinity)
+		if err != nil {
+			return nil, fmt.Errorf("affinity of installation %s/%s: %w", in.Namespace, in.Name, err)
+		}
+		props[AffinityProperty] = string(b)
+	}
+	if len(props) > 0 {
+		cfg.AdditionalProperties = props
+	}
+	if !placement.IsZero() {
+		cfg.Placement = placement
+	}
+	return cfg, nil
+}
+
+func nodePlacement(p *v1alpha1.NodePlacement) *identity.NodePlacement {
+	np := &identity.NodePlacement{NodeSelector: p.NodeSelector, Tolerations: p.Tolerations}
+	if np.IsZero() {
+		return nil
+	}
+	return np
+}
+
+// ManagedBy returns the managed-by label value of an Installation's
+// objects: "installstrategy.<namespace>.<name>" when that is a valid label
+// value, else "installstrategy." and a hash of namespace and name.
+func ManagedBy(namespace, name string) string {
+	v := "installstrategy." + namespace + "." + name
+	if len(validation.IsValidLabelValue(v)) == 0 {
+		return v
+	}
+	sum := sha256.Sum256([]byte(namespace + "/" + name))
+	return "installstrategy." + hex.EncodeToString(sum[:])[:32]
+}
+
+// observedIdentity is the identity an Installation's status says is
+// deployed.
+func observedIdentity(in *v1alpha1.Installation) strategy.Identity {
+	return strategy.Identity{Version: in.Status.ObservedVersion, Registry: in.Status.ObservedRegistry, Identifier: in.Status.ObservedIdentifier}
+}
+
+// targetIdentity is the identity an Installation's status says is being
+// deployed.
+func targetIdentity(in *v1alpha1.Installation) strategy.Identity {
+	return strategy.Identity{Version: in.Status.TargetVersion, Registry: in.Status.TargetRegistry, Identifier: in.Status.TargetIdentifier}
+}

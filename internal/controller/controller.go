@@ -1,0 +1,556 @@
+// Package controller owns the operator's Installation reconciler: a list of
+// named stages (finalizer, one active Installation per namespace, config and
+// identity, load, apply, garbage-collect strategies; and, on deletion,
+// uninstall) that turns an Installation into its product in the cluster and
+// reports progress in its status, with Kubernetes Events and Prometheus
+// metrics along the way.
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/recorder"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/store"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Name is the controller's name, also the source of its Events.
+const Name = "installstrategy-operator"
+
+// Defaults of Options.
+const (
+	DefaultResyncPeriod     = 5 * time.Minute
+	DefaultProgressInterval = 2 * time.Second
+	DefaultErrorRequeue     = 10 * time.Second
+)
+
+// Options tune the Reconciler. The zero value resyncs every 5 minutes,
+// refreshes status every 2 seconds during a rollout, generates the sample
+// product in process and uses the reconciler's default deadlines.
+type Options struct {
+	// Defaults are the version and registry of Installations that name
+	// none.
+	Defaults Defaults
+	// OperatorImage is the operator's own image. When set, an Installation
+	// of the built-in product at a version other than Defaults.Version gets
+	// its strategy from a dump Job of this image; otherwise the product is
+	// generated in process for any version.
+	OperatorImage string
+	// ResyncPeriod is how often a deployed Installation is reconciled again
+	// to repair drift; 0 means DefaultResyncPeriod.
+	ResyncPeriod time.Duration
+	// ProgressInterval is how often status.components is refreshed while a
+	// rollout runs; 0 means DefaultProgressInterval.
+	ProgressInterval time.Duration
+	// StageDeadline bounds each step of a rollout; 0 means the reconciler's
+	// default.
+	StageDeadline time.Duration
+	// Interval is the polling interval of rollout waits; 0 means the
+	// reconciler's default.
+	Interval time.Duration
+	// DumpPodLabels are put on dump Job pods (tests select simulated
+	// failures with them).
+	DumpPodLabels map[string]string
+	// MaxConcurrentReconciles bounds parallel reconciles; 0 means 4.
+	MaxConcurrentReconciles int
+	// Metrics receive the operator's metrics; nil means DefaultMetrics.
+	Metrics *Metrics
+}
+
+// Reconciler reconciles Installations.
+type Reconciler struct {
+	client   client.Client
+	reader   client.Reader
+	cfg      *rest.Config
+	kube     kubernetes.Interface
+	dyn      dynamic.Interface
+	store    *store.Store
+	loader   *loader.Loader
+	recorder recorder.EventRecorder
+	metrics  *Metrics
+	opts     Options
+}
+
+// New returns a Reconciler that uses the manager's clients and
+// configuration.
+func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
+	cfg := mgr.GetConfig()
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	st, err := store.NewForConfig(cfg, store.Options{})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	ld, err := loader.New(loader.Options{Store: st, Kube: kube, PodLabels: opts.DumpPodLabels})
+	if err != nil {
+		return nil, fmt.Errorf("loader: %w", err)
+	}
+	m := opts.Metrics
+	if m == nil {
+		m = DefaultMetrics()
+	}
+	return &Reconciler{
+		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cfg: cfg, kube: kube, dyn: dyn,
+		store: st, loader: ld, recorder: mgr.GetEventRecorder(Name), metrics: m, opts: opts,
+	}, nil
+}
+
+// SetupWithManager registers the reconciler with the manager: it watches
+// Installations, strategy ConfigMaps of their namespaces, and Deployments
+// and DaemonSets (spec changes and deletions, for drift).
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	n := r.opts.MaxConcurrentReconciles
+	if n == 0 {
+		n = 4
+	}
+	byNamespace := handler.EnqueueRequestsFromMapFunc(r.installationsOfNamespace)
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("installation").
+		For(&v1alpha1.Installation{}, builder.WithPredicates(installationChanged())).
+		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(isStrategyConfigMap))).
+		Watches(&appsv1.Deployment{}, byNamespace, builder.WithPredicates(workloadDrift())).
+		Watches(&appsv1.DaemonSet{}, byNamespace, builder.WithPredicates(workloadDrift())).
+		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
+		Complete(r)
+}
+
+// installationChanged passes spec changes, deletions and finalizer changes,
+// not the operator's own status writes.
+func installationChanged() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectOld == nil || e.ObjectNew == nil {
+				return true
+			}
+			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
+				!e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) ||
+				len(e.ObjectOld.GetFinalizers()) != len(e.ObjectNew.GetFinalizers())
+		},
+	}
+}
+
+func isStrategyConfigMap(o client.Object) bool {
+	l := o.GetLabels()
+	_, native := l[codec.NativeStrategyLabel]
+	_, kv := l[codec.KubeVirtStrategyLabel]
+	return native || kv
+}
+
+// workloadDrift passes spec changes and deletions of workloads written by an
+// Installation.
+func workloadDrift() predicate.Predicate {
+	ours := func(o client.Object) bool {
+		v := o.GetLabels()[codec.ManagedByLabel]
+		return len(v) > len("installstrategy.") && v[:len("installstrategy.")] == "installstrategy."
+	}
+	return predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+		DeleteFunc:  func(e event.DeleteEvent) bool { return ours(e.Object) },
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			return ours(e.ObjectNew) && e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
+		},
+	}
+}
+
+func (r *Reconciler) installationsOfNamespace(ctx context.Context, o client.Object) []crreconcile.Request {
+	var list v1alpha1.InstallationList
+	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	reqs := make([]crreconcile.Request, 0, len(list.Items))
+	for _, in := range list.Items {
+		reqs = append(reqs, crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: in.Namespace, Name: in.Name}})
+	}
+	return reqs
+}
+
+// Stage is one named step of the reconcile pipeline. Run returns done when
+// the pipeline stops here for now (the state's result says when to come
+// back).
+type Stage struct {
+	Name string
+	Run  func(ctx context.Context, s *State) (done bool, err error)
+}
+
+// State is what the stages of one reconcile share.
+type State struct {
+	// Installation is the object reconciled; its Status is written by the
+	// stages (under the state's lock while a rollout runs).
+	Installation *v1alpha1.Installation
+	// Config is the deployment configuration (stage config).
+	Config *identity.Config
+	// Target is the identity of the strategy to deploy.
+	Target strategy.Identity
+	// Strategy is the loaded, customised strategy (stage load).
+	Strategy *strategy.Strategy
+	// Result says when to reconcile again.
+	Result ctrl.Result
+	// Outcome names the reconcile's outcome for the metrics.
+	Outcome string
+
+	log     logr.Logger
+	mu      sync.Mutex // guards Installation.Status
+	writeMu sync.Mutex // serialises status writes
+}
+
+// Stages returns the pipeline of an Installation that is not being deleted.
+func (r *Reconciler) Stages() []Stage {
+	return []Stage{
+		{"finalizer", r.stageFinalizer},
+		{"active", r.stageActive},
+		{"config", r.stageConfig},
+		{"load", r.stageLoad},
+		{"apply", r.stageApply},
+		{"gc", r.stageGC},
+	}
+}
+
+// DeleteStages returns the pipeline of an Installation being deleted.
+func (r *Reconciler) DeleteStages() []Stage {
+	return []Stage{
+		{"deleting", r.stageDeleting},
+		{"workloads", r.stageWorkloads},
+		{"uninstall", r.stageUninstall},
+		{"strategies", r.stageDeleteStrategies},
+		{"release", r.stageRelease},
+	}
+}
+
+// Reconcile runs the stages for one Installation.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	in := &v1alpha1.Installation{}
+	if err := r.client.Get(ctx, req.NamespacedName, in); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.metrics.forget(req.Namespace, req.Name)
+			return ctrl.Result{}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	s := &State{Installation: in, log: log, Outcome: "deployed"}
+	stages := r.Stages()
+	if in.IsDeleting() {
+		stages = r.DeleteStages()
+		s.Outcome = "deleted"
+	}
+	for _, st := range stages {
+		done, err := st.Run(ctx, s)
+		if err != nil {
+			r.metrics.Reconciles.WithLabelValues("error").Inc()
+			r.metrics.setPhase(in.Namespace, in.Name, in.Status.Phase)
+			return s.Result, fmt.Errorf("stage %s: %w", st.Name, err)
+		}
+		if done {
+			break
+		}
+	}
+	r.metrics.Reconciles.WithLabelValues(s.Outcome).Inc()
+	if in.Status.Phase != "" && !in.IsDeleting() {
+		r.metrics.setPhase(in.Namespace, in.Name, in.Status.Phase)
+	}
+	return s.Result, nil
+}
+
+// update runs f on the status under the state's lock.
+func (s *State) update(f func(in *v1alpha1.Installation)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(s.Installation)
+}
+
+// writeStatus writes the state's status through the status subresource,
+// on the latest version of the object.
+func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	s.mu.Lock()
+	status := s.Installation.Status.DeepCopy()
+	status.ObservedGeneration = s.Installation.Generation
+	key := client.ObjectKeyFromObject(s.Installation)
+	s.mu.Unlock()
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		latest := &v1alpha1.Installation{}
+		if err := r.reader.Get(ctx, key, latest); err != nil {
+			return err
+		}
+		latest.Status = *status
+		return r.client.Status().Update(ctx, latest)
+	})
+	if apierrors.IsNotFound(err) {
+		// Gone (its finalizer was removed): nothing to report on.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("write status of installation %s: %w", key, err)
+	}
+	return nil
+}
+
+func (r *Reconciler) event(in *v1alpha1.Installation, eventType, reason, action, note string, args ...any) {
+	r.recorder.Eventf(in, nil, eventType, reason, action, note, args...)
+}
+
+func (r *Reconciler) resync() time.Duration {
+	if r.opts.ResyncPeriod > 0 {
+		return r.opts.ResyncPeriod
+	}
+	return DefaultResyncPeriod
+}
+
+// stageFinalizer puts the finalizer on the Installation.
+func (r *Reconciler) stageFinalizer(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	if controllerutil.ContainsFinalizer(in, v1alpha1.Finalizer) {
+		return false, nil
+	}
+	controllerutil.AddFinalizer(in, v1alpha1.Finalizer)
+	if err := r.client.Update(ctx, in); err != nil {
+		return false, fmt.Errorf("add finalizer: %w", err)
+	}
+	return false, nil
+}
+
+// activeInstallation returns the Installation of the namespace that may
+// manage the product: the oldest that is not being deleted (ties go to the
+// lesser name). Installations set aside as AnotherInstallationActive count,
+// so one of them takes over when the active one goes.
+func (r *Reconciler) activeInstallation(ctx context.Context, namespace string) (*v1alpha1.Installation, error) {
+	var list v1alpha1.InstallationList
+	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list installations of namespace %s: %w", namespace, err)
+	}
+	var winner *v1alpha1.Installation
+	for i := range list.Items {
+		c := &list.Items[i]
+		if c.IsDeleting() {
+			continue
+		}
+		if winner == nil || c.CreationTimestamp.Before(&winner.CreationTimestamp) ||
+			(c.CreationTimestamp.Equal(&winner.CreationTimestamp) && c.Name < winner.Name) {
+			winner = c
+		}
+	}
+	return winner, nil
+}
+
+// stageActive stops an Installation that is not the active one of its
+// namespace: phase Deleted, AnotherInstallationActive, nothing installed.
+func (r *Reconciler) stageActive(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	winner, err := r.activeInstallation(ctx, in.Namespace)
+	if err != nil {
+		return false, err
+	}
+	if winner == nil || winner.Name == in.Name {
+		return false, nil
+	}
+	msg := fmt.Sprintf("installation %s/%s is active in this namespace; this one installs nothing", winner.Namespace, winner.Name)
+	changed := in.Status.Phase != v1alpha1.PhaseDeleted
+	in.Status.Phase = v1alpha1.PhaseDeleted
+	changed = in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, v1alpha1.ReasonAnotherInstallationActive, msg) || changed
+	changed = in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonAnotherInstallationActive, msg) || changed
+	changed = in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionFalse, v1alpha1.ReasonAnotherInstallationActive, msg) || changed
+	changed = in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAnotherInstallationActive, msg) || changed
+	if changed || in.Status.ObservedGeneration != in.Generation {
+		if err := r.writeStatus(ctx, s); err != nil {
+			return false, err
+		}
+		r.event(in, corev1.EventTypeWarning, v1alpha1.ReasonAnotherInstallationActive, "Check", msg)
+		s.log.Info("another installation is active", "active", winner.Name)
+	}
+	s.Outcome = "inactive"
+	s.Result.RequeueAfter = 30 * time.Second
+	return true, nil
+}
+
+// stageConfig maps the spec onto the deployment configuration and computes
+// the target identity (native algorithm).
+func (r *Reconciler) stageConfig(_ context.Context, s *State) (bool, error) {
+	cfg, err := ConfigFor(s.Installation, r.opts.Defaults)
+	if err != nil {
+		return false, err
+	}
+	id, err := cfg.Identity(identity.Native)
+	if err != nil {
+		return false, fmt.Errorf("identity: %w", err)
+	}
+	s.Config, s.Target = cfg, id
+	return false, nil
+}
+
+// failLoad records a load failure: Degraded with reason, and the phase.
+func (r *Reconciler) failLoad(ctx context.Context, s *State, phase v1alpha1.InstallationPhase, reason string, cause error) error {
+	in := s.Installation
+	s.update(func(in *v1alpha1.Installation) {
+		if phase != "" {
+			in.Status.Phase = phase
+		}
+		in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, cause.Error())
+	})
+	if err := r.writeStatus(ctx, s); err != nil {
+		return err
+	}
+	r.event(in, corev1.EventTypeWarning, reason, "Load", "%s", cause.Error())
+	s.log.Info("strategy not loaded", "reason", reason, "error", cause.Error())
+	s.Outcome = "degraded"
+	return nil
+}
+
+// stageLoad loads the strategy of the target configuration from the
+// spec's source and applies the customizeComponents patches.
+func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	src := &v1alpha1.StrategyStatus{Source: in.Spec.StrategySourceType()}
+	customize := func(st *strategy.Strategy) error { return Customize(st, in.Spec.CustomizeComponents) }
+	var loadErr error
+	switch src.Source {
+	case v1alpha1.StrategySourceConfigMap:
+		loaded, err := r.loadConfigMap(ctx, in.Namespace, in.Spec.Strategy.ConfigMap.Name)
+		if err != nil {
+			loadErr = err
+			break
+		}
+		st := loaded.Strategy
+		if err := customize(st); err != nil {
+			loadErr = err
+			break
+		}
+		s.Strategy, s.Target = st, st.Identity
+		src.ConfigMap, src.Digest = loaded.Entry.String(), loaded.Entry.Digest
+	case v1alpha1.StrategySourceImage:
+		src.Image = in.Spec.Strategy.Image
+		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Image: src.Image, Generation: in.Generation, Customize: customize})
+		if err == nil && res.Pending() {
+			return r.pending(ctx, s, res)
+		}
+		if loadErr = err; err == nil {
+			s.Strategy = res.Strategy
+		}
+	default:
+		if r.opts.OperatorImage != "" && r.opts.Defaults.Version != "" && s.Config.Version != r.opts.Defaults.Version {
+			// Another version of the built-in product: the operator's own
+			// image dumps it.
+			in.Spec.Strategy = &v1alpha1.StrategySource{Image: r.opts.OperatorImage}
+			defer func() { in.Spec.Strategy = &v1alpha1.StrategySource{Product: &v1alpha1.ProductStrategySource{}} }()
+			return r.stageLoad(ctx, s)
+		}
+		st, entry, err := r.product(ctx, s.Config)
+		if err != nil {
+			loadErr = err
+			break
+		}
+		if err := customize(st); err != nil {
+			loadErr = err
+			break
+		}
+		s.Strategy = st
+		src.ConfigMap, src.Digest = entry.String(), entry.Digest
+	}
+	if loadErr != nil {
+		var corrupt *store.CorruptError
+		var jobErr *loader.JobError
+		switch {
+		case errors.As(loadErr, &corrupt):
+			s.Result.RequeueAfter = r.resync()
+			return true, r.failLoad(ctx, s, v1alpha1.PhaseFailed, v1alpha1.ReasonStrategyTampered, loadErr)
+		case errors.As(loadErr, &jobErr):
+			s.Result.RequeueAfter = max(time.Until(jobErr.RetryAt), time.Second)
+			return true, r.failLoad(ctx, s, "", v1alpha1.ReasonDumpJobFailed, loadErr)
+		default:
+			if err := r.failLoad(ctx, s, "", v1alpha1.ReasonStrategyLoadFailed, loadErr); err != nil {
+				return false, err
+			}
+			return false, loadErr
+		}
+	}
+	if src.Digest == "" {
+		if text, err := s.Strategy.Serialize(); err == nil {
+			src.Digest = codec.Digest(text)
+		}
+	}
+	s.update(func(in *v1alpha1.Installation) { in.Status.Strategy = src })
+	return false, nil
+}
+
+// pending records a dump Job at work and asks to come back.
+func (r *Reconciler) pending(ctx context.Context, s *State, res *loader.Result) (bool, error) {
+	s.update(func(in *v1alpha1.Installation) {
+		in.Status.Phase = v1alpha1.PhaseDeploying
+		in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
+		reason := v1alpha1.ReasonDeploymentInProgress
+		if in.Status.ObservedIdentifier != "" {
+			reason = v1alpha1.ReasonUpdateInProgress
+		}
+		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, reason, "dump job "+res.Job+" is writing the strategy")
+	})
+	if err := r.writeStatus(ctx, s); err != nil {
+		return false, err
+	}
+	s.Outcome = "pending"
+	s.Result.RequeueAfter = res.RequeueAfter
+	return true, nil
+}
+
+// product generates the built-in product for cfg and makes sure it is
+// stored in the install namespace (so `kubectl installstrategy list` shows
+// it).
+func (r *Reconciler) product(ctx context.Context, cfg *identity.Config) (*strategy.Strategy, store.Entry, error) {
+	st, err := sampleProduct(cfg)
+	if err != nil {
+		return nil, store.Entry{}, fmt.Errorf("generate product %s: %w", cfg.Version, err)
+	}
+	entry, _, err := r.store.Ensure(ctx, cfg.Namespace, st)
+	if err != nil {
+		return nil, store.Entry{}, fmt.Errorf("store product %s: %w", cfg.Version, err)
+	}
+	return st, entry, nil
+}
+
+// loadConfigMap reads the stored strategy of one named ConfigMap.
+func (r *Reconciler) loadConfigMap(ctx context.Context, namespace, name string) (*store.Loaded, error) {
+	entries, err := r.store.List(ctx, namespace)
+	for _, e := range entries {
+		if e.Name == name {
+			return r.store.Read(ctx, e)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return nil, fmt.Errorf("strategy configmap %s/%s: %w", namespace, name, store.ErrNotFound)
+}

@@ -1,0 +1,86 @@
+package controller
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+)
+
+// Metrics are the operator's Prometheus metrics.
+type Metrics struct {
+	// Reconciles counts reconciles by outcome: deployed, progressing,
+	// pending, degraded, inactive, deleted, error.
+	Reconciles *prometheus.CounterVec
+	// Phase is 1 for the current phase of each Installation, 0 for the
+	// others.
+	Phase *prometheus.GaugeVec
+	// Objects counts objects applied (by action) and pruned, by kind.
+	Objects *prometheus.CounterVec
+	// RolloutSeconds is the duration of reconcile.Run calls that rolled a
+	// new strategy out.
+	RolloutSeconds *prometheus.HistogramVec
+}
+
+var (
+	defaultMetrics     *Metrics
+	defaultMetricsOnce sync.Once
+)
+
+// DefaultMetrics returns the metrics registered once in controller-runtime's
+// metrics.Registry (served by the manager's metrics server).
+func DefaultMetrics() *Metrics {
+	defaultMetricsOnce.Do(func() {
+		defaultMetrics = NewMetrics()
+		defaultMetrics.MustRegister(metrics.Registry)
+	})
+	return defaultMetrics
+}
+
+// NewMetrics returns unregistered metrics.
+func NewMetrics() *Metrics {
+	return &Metrics{
+		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "installstrategy_reconcile_total",
+			Help: "Reconciles of Installations by outcome.",
+		}, []string{"outcome"}),
+		Phase: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "installstrategy_installation_phase",
+			Help: "1 for the current phase of an Installation, 0 for the other phases.",
+		}, []string{"namespace", "name", "phase"}),
+		Objects: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "installstrategy_objects_total",
+			Help: "Strategy objects written by action (create, update, recreate, unchanged, skip, conflict, delete), by kind.",
+		}, []string{"kind", "action"}),
+		RolloutSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "installstrategy_rollout_duration_seconds",
+			Help:    "Duration of rollouts of a new strategy, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
+		}, []string{"outcome"}),
+	}
+}
+
+// MustRegister registers the metrics with r.
+func (m *Metrics) MustRegister(r prometheus.Registerer) {
+	r.MustRegister(m.Reconciles, m.Phase, m.Objects, m.RolloutSeconds)
+}
+
+var phases = []v1alpha1.InstallationPhase{v1alpha1.PhaseDeploying, v1alpha1.PhaseDeployed, v1alpha1.PhaseDeleting, v1alpha1.PhaseDeleted, v1alpha1.PhaseFailed}
+
+func (m *Metrics) setPhase(namespace, name string, phase v1alpha1.InstallationPhase) {
+	for _, p := range phases {
+		v := 0.0
+		if p == phase {
+			v = 1
+		}
+		m.Phase.WithLabelValues(namespace, name, string(p)).Set(v)
+	}
+}
+
+func (m *Metrics) forget(namespace, name string) {
+	for _, p := range phases {
+		m.Phase.DeleteLabelValues(namespace, name, string(p))
+	}
+}

@@ -1,0 +1,285 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/dump"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// sampleProduct generates the operator's own product.
+func sampleProduct(cfg *identity.Config) (*strategy.Strategy, error) {
+	return dump.Sample(cfg, identity.Native)
+}
+
+var workloadResources = map[string]schema.GroupVersionResource{
+	"Deployment":  {Group: "apps", Version: "v1", Resource: "deployments"},
+	"DaemonSet":   {Group: "apps", Version: "v1", Resource: "daemonsets"},
+	"StatefulSet": {Group: "apps", Version: "v1", Resource: "statefulsets"},
+}
+
+// reconcileOptions maps the spec onto the reconciler's options.
+func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) reconcile.Options {
+	in := s.Installation
+	canary := in.Spec.CanaryOrDefault()
+	caLife, serverLife := in.Spec.CertificateLifetimes()
+	return reconcile.Options{
+		Observed:      observedIdentity(in),
+		ManagedBy:     ManagedBy(in.Namespace, in.Name),
+		PruneCRDs:     in.Spec.PruneCRDs,
+		StageDeadline: r.opts.StageDeadline,
+		Interval:      r.opts.Interval,
+		Canary:        reconcile.CanaryOptions{Step: intstr.FromString(fmt.Sprintf("%d%%", canary.StepPercent))},
+		Certificates: reconcile.CertOptions{
+			CAValidity:   caLife.Duration,
+			CertValidity: serverLife.Duration,
+			RenewBefore:  serverLife.RenewBefore,
+		},
+		OnEvent: onEvent,
+	}
+}
+
+// stageApply rolls the strategy out with reconcile.Run, keeping
+// status.components fresh while it runs, and records the outcome.
+func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	observed := observedIdentity(in)
+	fresh := observed.Identifier == ""
+	updating := !fresh && observed != s.Target
+	changing := updating || fresh || in.Status.Phase != v1alpha1.PhaseDeployed || in.Status.ObservedGeneration != in.Generation
+	if changing {
+		s.update(func(in *v1alpha1.Installation) {
+			in.Status.Phase = v1alpha1.PhaseDeploying
+			in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
+			switch {
+			case fresh:
+				msg := "deploying " + s.Target.Version
+				in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploymentInProgress, msg)
+				in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, msg)
+				in.SetCondition(v1alpha1.ConditionCreated, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, msg)
+			case updating:
+				msg := fmt.Sprintf("updating from %s to %s", observed.Version, s.Target.Version)
+				in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonUpdateInProgress, msg)
+			default:
+				in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploymentInProgress, "deploying "+s.Target.Version)
+			}
+			if c := in.Condition(v1alpha1.ConditionDegraded); c == nil {
+				in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, "")
+			}
+		})
+		if err := r.writeStatus(ctx, s); err != nil {
+			return false, err
+		}
+		action, reason := "Deploy", v1alpha1.ReasonDeploymentInProgress
+		if updating {
+			action, reason = "Update", v1alpha1.ReasonUpdateInProgress
+		}
+		r.event(in, corev1.EventTypeNormal, reason, action, "%s %s (identifier %s)", strings.ToLower(action)+"ing", s.Target.Version, short(s.Target.Identifier))
+		s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", updating)
+	}
+
+	// Keep status.components fresh while Run blocks.
+	progressCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		interval := r.opts.ProgressInterval
+		if interval <= 0 {
+			interval = DefaultProgressInterval
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-progressCtx.Done():
+				return
+			case <-t.C:
+				if r.refreshComponents(progressCtx, s) {
+					if err := r.writeStatus(progressCtx, s); err != nil && progressCtx.Err() == nil {
+						s.log.V(1).Info("progress not written", "error", err.Error())
+					}
+				}
+			}
+		}
+	}()
+	var canaryFailed bool
+	onEvent := func(e reconcile.Event) {
+		switch e.Type {
+		case reconcile.EventApplied:
+			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(e.Action)).Inc()
+		case reconcile.EventPruned:
+			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(apply.ActionDelete)).Inc()
+			r.event(in, corev1.EventTypeNormal, "Pruned", "Prune", "deleted %s", e.Ref)
+		case reconcile.EventCanary:
+			r.event(in, corev1.EventTypeNormal, "Canary", "Rollout", "%s: %s", e.Ref, e.Reason)
+		case reconcile.EventStepReady:
+			s.log.V(1).Info("step ready", "step", e.Step)
+		case reconcile.EventDegraded:
+			if strings.Contains(e.Reason, reconcile.FailedUpdateReason) {
+				canaryFailed = true
+			}
+		}
+	}
+	start := time.Now()
+	res, runErr := reconcile.Run(ctx, r.cfg, s.Strategy, r.reconcileOptions(s, onEvent))
+	stop()
+	wg.Wait()
+	r.refreshComponents(ctx, s)
+
+	if runErr != nil {
+		reason := v1alpha1.ReasonApplyFailed
+		var degraded *health.DegradedError
+		var conflict *apply.ConflictError
+		switch {
+		case canaryFailed || strings.Contains(runErr.Error(), reconcile.FailedUpdateReason):
+			reason = v1alpha1.ReasonCanaryFailed
+		case errors.As(runErr, &conflict):
+			reason = v1alpha1.ReasonApplyFailed
+		case errors.As(runErr, &degraded):
+			reason = v1alpha1.ReasonDeploymentFailed
+		}
+		if changing {
+			r.metrics.RolloutSeconds.WithLabelValues("failed").Observe(time.Since(start).Seconds())
+		}
+		s.update(func(in *v1alpha1.Installation) {
+			if reason == v1alpha1.ReasonCanaryFailed {
+				in.Status.Phase = v1alpha1.PhaseFailed
+			}
+			in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
+			if reason == v1alpha1.ReasonApplyFailed {
+				in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, runErr.Error())
+			}
+		})
+		if err := r.writeStatus(ctx, s); err != nil {
+			return false, errors.Join(runErr, err)
+		}
+		r.event(in, corev1.EventTypeWarning, reason, "Rollout", "%s", runErr.Error())
+		s.Outcome = "degraded"
+		return false, runErr
+	}
+
+	s.update(func(in *v1alpha1.Installation) {
+		in.Status.Phase = v1alpha1.PhaseDeployed
+		in.Status.ObservedVersion, in.Status.ObservedRegistry, in.Status.ObservedIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
+		in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
+		in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionTrue, v1alpha1.ReasonAllComponentsReady, "all components are ready")
+		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady, "")
+		in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady, "")
+		in.SetCondition(v1alpha1.ConditionCreated, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesCreated, "all resources were created")
+		in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesSynchronized, "all resources were applied")
+	})
+	if err := r.writeStatus(ctx, s); err != nil {
+		return false, err
+	}
+	if changing {
+		r.metrics.RolloutSeconds.WithLabelValues("deployed").Observe(time.Since(start).Seconds())
+		r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonAllComponentsReady, "Deploy",
+			"deployed %s: %d created, %d updated, %d recreated, %d unchanged, %d pruned",
+			s.Target.Version, res.Count(apply.ActionCreate), res.Count(apply.ActionUpdate), res.Count(apply.ActionRecreate),
+			res.Count(apply.ActionUnchanged), len(res.Pruned))
+		s.log.Info("rollout finished", "version", s.Target.Version, "identifier", s.Target.Identifier,
+			"created", res.Count(apply.ActionCreate), "updated", res.Count(apply.ActionUpdate), "pruned", len(res.Pruned))
+	}
+	s.Result.RequeueAfter = r.resync()
+	return false, nil
+}
+
+// stageGC deletes the stored strategies of the namespace other than the
+// deployed one.
+func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
+	res, err := r.store.GC(ctx, s.Installation.Namespace, s.Target)
+	if err != nil {
+		return false, fmt.Errorf("garbage-collect strategies: %w", err)
+	}
+	for _, e := range res.Deleted {
+		s.log.V(1).Info("strategy deleted", "configmap", e.String(), "version", e.Identity.Version)
+	}
+	return true, nil
+}
+
+// refreshComponents reads the workloads of the strategy and records their
+// rollout progress; it reports whether anything changed.
+func (r *Reconciler) refreshComponents(ctx context.Context, s *State) bool {
+	if s.Strategy == nil {
+		return false
+	}
+	checker := &health.Checker{Kube: r.kube, Identity: s.Target}
+	var comps []v1alpha1.ComponentStatus
+	for _, o := range s.Strategy.Objects {
+		gvr, ok := workloadResources[o.GetKind()]
+		if !ok || o.GroupVersionKind().Group != "apps" {
+			continue
+		}
+		c := v1alpha1.ComponentStatus{Name: o.GetName(), Kind: o.GetKind(), Role: string(plan.RoleOf(o, nil))}
+		live, err := r.dyn.Resource(gvr).Namespace(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
+		if err == nil {
+			c.Desired, c.Updated, c.Ready = workloadCounts(live)
+			if st, err := checker.Check(ctx, live); err == nil {
+				c.RolledOver = st.Ready
+			}
+		} else if ctx.Err() != nil {
+			return false
+		}
+		comps = append(comps, c)
+	}
+	changed := false
+	s.update(func(in *v1alpha1.Installation) {
+		if !equalComponents(in.Status.Components, comps) {
+			in.Status.Components = comps
+			changed = true
+		}
+	})
+	return changed
+}
+
+func workloadCounts(live *unstructured.Unstructured) (desired, updated, ready int32) {
+	get := func(path ...string) int32 {
+		v, _, _ := unstructured.NestedInt64(live.Object, path...)
+		return int32(v)
+	}
+	if live.GetKind() == "DaemonSet" {
+		return get("status", "desiredNumberScheduled"), get("status", "updatedNumberScheduled"), get("status", "numberReady")
+	}
+	desired = 1
+	if v, found, _ := unstructured.NestedInt64(live.Object, "spec", "replicas"); found {
+		desired = int32(v)
+	}
+	return desired, get("status", "updatedReplicas"), get("status", "readyReplicas")
+}
+
+func equalComponents(a, b []v1alpha1.ComponentStatus) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}

@@ -1,0 +1,280 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// UninstallBlockedRequeue is how soon a blocked uninstall looks again.
+const UninstallBlockedRequeue = 5 * time.Second
+
+// stageDeleting marks the Installation as being removed.
+func (r *Reconciler) stageDeleting(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	if !controllerutil.ContainsFinalizer(in, v1alpha1.Finalizer) {
+		return true, nil
+	}
+	if in.Status.Phase == v1alpha1.PhaseDeleting {
+		return false, nil
+	}
+	s.update(func(in *v1alpha1.Installation) {
+		in.Status.Phase = v1alpha1.PhaseDeleting
+		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeletionInProgress, "removing the product")
+		in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeletionInProgress, "removing the product")
+	})
+	if err := r.writeStatus(ctx, s); err != nil {
+		return false, err
+	}
+	r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonDeletionInProgress, "Uninstall", "removing the product")
+	s.log.Info("uninstall started")
+	return false, nil
+}
+
+// productWorkloads lists custom resources of the CRDs the Installation
+// installed, up to limit per CRD.
+func (r *Reconciler) productWorkloads(ctx context.Context, managedBy string, limit int64) ([]unstructured.Unstructured, error) {
+	crds, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{LabelSelector: codec.ManagedByLabel + "=" + managedBy})
+	if err != nil {
+		return nil, fmt.Errorf("list crds: %w", err)
+	}
+	var out []unstructured.Unstructured
+	for _, crd := range crds.Items {
+		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+		version := ""
+		for _, v := range versions {
+			m, _ := v.(map[string]any)
+			if served, _ := m["served"].(bool); served {
+				version, _ = m["name"].(string)
+				if storage, _ := m["storage"].(bool); storage {
+					break
+				}
+			}
+		}
+		if version == "" {
+			continue
+		}
+		list, err := r.dyn.Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: plural}).List(ctx, metav1.ListOptions{Limit: limit})
+		if err != nil {
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, fmt.Errorf("list %s.%s: %w", plural, group, err)
+		}
+		out = append(out, list.Items...)
+	}
+	return out, nil
+}
+
+// stageWorkloads applies the uninstall strategy to the product's custom
+// resources: BlockUninstallIfWorkloadsExist waits while any exists,
+// RemoveWorkloads deletes them.
+func (r *Reconciler) stageWorkloads(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	managedBy := ManagedBy(in.Namespace, in.Name)
+	if in.Spec.UninstallStrategyOrDefault() == v1alpha1.UninstallBlockIfWorkloadsExist {
+		crs, err := r.productWorkloads(ctx, managedBy, 1)
+		if err != nil {
+			return false, err
+		}
+		if len(crs) > 0 {
+			msg := fmt.Sprintf("uninstall blocked: custom resources of the product exist, e.g. %s %s/%s; delete them or set uninstallStrategy RemoveWorkloads",
+				crs[0].GetKind(), crs[0].GetNamespace(), crs[0].GetName())
+			if s.Installation.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, v1alpha1.ReasonUninstallBlocked, msg) {
+				if err := r.writeStatus(ctx, s); err != nil {
+					return false, err
+				}
+				r.event(in, corev1.EventTypeWarning, v1alpha1.ReasonUninstallBlocked, "Uninstall", "%s", msg)
+			}
+			s.Outcome = "blocked"
+			s.Result.RequeueAfter = UninstallBlockedRequeue
+			return true, nil
+		}
+		return false, nil
+	}
+	crs, err := r.productWorkloads(ctx, managedBy, 0)
+	if err != nil {
+		return false, err
+	}
+	var errs []error
+	for i := range crs {
+		cr := &crs[i]
+		gvr := schema.GroupVersionResource{Group: cr.GroupVersionKind().Group, Version: cr.GroupVersionKind().Version}
+		// The plural is the CRD's; find it again from the list's kind.
+		plural, err := r.pluralOf(ctx, cr.GroupVersionKind().GroupKind())
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		gvr.Resource = plural
+		err = r.dyn.Resource(gvr).Namespace(cr.GetNamespace()).Delete(ctx, cr.GetName(), metav1.DeleteOptions{})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
+		}
+	}
+	return false, errors.Join(errs...)
+}
+
+func (r *Reconciler) pluralOf(ctx context.Context, gk schema.GroupKind) (string, error) {
+	crds, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return "", fmt.Errorf("list crds: %w", err)
+	}
+	for _, crd := range crds.Items {
+		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+		if group == gk.Group && kind == gk.Kind {
+			plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+			return plural, nil
+		}
+	}
+	return "", fmt.Errorf("no crd for %s", gk)
+}
+
+// stageUninstall deletes every object of the product (CRDs only with
+// pruneCRDs), in prune order, and waits until they are gone.
+func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	deleted, err := r.uninstall(ctx, in.Namespace, ManagedBy(in.Namespace, in.Name), in.Spec.PruneCRDs)
+	for _, ref := range deleted {
+		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
+	}
+	if err != nil {
+		return false, err
+	}
+	s.log.Info("product removed", "objects", len(deleted))
+	return false, nil
+}
+
+// uninstall deletes the objects marked with managedBy, cluster-wide and in
+// namespace, as plan.Prunable orders them, and waits until they are gone.
+// Prunable searches namespaced objects only in the strategy's namespaces,
+// so the strategy it is given holds one marker object in namespace that
+// never exists.
+func (r *Reconciler) uninstall(ctx context.Context, namespace, managedBy string, pruneCRDs bool) ([]strategy.ObjectRef, error) {
+	a, err := apply.NewForConfig(r.cfg, apply.Options{ManagedBy: managedBy})
+	if err != nil {
+		return nil, err
+	}
+	marker := &unstructured.Unstructured{}
+	marker.SetAPIVersion("v1")
+	marker.SetKind("ConfigMap")
+	marker.SetNamespace(namespace)
+	marker.SetName("installstrategy-uninstall-marker")
+	items, err := plan.Prunable(ctx, a, &strategy.Strategy{Objects: []*unstructured.Unstructured{marker}}, plan.ObserveOptions{PruneCRDs: pruneCRDs})
+	if err != nil {
+		return nil, fmt.Errorf("uninstall: %w", err)
+	}
+	var (
+		deleted []strategy.ObjectRef
+		errs    []error
+	)
+	for _, it := range items {
+		if it.Action != apply.ActionDelete || it.Live == nil {
+			continue
+		}
+		if err := a.Delete(ctx, it.Live); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		deleted = append(deleted, it.Ref)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return deleted, fmt.Errorf("uninstall: %w", err)
+	}
+	for _, it := range items {
+		if it.Action != apply.ActionDelete || it.Live == nil {
+			continue
+		}
+		if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+			live, err := a.Get(ctx, it.Live)
+			return err == nil && (live == nil || live.GetUID() != it.Live.GetUID()), nil
+		}); err != nil {
+			return deleted, fmt.Errorf("uninstall: wait for %s to be gone: %w", it.Ref, err)
+		}
+	}
+	return deleted, nil
+}
+
+// stageDeleteStrategies deletes the namespace's stored strategies and dump
+// Jobs, unless another Installation of the namespace still needs them.
+func (r *Reconciler) stageDeleteStrategies(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	winner, err := r.activeInstallation(ctx, in.Namespace)
+	if err != nil {
+		return false, err
+	}
+	if winner != nil {
+		return false, nil
+	}
+	entries, err := r.store.List(ctx, in.Namespace)
+	var errs []error
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, e := range entries {
+		if err := r.store.Delete(ctx, e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	bg := metav1.DeletePropagationBackground
+	if err := r.kube.BatchV1().Jobs(in.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg},
+		metav1.ListOptions{LabelSelector: loader.DumpJobLabel}); err != nil && !apierrors.IsNotFound(err) {
+		errs = append(errs, fmt.Errorf("delete dump jobs: %w", err))
+	}
+	return false, errors.Join(errs...)
+}
+
+// stageRelease records phase Deleted and removes the finalizer.
+func (r *Reconciler) stageRelease(ctx context.Context, s *State) (bool, error) {
+	in := s.Installation
+	s.update(func(in *v1alpha1.Installation) {
+		in.Status.Phase = v1alpha1.PhaseDeleted
+		in.Status.Components = nil
+		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonDeleted, "the product was removed")
+		in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeleted, "the product was removed")
+		in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonDeleted, "")
+	})
+	if err := r.writeStatus(ctx, s); err != nil && !apierrors.IsNotFound(err) {
+		return false, err
+	}
+	r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonDeleted, "Uninstall", "the product was removed")
+	latest := &v1alpha1.Installation{}
+	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(in), latest); err != nil {
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return false, err
+	}
+	if controllerutil.RemoveFinalizer(latest, v1alpha1.Finalizer) {
+		if err := r.client.Update(ctx, latest); err != nil && !apierrors.IsNotFound(err) {
+			return false, fmt.Errorf("remove finalizer: %w", err)
+		}
+	}
+	r.metrics.forget(in.Namespace, in.Name)
+	s.log.Info("uninstall finished")
+	return true, nil
+}

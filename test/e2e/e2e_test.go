@@ -1,0 +1,280 @@
+// Package e2e tests the operator end to end on the local cluster: the
+// manager runs in process, scoped to the test's namespace, and the tests
+// drive Installations of the built-in sample product through install,
+// upgrade, customisation, a second Installation and uninstall, asserting the
+// resulting cluster state.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	sigsyaml "sigs.k8s.io/yaml"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/controller"
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+)
+
+const crdFile = "../../config/crd/bases/installstrategy.io_installations.yaml"
+
+// lockSample serialises tests that install the sample product, whose
+// cluster-scoped objects (CRDs, ClusterRoles, webhook) have fixed names,
+// across test binaries: an flock on a file in the temp directory.
+func lockSample(t *testing.T) {
+	t.Helper()
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "installstrategy-sample-product.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+	})
+}
+
+type e2e struct {
+	env *testenv.Env
+	ns  string
+	c   client.Client
+}
+
+func installCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
+	t.Helper()
+	data, err := os.ReadFile(crdFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := sigsyaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	env.WaitCRDEstablished(ctx, t, crd.Name)
+}
+
+// setup locks the sample product, makes a namespace and runs the manager
+// in process, scoped to it, until the test ends.
+func setup(t *testing.T) *e2e {
+	t.Helper()
+	env := testenv.New(t)
+	lockSample(t)
+	ctx := t.Context()
+	installCRD(ctx, t, env)
+	ns := env.Namespace(ctx, t)
+
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	direct, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	skipNameValidation := true
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 scheme,
+		Logger:                 testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
+		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// Every test runs a manager with the same controller name.
+		Controller: config.Controller{SkipNameValidation: &skipNameValidation},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := controller.New(mgr, controller.Options{
+		Defaults:         controller.Defaults{Registry: "registry.example/sample"},
+		ResyncPeriod:     time.Minute,
+		ProgressInterval: 500 * time.Millisecond,
+		Interval:         200 * time.Millisecond,
+		StageDeadline:    time.Minute,
+		Metrics:          controller.NewMetrics(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
+	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := mgr.Start(mctx); err != nil {
+			t.Errorf("manager: %v", err)
+		}
+	}()
+	e := &e2e{env: env, ns: ns, c: direct}
+	// Cleanup runs last-in first-out: remove the product (the manager still
+	// runs), then stop the manager.
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	t.Cleanup(func() { e.removeAll(t) })
+	return e
+}
+
+// removeAll deletes every Installation of the namespace with
+// RemoveWorkloads and pruneCRDs and waits until they are gone, so the
+// product's cluster-scoped objects do not outlive the test.
+func (e *e2e) removeAll(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 2*time.Minute)
+	defer cancel()
+	var list v1alpha1.InstallationList
+	if err := e.c.List(ctx, &list, client.InNamespace(e.ns)); err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	// Newest first, so that no older Installation is deleted while a
+	// newer one could still take over.
+	slices.SortFunc(list.Items, func(a, b v1alpha1.Installation) int {
+		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
+	})
+	for i := range list.Items {
+		in := &list.Items[i]
+		patch := client.MergeFrom(in.DeepCopy())
+		in.Spec.UninstallStrategy = v1alpha1.UninstallRemoveWorkloads
+		in.Spec.PruneCRDs = true
+		if err := e.c.Patch(ctx, in, patch); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: %v", err)
+		}
+		if err := e.c.Delete(ctx, in); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: %v", err)
+		}
+	}
+	if err := testenv.Poll(ctx, "installations removed", func(ctx context.Context) (bool, string, error) {
+		var l v1alpha1.InstallationList
+		if err := e.c.List(ctx, &l, client.InNamespace(e.ns)); err != nil {
+			return false, "", err
+		}
+		return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items)), nil
+	}); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+}
+
+func (e *e2e) create(ctx context.Context, t *testing.T, name string, spec v1alpha1.InstallationSpec) *v1alpha1.Installation {
+	t.Helper()
+	in := &v1alpha1.Installation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Spec: spec}
+	if err := e.c.Create(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func (e *e2e) get(ctx context.Context, name string) (*v1alpha1.Installation, error) {
+	in := &v1alpha1.Installation{}
+	err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, in)
+	return in, err
+}
+
+func (e *e2e) update(ctx context.Context, t *testing.T, name string, f func(*v1alpha1.Installation)) {
+	t.Helper()
+	in, err := e.get(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(in.DeepCopy())
+	f(in)
+	if err := e.c.Patch(ctx, in, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func describe(in *v1alpha1.Installation) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "gen %d phase %q observedGen %d observed %s target %s;", in.Generation, in.Status.Phase, in.Status.ObservedGeneration,
+		in.Status.ObservedVersion, in.Status.TargetVersion)
+	for _, c := range in.Status.Conditions {
+		fmt.Fprintf(&b, " %s=%s/%s", c.Type, c.Status, c.Reason)
+		if c.Message != "" && c.Status == metav1.ConditionTrue && c.Type == string(v1alpha1.ConditionDegraded) {
+			fmt.Fprintf(&b, "(%s)", c.Message)
+		}
+	}
+	return b.String()
+}
+
+// waitDeployed waits until the Installation's current generation is
+// deployed at version.
+func (e *e2e) waitDeployed(ctx context.Context, t *testing.T, name, version string) *v1alpha1.Installation {
+	t.Helper()
+	var last *v1alpha1.Installation
+	testenv.WaitFor(ctx, t, name+" deployed at "+version, func(ctx context.Context) (bool, string, error) {
+		in, err := e.get(ctx, name)
+		if err != nil {
+			return false, "", err
+		}
+		last = in
+		return in.IsDeployed() && in.Status.ObservedVersion == version, describe(in), nil
+	})
+	return last
+}
+
+func assertCondition(t *testing.T, in *v1alpha1.Installation, typ v1alpha1.ConditionType, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	c := in.Condition(typ)
+	if c == nil || c.Status != status || c.Reason != reason {
+		t.Errorf("condition %s = %+v, want %s/%s", typ, c, status, reason)
+	}
+}
+
+// expectedIdentity is the identity the controller should compute.
+func expectedIdentity(t *testing.T, ns, version string, cc *v1alpha1.CustomizeComponents) (string, *identity.Config) {
+	t.Helper()
+	in := &v1alpha1.Installation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"},
+		Spec: v1alpha1.InstallationSpec{Version: version, Registry: "registry.example/sample", ImagePullPolicy: "IfNotPresent", CustomizeComponents: cc}}
+	cfg, err := controller.ConfigFor(in, controller.Defaults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := cfg.Identity(identity.Native)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id.Identifier, cfg
+}
+
+func sampleSpec(version string) v1alpha1.InstallationSpec {
+	return v1alpha1.InstallationSpec{Version: version, Registry: "registry.example/sample"}
+}
+
+func (e *e2e) exists(ctx context.Context, t *testing.T, obj client.Object, name string) bool {
+	t.Helper()
+	err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, obj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	return err == nil
+}

@@ -1,0 +1,260 @@
+package e2e
+
+import (
+	"context"
+	"slices"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/controller"
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+)
+
+func TestInstallAndUpgrade(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	in := e.waitDeployed(ctx, t, "sample", "v1.0.0")
+
+	wantID, _ := expectedIdentity(t, e.ns, "v1.0.0", nil)
+	if in.Status.ObservedIdentifier != wantID || in.Status.TargetIdentifier != wantID || in.Status.ObservedRegistry != "registry.example/sample" {
+		t.Errorf("observed %s %s, target %s; want identifier %s", in.Status.ObservedRegistry, in.Status.ObservedIdentifier, in.Status.TargetIdentifier, wantID)
+	}
+	assertCondition(t, in, v1alpha1.ConditionAvailable, metav1.ConditionTrue, v1alpha1.ReasonAllComponentsReady)
+	assertCondition(t, in, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady)
+	assertCondition(t, in, v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady)
+	assertCondition(t, in, v1alpha1.ConditionCreated, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesCreated)
+	assertCondition(t, in, v1alpha1.ConditionSynchronized, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesSynchronized)
+	if !slices.Contains(in.Finalizers, v1alpha1.Finalizer) {
+		t.Errorf("finalizers %v, want %s", in.Finalizers, v1alpha1.Finalizer)
+	}
+	if s := in.Status.Strategy; s == nil || s.Source != v1alpha1.StrategySourceProduct || s.ConfigMap == "" || s.Digest == "" {
+		t.Errorf("status.strategy = %+v, want source Product with its configmap and digest", s)
+	}
+	if len(in.Status.Components) != 3 {
+		t.Errorf("components %+v, want api, controller and handler", in.Status.Components)
+	}
+	for _, c := range in.Status.Components {
+		if !c.RolledOver || c.Ready != c.Desired || c.Role == "" {
+			t.Errorf("component %+v not rolled over", c)
+		}
+	}
+	var d appsv1.Deployment
+	if !e.exists(ctx, t, &d, "sample-api") || d.Labels[apply.ManagedByLabel] != controller.ManagedBy(e.ns, "sample") {
+		t.Errorf("deployment sample-api labels %v, want managed by %s", d.Labels, controller.ManagedBy(e.ns, "sample"))
+	}
+	if !e.exists(ctx, t, &corev1.ConfigMap{}, "sample-legacy-settings") {
+		t.Error("v1.0.0's configmap sample-legacy-settings is missing")
+	}
+
+	// Upgrade: Progressing with UpdateInProgress while Available stays true.
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) { in.Spec.Version = "v1.1.0" })
+	var sawUpdate bool
+	var last *v1alpha1.Installation
+	err := pollInstallation(ctx, e, "sample", func(cur *v1alpha1.Installation) bool {
+		last = cur
+		if c := cur.Condition(v1alpha1.ConditionProgressing); c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonUpdateInProgress {
+			sawUpdate = true
+			if !cur.IsConditionTrue(v1alpha1.ConditionAvailable) {
+				t.Errorf("Available not true during the update: %s", describe(cur))
+			}
+			if cur.Status.Phase != v1alpha1.PhaseDeploying || cur.Status.TargetVersion != "v1.1.0" || cur.Status.ObservedVersion != "v1.0.0" {
+				t.Errorf("during the update: %s", describe(cur))
+			}
+		}
+		return cur.IsDeployed() && cur.Status.ObservedVersion == "v1.1.0"
+	})
+	if err != nil {
+		t.Fatalf("upgrade: %v; last %s", err, describe(last))
+	}
+	in = last
+	if !sawUpdate {
+		t.Error("never saw Progressing=True/UpdateInProgress")
+	}
+	wantID, _ = expectedIdentity(t, e.ns, "v1.1.0", nil)
+	if in.Status.ObservedIdentifier != wantID {
+		t.Errorf("observed identifier %s, want %s", in.Status.ObservedIdentifier, wantID)
+	}
+	assertCondition(t, in, v1alpha1.ConditionAvailable, metav1.ConditionTrue, v1alpha1.ReasonAllComponentsReady)
+	assertCondition(t, in, v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady)
+	if !e.exists(ctx, t, &corev1.Service{}, "sample-controller-metrics") {
+		t.Error("v1.1.0's service sample-controller-metrics is missing")
+	}
+	if e.exists(ctx, t, &corev1.ConfigMap{}, "sample-legacy-settings") {
+		t.Error("sample-legacy-settings, removed in v1.1.0, is still there")
+	}
+	d = appsv1.Deployment{}
+	e.exists(ctx, t, &d, "sample-api")
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example/sample/sample-api:v1.1.0" {
+		t.Errorf("sample-api image %s", img)
+	}
+	// Garbage collection leaves only the deployed strategy.
+	cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cms.Items) != 1 || codec.DescribeConfigMap(&cms.Items[0]).Identity.Identifier != wantID {
+		t.Errorf("%d stored strategies, want only v1.1.0's", len(cms.Items))
+	}
+}
+
+// pollInstallation polls until done returns true.
+func pollInstallation(ctx context.Context, e *e2e, name string, done func(*v1alpha1.Installation) bool) error {
+	return testenv.Poll(ctx, name, func(ctx context.Context) (bool, string, error) {
+		in, err := e.get(ctx, name)
+		if err != nil {
+			return false, "", err
+		}
+		return done(in), describe(in), nil
+	})
+}
+
+func TestCustomizeComponents(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	before := e.waitDeployed(ctx, t, "sample", "v1.0.0")
+
+	cc := &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{
+		{ResourceKind: "Deployment", ResourceName: "sample-controller", Type: v1alpha1.StrategicMergePatchType, Patch: `{"spec":{"replicas":4}}`},
+		{ResourceKind: "ConfigMap", ResourceName: "sample-config", Type: v1alpha1.JSONPatchType, Patch: `[{"op":"add","path":"/data/customized","value":"yes"}]`},
+	}}
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) { in.Spec.CustomizeComponents = cc })
+	wantID, _ := expectedIdentity(t, e.ns, "v1.0.0", cc)
+	if wantID == before.Status.ObservedIdentifier {
+		t.Fatalf("the patches did not change the identifier %s", wantID)
+	}
+	var last *v1alpha1.Installation
+	if err := pollInstallation(ctx, e, "sample", func(in *v1alpha1.Installation) bool {
+		last = in
+		return in.IsDeployed() && in.Status.ObservedIdentifier == wantID
+	}); err != nil {
+		t.Fatalf("customised rollout: %v; last %s", err, describe(last))
+	}
+	d := e.env.WaitDeploymentRolledOut(ctx, t, e.ns, "sample-controller")
+	if *d.Spec.Replicas != 4 {
+		t.Errorf("sample-controller replicas %d, want 4", *d.Spec.Replicas)
+	}
+	var cm corev1.ConfigMap
+	if !e.exists(ctx, t, &cm, "sample-config") || cm.Data["customized"] != "yes" {
+		t.Errorf("sample-config data %v, want customized=yes", cm.Data)
+	}
+}
+
+func TestSecondInstallationIsNotActive(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	e.create(ctx, t, "first", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "first", "v1.0.0")
+	e.create(ctx, t, "second", sampleSpec("v1.1.0"))
+	var last *v1alpha1.Installation
+	if err := pollInstallation(ctx, e, "second", func(in *v1alpha1.Installation) bool {
+		last = in
+		c := in.Condition(v1alpha1.ConditionSynchronized)
+		return c != nil && c.Status == metav1.ConditionFalse && c.Reason == v1alpha1.ReasonAnotherInstallationActive
+	}); err != nil {
+		t.Fatalf("second: %v; last %s", err, describe(last))
+	}
+	if last.Status.Phase != v1alpha1.PhaseDeleted || last.Status.TargetVersion != "" {
+		t.Errorf("second: %s, want phase Deleted and no target", describe(last))
+	}
+	first, err := e.get(ctx, "first")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !first.IsDeployed() || first.Status.ObservedVersion != "v1.0.0" {
+		t.Errorf("first: %s", describe(first))
+	}
+	var d appsv1.Deployment
+	e.exists(ctx, t, &d, "sample-api")
+	if d.Labels[apply.ManagedByLabel] != controller.ManagedBy(e.ns, "first") || d.Spec.Template.Spec.Containers[0].Image != "registry.example/sample/sample-api:v1.0.0" {
+		t.Errorf("sample-api changed hands: labels %v image %s", d.Labels, d.Spec.Template.Spec.Containers[0].Image)
+	}
+}
+
+var widgets = schema.GroupVersionResource{Group: "sample.installstrategy.io", Version: "v1alpha1", Resource: "widgets"}
+
+func TestUninstall(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	spec := sampleSpec("v1.0.0")
+	spec.PruneCRDs = true
+	// No pod serves the sample's webhook on kwok's nodes: let the API
+	// server admit Widgets without it.
+	spec.CustomizeComponents = &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{{
+		ResourceKind: "ValidatingWebhookConfiguration", ResourceName: "*", Type: v1alpha1.JSONPatchType,
+		Patch: `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]`,
+	}}}
+	e.create(ctx, t, "sample", spec)
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+
+	w := &unstructured.Unstructured{}
+	w.SetAPIVersion("sample.installstrategy.io/v1alpha1")
+	w.SetKind("Widget")
+	w.SetName("w1")
+	if _, err := e.env.Dynamic.Resource(widgets).Namespace(e.ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	in, err := e.get(ctx, "sample")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.c.Delete(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	// The default strategy blocks while a Widget exists.
+	var last *v1alpha1.Installation
+	if err := pollInstallation(ctx, e, "sample", func(in *v1alpha1.Installation) bool {
+		last = in
+		c := in.Condition(v1alpha1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonUninstallBlocked
+	}); err != nil {
+		t.Fatalf("blocked uninstall: %v; last %s", err, describe(last))
+	}
+	if !e.exists(ctx, t, &appsv1.Deployment{}, "sample-api") {
+		t.Error("a blocked uninstall removed sample-api")
+	}
+
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) { in.Spec.UninstallStrategy = v1alpha1.UninstallRemoveWorkloads })
+	testenv.WaitFor(ctx, t, "installation gone", func(ctx context.Context) (bool, string, error) {
+		in, err := e.get(ctx, "sample")
+		if apierrors.IsNotFound(err) {
+			return true, "", nil
+		}
+		if err != nil {
+			return false, "", err
+		}
+		return false, describe(in), nil
+	})
+	for _, name := range []string{"sample-api", "sample-controller"} {
+		if e.exists(ctx, t, &appsv1.Deployment{}, name) {
+			t.Errorf("deployment %s still exists", name)
+		}
+	}
+	if e.exists(ctx, t, &appsv1.DaemonSet{}, "sample-handler") {
+		t.Error("daemonset sample-handler still exists")
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	err = e.c.Get(ctx, client.ObjectKey{Name: "widgets.sample.installstrategy.io"}, crd)
+	if err == nil && crd.DeletionTimestamp == nil {
+		t.Error("crd widgets still exists (pruneCRDs is set)")
+	}
+	cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
+	if err != nil || len(cms.Items) != 0 {
+		t.Errorf("stored strategies left: %v %v", len(cms.Items), err)
+	}
+	if _, err := e.env.Dynamic.Resource(widgets).Namespace(e.ns).Get(ctx, "w1", metav1.GetOptions{}); err == nil {
+		t.Error("widget w1 still exists")
+	}
+}
