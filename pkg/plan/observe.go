@@ -31,6 +31,10 @@ type ObserveOptions struct {
 	// PruneCRDs lets prune delete CustomResourceDefinitions (and so every
 	// custom resource of them). Without it they are reported as kept.
 	PruneCRDs bool
+	// Desired, when set, returns the object that would really be applied
+	// for a strategy object (pkg/reconcile fills certificates and CA
+	// bundles in); nil compares the strategy objects as they are.
+	Desired func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
 
 func (o ObserveOptions) parallelism() int {
@@ -59,7 +63,8 @@ func CRDKinds(s *strategy.Strategy) (map[schema.GroupKind]string, error) {
 }
 
 // Observe compares every object of the plan with the cluster and fills in
-// the actions, then lists what prune would delete. a must have the plan's
+// the actions, then lists what prune would delete. Strategies with empty
+// TLS Secrets need opts.Desired to fill them (reconcile.Plan does). a must have the plan's
 // target identity in its options; Observe never writes (its writes are
 // server-side dry runs). Errors of single objects are joined; their items
 // keep the reason.
@@ -104,6 +109,14 @@ func Observe(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strateg
 
 func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds map[schema.GroupKind]string, opts ObserveOptions) error {
 	obj := it.Object
+	if opts.Desired != nil {
+		d, err := opts.Desired(ctx, obj)
+		if err != nil {
+			it.Reason = err.Error()
+			return err
+		}
+		obj = d
+	}
 	_, err := a.Mapping(it.Ref, obj.GroupVersionKind().Version)
 	var notServed *apply.NotServedError
 	if errors.As(err, &notServed) {

@@ -43,9 +43,10 @@ type CertOptions struct {
 // certState fills empty TLS Secrets of a strategy and injects the CA
 // bundle into webhooks and APIServices of its Services.
 type certState struct {
-	r    *run
-	opts CertOptions
-	ca   certs.Pair
+	r        *run
+	opts     CertOptions
+	readOnly bool
+	ca       certs.Pair
 	// names maps a TLS Secret (namespace/name) to its certificate's DNS
 	// names.
 	names map[string][]string
@@ -86,9 +87,9 @@ func isEmptyTLSSecret(o *unstructured.Unstructured) bool {
 }
 
 // newCertState finds the empty TLS Secrets and loads or creates the CA.
-func newCertState(ctx context.Context, r *run, opts CertOptions) (*certState, error) {
+func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) (*certState, error) {
 	opts.defaults()
-	c := &certState{r: r, opts: opts, names: map[string][]string{}, services: map[string]bool{}}
+	c := &certState{r: r, opts: opts, readOnly: readOnly, names: map[string][]string{}, services: map[string]bool{}}
 	if opts.Disabled {
 		return c, nil
 	}
@@ -159,7 +160,7 @@ func mountsSecret(w *unstructured.Unstructured, name string) bool {
 
 // loadCA reads the CA Secret, and creates or rotates it when needed. The
 // CA Secret is written without the applied-hash annotation, so prune never
-// deletes it.
+// deletes it. A read-only run (a plan) keeps a new CA in memory only.
 func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 	now := c.opts.Now()
 	secrets := c.r.kube.CoreV1().Secrets(ns)
@@ -178,8 +179,8 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 		}
 	}
 	p, err := certs.NewCA(c.r.opts.ManagedBy+"-ca", now, c.opts.CAValidity)
-	if err != nil {
-		return certs.Pair{}, err
+	if err != nil || c.readOnly {
+		return p, err
 	}
 	sec := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: c.opts.CASecret, Namespace: ns, Labels: map[string]string{apply.ManagedByLabel: c.r.opts.ManagedBy}},

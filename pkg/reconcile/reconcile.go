@@ -188,26 +188,14 @@ func (r *run) emit(e Event) {
 // with objects that are not ours are joined into the error at the end (the
 // rest of the strategy is still applied, but nothing is pruned).
 func Run(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*Result, error) {
-	opts.defaults()
-	a, err := apply.NewForConfig(cfg, apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, ManagedBy: opts.ManagedBy, Adopt: opts.Adopt})
+	r, err := newRun(cfg, s, opts)
 	if err != nil {
 		return nil, err
-	}
-	kcfg := rest.CopyConfig(cfg)
-	kcfg.WarningHandler = rest.NoWarnings{}
-	kube, err := kubernetes.NewForConfig(kcfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	r := &run{
-		opts: opts, s: s, a: a, kube: kube,
-		checker: &health.Checker{Kube: kube, Identity: s.Identity},
-		res:     &Result{Plan: plan.Build(s, plan.Options{Observed: opts.Observed, Roles: opts.Roles})},
 	}
 	if err := r.ensureNamespaces(ctx); err != nil {
 		return r.res, err
 	}
-	r.certs, err = newCertState(ctx, r, opts.Certificates)
+	r.certs, err = newCertState(ctx, r, r.opts.Certificates, false)
 	if err != nil {
 		return r.res, err
 	}
@@ -230,6 +218,46 @@ func Run(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Optio
 	}
 	r.res.RolledOver = true
 	return r.res, nil
+}
+
+func newRun(cfg *rest.Config, s *strategy.Strategy, opts Options) (*run, error) {
+	opts.defaults()
+	a, err := apply.NewForConfig(cfg, apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, ManagedBy: opts.ManagedBy, Adopt: opts.Adopt})
+	if err != nil {
+		return nil, err
+	}
+	kcfg := rest.CopyConfig(cfg)
+	kcfg.WarningHandler = rest.NoWarnings{}
+	kube, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return &run{
+		opts: opts, s: s, a: a, kube: kube,
+		checker: &health.Checker{Kube: kube, Identity: s.Identity},
+		res:     &Result{Plan: plan.Build(s, plan.Options{Observed: opts.Observed, Roles: opts.Roles})},
+	}, nil
+}
+
+// Plan returns what Run would do with the same arguments, without writing:
+// the plan's steps with the action of every object (server-side dry runs
+// tell where only the server knows), certificates and CA bundles as Run
+// would write them, and the prune list. Print it with (*plan.Plan).Print.
+func Plan(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*plan.Plan, error) {
+	r, err := newRun(cfg, s, opts)
+	if err != nil {
+		return nil, err
+	}
+	r.certs, err = newCertState(ctx, r, r.opts.Certificates, true)
+	if err != nil {
+		return nil, err
+	}
+	p := r.res.Plan
+	err = plan.Observe(ctx, r.a, p, s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, PruneCRDs: r.opts.PruneCRDs, Desired: r.certs.desired})
+	if r.opts.NoPrune {
+		p.Prune = nil
+	}
+	return p, err
 }
 
 // ensureNamespaces creates the namespaces the strategy's objects live in

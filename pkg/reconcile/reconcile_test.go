@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -49,6 +50,7 @@ type sampleEnv struct {
 	env *testenv.Env
 	ns  string
 	rec *applytest.Recorder
+	cfg *rest.Config
 	run func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error)
 }
 
@@ -60,7 +62,7 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 	env := testenv.New(t)
 	ns := env.Namespace(ctx, t)
 	cfg, rec := applytest.Record(env.Config)
-	se := &sampleEnv{env: env, ns: ns, rec: rec}
+	se := &sampleEnv{env: env, ns: ns, rec: rec, cfg: env.Config}
 	se.run = func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error) {
 		opts.Observed = observed
 		opts.ManagedBy = sampleManagedBy
@@ -81,6 +83,12 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 		}
 	})
 	return se
+}
+
+// recordedConfig returns a config of the sample's cluster whose writes are
+// recorded apart from the runs'.
+func recordedConfig(se *sampleEnv) (*rest.Config, *applytest.Recorder) {
+	return applytest.Record(se.cfg)
 }
 
 // firstWrite returns the index of the first recorded write whose path holds
