@@ -1,0 +1,49 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Run makes a cluster match a strategy; Plan says beforehand what it would
+// do. Observed is the identity the cluster runs now (zero for a fresh
+// install).
+func ExampleRun() {
+	var (
+		ctx      context.Context
+		cfg      *rest.Config
+		s        *strategy.Strategy
+		observed strategy.Identity
+	)
+	opts := reconcile.Options{
+		Observed:  observed,
+		ManagedBy: "installstrategy-sample",
+		OnEvent: func(e reconcile.Event) {
+			fmt.Println(e.Type, e.Step, e.Ref, e.Action, e.Reason)
+		},
+	}
+	p, err := reconcile.Plan(ctx, cfg, s, opts)
+	if err != nil {
+		panic(err)
+	}
+	_ = p.Print(os.Stdout)
+
+	res, err := reconcile.Run(ctx, cfg, s, opts)
+	var degraded *health.DegradedError
+	switch {
+	case errors.As(err, &degraded):
+		fmt.Println("degraded:", degraded.Reason, degraded)
+	case err != nil:
+		panic(err)
+	default:
+		fmt.Println("rolled over:", res.RolledOver, "pruned:", len(res.Pruned))
+	}
+}
