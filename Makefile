@@ -108,10 +108,12 @@ bench:
 build: ## Build the plugin and the operator into _output/bin.
 	$(GO) build -o _output/bin/ ./cmd/...
 
-# demo: until the operator lands (issue 6), a tour of the plugin on the real
-# KubeVirt strategies in ../shared/testdata/kubevirt.
+# demo: hack/demo.sh builds what it needs, starts a cluster of its own in
+# _output/demo-cluster, runs the operator against it, installs the sample
+# product at v1.0.0, upgrades it to v1.1.0 with live progress, and always
+# tears everything down; then a short plugin tour on real KubeVirt strategies.
 .PHONY: demo
-demo: build
+demo:
 	@hack/demo.sh
 
 .PHONY: verify

@@ -54,6 +54,8 @@ func run(log logr.Logger, args []string) error {
 	fs.StringVar(&mo.namespace, "namespace", "", "watch Installations of this namespace only; empty means every namespace")
 	fs.StringVar(&mo.image, "operator-image", os.Getenv("OPERATOR_IMAGE"), "the operator's own image, which dumps the built-in product for versions other than its own (default $OPERATOR_IMAGE)")
 	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+controller.DefaultRegistry)
+	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
+	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
 	if err := fs.Parse(args); err != nil {
 		return err

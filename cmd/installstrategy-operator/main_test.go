@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"strings"
 	"testing"
@@ -56,5 +57,36 @@ func TestDumpMode(t *testing.T) {
 	id, _ := cfg.Identity(nil)
 	if got := codec.DescribeConfigMap(&cms.Items[0]).Identity; got != id {
 		t.Fatalf("identity %+v, want %+v", got, id)
+	}
+}
+
+// TestManagerMode runs the manager with leader election in a test
+// namespace until it holds the lease, then stops it.
+func TestManagerMode(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- runManager(mctx, logr.Discard(), env.Config, managerOptions{
+			leaderElect: true, leaderElectionNamespace: ns, namespace: ns,
+			probeAddr: "0", metricsAddr: "0", qps: 50, burst: 100,
+		})
+	}()
+	testenv.WaitFor(ctx, t, "leader election lease", func(ctx context.Context) (bool, string, error) {
+		l, err := env.Kube.CoordinationV1().Leases(ns).Get(ctx, leaderElectionID, metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		holder := ""
+		if l.Spec.HolderIdentity != nil {
+			holder = *l.Spec.HolderIdentity
+		}
+		return holder != "", "holder " + holder, nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("manager: %v", err)
 	}
 }

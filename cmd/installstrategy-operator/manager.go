@@ -38,6 +38,8 @@ type managerOptions struct {
 	registry                string
 	version                 string
 	resync                  time.Duration
+	qps                     float64
+	burst                   int
 }
 
 // managerRestConfig is the --kubeconfig file, else controller-runtime's
@@ -117,6 +119,8 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 // runManager runs the manager until ctx ends.
 func runManager(ctx context.Context, log logr.Logger, cfg *rest.Config, o managerOptions) error {
 	ctrl.SetLogger(log)
+	cfg = rest.CopyConfig(cfg)
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
 	mgr, err := newManager(log, cfg, o)
 	if err != nil {
 		return err

@@ -87,11 +87,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		if err := r.writeStatus(ctx, s); err != nil {
 			return false, err
 		}
-		action, reason := "Deploy", v1alpha1.ReasonDeploymentInProgress
+		action, reason, note := "Deploy", v1alpha1.ReasonDeploymentInProgress, "deploying"
 		if updating {
-			action, reason = "Update", v1alpha1.ReasonUpdateInProgress
+			action, reason, note = "Update", v1alpha1.ReasonUpdateInProgress, "updating from "+observed.Version+" to"
 		}
-		r.event(in, corev1.EventTypeNormal, reason, action, "%s %s (identifier %s)", strings.ToLower(action)+"ing", s.Target.Version, short(s.Target.Identifier))
+		r.event(in, corev1.EventTypeNormal, reason, action, "%s %s (identifier %s)", note, s.Target.Version, short(s.Target.Identifier))
 		s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", updating)
 	}
 
@@ -144,6 +144,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 	wg.Wait()
 	r.refreshComponents(ctx, s)
 
+	if runErr != nil && ctx.Err() != nil {
+		// Stopped (the operator shuts down): not a failure of the product.
+		s.Outcome = "error"
+		return false, runErr
+	}
 	if runErr != nil {
 		reason := v1alpha1.ReasonApplyFailed
 		var degraded *health.DegradedError
