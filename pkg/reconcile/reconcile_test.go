@@ -352,3 +352,51 @@ func TestConflictingObjectIsReportedNotOverwritten(t *testing.T) {
 		t.Errorf("conflicting object overwritten: %v %v", live.Labels, live.Data)
 	}
 }
+
+// A DaemonSet change that leaves the pod template alone (a pure generation
+// bump) on the update path does not start a canary: no pod is replaced.
+func TestGenerationBumpDoesNotRestartCanary(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx := t.Context()
+	v1 := sample(t, se.ns, "v1.0.0")
+	res, err := se.run(v1, strategy.Identity{}, reconcile.Options{})
+	assertRolledOver(t, se, res, err)
+	pods := func() []string {
+		l, err := se.env.Kube.CoreV1().Pods(se.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sample-handler"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var uids []string
+		for _, p := range l.Items {
+			uids = append(uids, string(p.UID))
+		}
+		slices.Sort(uids)
+		return uids
+	}
+	before := pods()
+	if len(before) == 0 {
+		t.Fatal("no handler pods")
+	}
+	for _, o := range v1.Objects {
+		if o.GetKind() == "DaemonSet" {
+			_ = unstructured.SetNestedField(o.Object, int64(5), "spec", "minReadySeconds")
+		}
+	}
+	var canary []string
+	res, err = se.run(v1, v1.Identity, reconcile.Options{OnEvent: func(e reconcile.Event) {
+		if e.Type == reconcile.EventCanary {
+			canary = append(canary, e.Reason)
+		}
+	}})
+	assertRolledOver(t, se, res, err)
+	ds, _ := se.env.Kube.AppsV1().DaemonSets(se.ns).Get(ctx, "sample-handler", metav1.GetOptions{})
+	if ds.Spec.MinReadySeconds != 5 || ds.Generation < 2 {
+		t.Errorf("DaemonSet not updated: minReadySeconds %d generation %d", ds.Spec.MinReadySeconds, ds.Generation)
+	}
+	if len(canary) != 0 {
+		t.Errorf("canary started: %v", canary)
+	}
+	if after := pods(); !slices.Equal(before, after) {
+		t.Errorf("handler pods replaced: %v -> %v", before, after)
+	}
+}
