@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -102,8 +103,8 @@ func TestApplyCreateSkipUnchangedAndRepairDrift(t *testing.T) {
 	}
 
 	// Drift: someone edits the image and deletes the ConfigMap.
-	live.Spec.Template.Spec.Containers[0].Image = "evil:latest"
-	if _, err := env.Kube.AppsV1().Deployments(ns).Update(ctx, live, metav1.UpdateOptions{}); err != nil {
+	patch := []byte(`{"spec":{"template":{"spec":{"containers":[{"name":"main","image":"evil:latest"}]}}}}`)
+	if _, err := env.Kube.AppsV1().Deployments(ns).Patch(ctx, "web", types.StrategicMergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := env.Kube.CoreV1().ConfigMaps(ns).Delete(ctx, "settings", metav1.DeleteOptions{}); err != nil {

@@ -3,6 +3,7 @@ package reconcile_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
@@ -313,8 +315,8 @@ func TestDriftIsRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := d.Spec.Template.Spec.Containers[0].Image
-	d.Spec.Template.Spec.Containers[0].Image = "evil.example/api:latest"
-	if _, err := se.env.Kube.AppsV1().Deployments(ns).Update(ctx, d, metav1.UpdateOptions{}); err != nil {
+	patch := fmt.Sprintf(`{"spec":{"template":{"spec":{"containers":[{"name":%q,"image":"evil.example/api:latest"}]}}}}`, d.Spec.Template.Spec.Containers[0].Name)
+	if _, err := se.env.Kube.AppsV1().Deployments(ns).Patch(ctx, "sample-api", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	res, err = se.run(v1, v1.Identity, reconcile.Options{})
