@@ -417,8 +417,11 @@ func (r *Reconciler) stageConfig(_ context.Context, s *State) (bool, error) {
 func (r *Reconciler) failLoad(ctx context.Context, s *State, phase v1alpha1.InstallationPhase, reason string, cause error) error {
 	in := s.Installation
 	s.update(func(in *v1alpha1.Installation) {
-		if phase != "" {
+		switch {
+		case phase != "":
 			in.Status.Phase = phase
+		case in.Status.Phase == "":
+			in.Status.Phase = v1alpha1.PhaseDeploying
 		}
 		in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, cause.Error())
 	})

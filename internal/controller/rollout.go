@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -64,7 +63,10 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 	fresh := observed.Identifier == ""
 	updating := !fresh && observed != s.Target
 	changing := updating || fresh || in.Status.Phase != v1alpha1.PhaseDeployed || in.Status.ObservedGeneration != in.Generation
-	if changing {
+	// A failed rollout of the same spec is retried (the cluster may have
+	// been repaired) but stays Failed until it succeeds.
+	retryFailed := in.Status.Phase == v1alpha1.PhaseFailed && in.Status.ObservedGeneration == in.Generation && targetIdentity(in) == s.Target
+	if changing && !retryFailed {
 		s.update(func(in *v1alpha1.Installation) {
 			in.Status.Phase = v1alpha1.PhaseDeploying
 			in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
@@ -120,7 +122,9 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			}
 		}
 	}()
-	var canaryFailed bool
+	// DaemonSets whose canary rollout started in this run: one of them
+	// failing is a failed canary.
+	canaries := map[strategy.ObjectRef]bool{}
 	onEvent := func(e reconcile.Event) {
 		switch e.Type {
 		case reconcile.EventApplied:
@@ -129,13 +133,10 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(apply.ActionDelete)).Inc()
 			r.event(in, corev1.EventTypeNormal, "Pruned", "Prune", "deleted %s", e.Ref)
 		case reconcile.EventCanary:
+			canaries[e.Ref] = true
 			r.event(in, corev1.EventTypeNormal, "Canary", "Rollout", "%s: %s", e.Ref, e.Reason)
 		case reconcile.EventStepReady:
 			s.log.V(1).Info("step ready", "step", e.Step)
-		case reconcile.EventDegraded:
-			if strings.Contains(e.Reason, reconcile.FailedUpdateReason) {
-				canaryFailed = true
-			}
 		}
 	}
 	start := time.Now()
@@ -154,11 +155,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		var degraded *health.DegradedError
 		var conflict *apply.ConflictError
 		switch {
-		case canaryFailed || strings.Contains(runErr.Error(), reconcile.FailedUpdateReason):
+		case errors.As(runErr, &degraded) && failedCanary(degraded, canaries, in):
 			reason = v1alpha1.ReasonCanaryFailed
 		case errors.As(runErr, &conflict):
 			reason = v1alpha1.ReasonApplyFailed
-		case errors.As(runErr, &degraded):
+		case degraded != nil:
 			reason = v1alpha1.ReasonDeploymentFailed
 		}
 		if changing {
@@ -205,6 +206,21 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 	}
 	s.Result.RequeueAfter = r.resync()
 	return false, nil
+}
+
+// failedCanary reports whether a rollout failed at a DaemonSet canary: a
+// failed object is a DaemonSet whose canary started in this run, or, on a
+// retry of the same target, the status already says CanaryFailed (the
+// retry finds the DaemonSet applied and starts no canary).
+func failedCanary(deg *health.DegradedError, canaries map[strategy.ObjectRef]bool, in *v1alpha1.Installation) bool {
+	c := in.Condition(v1alpha1.ConditionDegraded)
+	retry := c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonCanaryFailed
+	for _, o := range deg.Objects {
+		if o.Failed && (canaries[o.Ref] || (retry && o.Ref.Kind == "DaemonSet")) {
+			return true
+		}
+	}
+	return false
 }
 
 // stageGC deletes the stored strategies of the namespace other than the

@@ -1,0 +1,156 @@
+package e2e
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/store"
+)
+
+// waitDegraded waits until the Installation is Degraded with reason.
+func (e *e2e) waitDegraded(ctx context.Context, t *testing.T, name, reason string) *v1alpha1.Installation {
+	t.Helper()
+	var last *v1alpha1.Installation
+	if err := pollInstallation(ctx, e, name, func(in *v1alpha1.Installation) bool {
+		last = in
+		c := in.Condition(v1alpha1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionTrue && c.Reason == reason
+	}); err != nil {
+		t.Fatalf("%s degraded with %s: %v; last %s", name, reason, err, describe(last))
+	}
+	return last
+}
+
+// A strategy ConfigMap deploys as it is; once its digest no longer
+// matches, the Installation is Degraded with StrategyTampered and nothing
+// is applied or removed.
+func TestConfigMapSourceAndTampering(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	_, cfg := expectedIdentity(t, e.ns, "v1.0.0", nil)
+	s, err := generate.Sample(cfg, generate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := store.NewForConfig(e.env.Config, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := st.Publish(ctx, e.ns, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := sampleSpec("v1.0.0")
+	spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: entry.Name}}
+	e.create(ctx, t, "sample", spec)
+	in := e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	if src := in.Status.Strategy; src == nil || src.Source != v1alpha1.StrategySourceConfigMap || src.ConfigMap != e.ns+"/"+entry.Name || src.Digest != entry.Digest {
+		t.Errorf("status.strategy %+v, want configmap %s with digest %s", src, entry.Name, entry.Digest)
+	}
+	if in.Status.ObservedIdentifier != s.Identity.Identifier {
+		t.Errorf("observed identifier %s, want the stored strategy's %s", in.Status.ObservedIdentifier, s.Identity.Identifier)
+	}
+
+	// Tamper with the recorded digest; the ConfigMap watch reconciles.
+	patch := []byte(`{"metadata":{"annotations":{"` + codec.NativeDigestAnnotation + `":"sha256:` + strings.Repeat("0", 64) + `"}}}`)
+	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).Patch(ctx, entry.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	in = e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonStrategyTampered)
+	if in.Status.Phase != v1alpha1.PhaseFailed || !strings.Contains(in.Condition(v1alpha1.ConditionDegraded).Message, entry.Name) {
+		t.Errorf("tampered: %s; message %q", describe(in), in.Condition(v1alpha1.ConditionDegraded).Message)
+	}
+	var d appsv1.Deployment
+	if !e.exists(ctx, t, &d, "sample-api") {
+		t.Error("a tampered strategy removed sample-api")
+	}
+}
+
+// A dump Job that completes without publishing a strategy (kwok runs no
+// container) is noticed: Degraded with DumpJobFailed.
+func TestImageSourceDumpJobFails(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	spec := sampleSpec("v1.0.0")
+	spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.0.0"}
+	e.create(ctx, t, "sample", spec)
+	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonDumpJobFailed)
+	if in.Status.Strategy != nil && in.Status.ObservedIdentifier != "" {
+		t.Errorf("a failed dump deployed something: %s", describe(in))
+	}
+	if e.exists(ctx, t, &appsv1.Deployment{}, "sample-api") {
+		t.Error("sample-api exists without a strategy")
+	}
+	// The failed Job was cleaned up by the loader.
+	jobs := &batchv1.JobList{}
+	if err := e.c.List(ctx, jobs, client.InNamespace(e.ns), client.HasLabels{loader.DumpJobLabel}); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if cond, _ := testenv.JobFinished(&j); cond != "" {
+			t.Errorf("finished dump job %s left behind", j.Name)
+		}
+	}
+}
+
+// An upgrade whose handler pods crash-loop stops at the DaemonSet canary:
+// Degraded with CanaryFailed, phase Failed, and the api Deployment (last on
+// the update path) still runs the old version.
+func TestCanaryFailureStopsUpgrade(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) {
+		in.Spec.Version = "v1.1.0"
+		in.Spec.CustomizeComponents = &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{{
+			ResourceKind: "DaemonSet", ResourceName: "sample-handler", Type: v1alpha1.StrategicMergePatchType,
+			Patch: `{"spec":{"template":{"metadata":{"labels":{"` + testenv.BehaviourLabel + `":"` + string(testenv.BehaviourCrashLoop) + `"}}}}}`,
+		}}}
+	})
+	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonCanaryFailed)
+	if in.Status.Phase != v1alpha1.PhaseFailed || in.Status.ObservedVersion != "v1.0.0" || in.Status.TargetVersion != "v1.1.0" {
+		t.Errorf("after the failed canary: %s", describe(in))
+	}
+	var d appsv1.Deployment
+	e.exists(ctx, t, &d, "sample-api")
+	if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example/sample/sample-api:v1.0.0" {
+		t.Errorf("sample-api runs %s, want v1.0.0 (api is updated last)", img)
+	}
+}
+
+// A deleted workload is recreated (the Deployment watch reconciles).
+func TestDriftIsRepaired(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	var d appsv1.Deployment
+	if !e.exists(ctx, t, &d, "sample-controller") {
+		t.Fatal("sample-controller missing")
+	}
+	uid := d.UID
+	if err := e.c.Delete(ctx, &d); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "sample-controller recreated", func(ctx context.Context) (bool, string, error) {
+		var now appsv1.Deployment
+		if err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: "sample-controller"}, &now); err != nil {
+			return false, "", err
+		}
+		return now.UID != uid, "uid " + string(now.UID), nil
+	})
+	e.env.WaitDeploymentRolledOut(ctx, t, e.ns, "sample-controller")
+}
