@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -99,14 +100,19 @@ func TestInstallAndUpgrade(t *testing.T) {
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example/sample/sample-api:v1.1.0" {
 		t.Errorf("sample-api image %s", img)
 	}
-	// Garbage collection leaves only the deployed strategy.
-	cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cms.Items) != 1 || codec.DescribeConfigMap(&cms.Items[0]).Identity.Identifier != wantID {
-		t.Errorf("%d stored strategies, want only v1.1.0's", len(cms.Items))
-	}
+	// Garbage collection (after the status is written) leaves only the
+	// deployed strategy.
+	testenv.WaitFor(ctx, t, "only v1.1.0's strategy stored", func(ctx context.Context) (bool, string, error) {
+		cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
+		if err != nil {
+			return false, "", err
+		}
+		ids := make([]string, 0, len(cms.Items))
+		for i := range cms.Items {
+			ids = append(ids, codec.DescribeConfigMap(&cms.Items[i]).Identity.Version)
+		}
+		return len(ids) == 1 && codec.DescribeConfigMap(&cms.Items[0]).Identity.Identifier == wantID, strings.Join(ids, ","), nil
+	})
 }
 
 // pollInstallation polls until done returns true.
