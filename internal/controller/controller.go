@@ -1,9 +1,3 @@
-// Package controller owns the operator's Installation reconciler: a list of
-// named stages (finalizer, one active Installation per namespace, config and
-// identity, load, apply, garbage-collect strategies; and, on deletion,
-// uninstall) that turns an Installation into its product in the cluster and
-// reports progress in its status, with Kubernetes Events and Prometheus
-// metrics along the way.
 package controller
 
 import (

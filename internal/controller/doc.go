@@ -1,0 +1,47 @@
+// Package controller owns the operator's Installation reconciler: a list of
+// named stages (finalizer, one active Installation per namespace, config and
+// identity, load, apply, garbage-collect strategies; and, on deletion,
+// uninstall) that turns an Installation into its product in the cluster and
+// reports progress in its status, with Kubernetes Events and Prometheus
+// metrics along the way.
+//
+// Decisions, where the API leaves room:
+//
+//   - Identity. The deployment configuration is the Installation's namespace,
+//     registry, image prefix and version (defaults: the operator's), with the
+//     pull policy (generate.ImagePullPolicyProperty), the pull secret names,
+//     the customizeComponents digest and the infra/workloads affinities as
+//     additional properties, and node selectors and tolerations as placement.
+//     The identifier is computed with identity.Native. A strategy named by
+//     spec.strategy.configMap keeps the identity stored with it.
+//   - Objects are marked with the managed-by value ManagedBy(namespace,
+//     name), so prune and uninstall only ever touch the Installation's own
+//     objects.
+//   - One active Installation per namespace: the oldest that is not being
+//     deleted. The others get phase Deleted, Degraded=True and
+//     Synchronized=False with reason AnotherInstallationActive, install
+//     nothing, and look again every 30 s (one takes over when the active one
+//     goes).
+//   - Status during a healthy upgrade: phase Deploying, Progressing=True
+//     UpdateInProgress, Available stays True, Degraded stays False (KubeVirt
+//     sets Degraded=True there; `kubectl installstrategy status --watch`
+//     treats Degraded=True as a failure, so we do not).
+//   - Failures: a tampered stored strategy is Degraded StrategyTampered with
+//     phase Failed and nothing is applied; a failed dump Job is Degraded
+//     DumpJobFailed and retried when the loader's backoff ends; a failed
+//     DaemonSet canary is Degraded CanaryFailed with phase Failed (retried
+//     with backoff, staying Failed until a retry succeeds); any other rollout
+//     failure is Degraded DeploymentFailed (health) or ApplyFailed (with
+//     Synchronized=False), retried with controller-runtime's backoff.
+//   - While reconcile.Run waits for rollouts, status.components is
+//     refreshed every Options.ProgressInterval.
+//   - Uninstall: BlockUninstallIfWorkloadsExist keeps the finalizer while a
+//     custom resource of the Installation's CRDs exists (Degraded
+//     UninstallBlocked); RemoveWorkloads deletes them first. CRDs are deleted
+//     only with spec.pruneCRDs. Stored strategies and dump Jobs of the
+//     namespace are deleted unless another Installation there remains.
+//   - Drift: every deployed Installation is reconciled again after
+//     Options.ResyncPeriod, and at once when one of its Deployments or
+//     DaemonSets changes spec or is deleted, or a strategy ConfigMap of its
+//     namespace changes.
+package controller
