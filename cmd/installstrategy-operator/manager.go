@@ -90,6 +90,8 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: leNamespace,
+		// Give the lease up on shutdown, so a new replica takes over at once.
+		LeaderElectionReleaseOnCancel: true,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("manager: %w", err)

@@ -11,8 +11,7 @@ import (
 
 // Metrics are the operator's Prometheus metrics.
 type Metrics struct {
-	// Reconciles counts reconciles by outcome: deployed, progressing,
-	// pending, degraded, inactive, deleted, error.
+	// Reconciles counts reconciles by outcome (see Outcomes).
 	Reconciles *prometheus.CounterVec
 	// Phase is 1 for the current phase of each Installation, 0 for the
 	// others.
@@ -39,8 +38,20 @@ func DefaultMetrics() *Metrics {
 	return defaultMetrics
 }
 
-// NewMetrics returns unregistered metrics.
+// Outcomes are the values of the reconcile counter's outcome label.
+var Outcomes = []string{"deployed", "pending", "degraded", "inactive", "blocked", "deleted", "error"}
+
+// NewMetrics returns unregistered metrics; the reconcile counter starts at
+// zero for every outcome, so it is served before the first reconcile.
 func NewMetrics() *Metrics {
+	m := newMetrics()
+	for _, o := range Outcomes {
+		m.Reconciles.WithLabelValues(o)
+	}
+	return m
+}
+
+func newMetrics() *Metrics {
 	return &Metrics{
 		Reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "installstrategy_reconcile_total",
