@@ -132,12 +132,10 @@ func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags
 	if err != nil {
 		return nil, nil, err
 	}
-	p := plan.Build(l.Strategy, plan.Options{Observed: observed})
-	a, err := c.applier(l.Strategy, f, true)
+	// reconcile.Plan observes what Run would write: empty TLS Secrets
+	// filled and CA bundles injected.
+	p, err := reconcile.Plan(ctx, c.config, l.Strategy, reconcile.Options{Observed: observed, ManagedBy: f.managedBy, PruneCRDs: f.pruneCRDs})
 	if err != nil {
-		return nil, nil, err
-	}
-	if err := plan.Observe(ctx, a, p, l.Strategy, plan.ObserveOptions{PruneCRDs: f.pruneCRDs}); err != nil {
 		return p, l, err
 	}
 	return p, l, nil
