@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -114,6 +115,10 @@ type Applier struct {
 	dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
 	opts   Options
+	// fresh is set when the mapper was reset and no kind was missing
+	// since: a kind the fresh mapper does not know is not served, without
+	// asking discovery again.
+	fresh *atomic.Bool
 }
 
 // New returns an applier over a dynamic client and a REST mapper (which is
@@ -126,7 +131,7 @@ func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) 
 	if opts.ManagedBy == "" {
 		opts.ManagedBy = DefaultManagedBy
 	}
-	return &Applier{dyn: dyn, mapper: mapper, opts: opts}
+	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool)}
 }
 
 // NewForConfig returns an applier with clients built from cfg and a REST
@@ -152,20 +157,31 @@ func (a *Applier) Options() Options { return a.opts }
 
 // WithOptions returns an applier sharing clients and mapper with other
 // options.
-func (a *Applier) WithOptions(opts Options) *Applier { return New(a.dyn, a.mapper, opts) }
+func (a *Applier) WithOptions(opts Options) *Applier {
+	out := New(a.dyn, a.mapper, opts)
+	out.fresh = a.fresh
+	return out
+}
 
 // Dynamic returns the dynamic client.
 func (a *Applier) Dynamic() dynamic.Interface { return a.dyn }
 
 // ResetMapper forgets what discovery said, so kinds served since are found.
-func (a *Applier) ResetMapper() { a.mapper.Reset() }
+func (a *Applier) ResetMapper() {
+	a.mapper.Reset()
+	a.fresh.Store(true)
+}
 
 // Mapping returns the REST mapping of a kind, or a *NotServedError when the
-// cluster does not serve it (after asking discovery again once).
+// cluster does not serve it. Discovery is asked again at most once between
+// calls of ResetMapper, so many kinds that are not served cost one
+// discovery, not one each.
 func (a *Applier) Mapping(ref strategy.ObjectRef, version string) (*meta.RESTMapping, error) {
 	gk := ref.GroupKind()
 	m, err := a.mapper.RESTMapping(gk, version)
-	if meta.IsNoMatchError(err) {
+	if meta.IsNoMatchError(err) && a.fresh.CompareAndSwap(false, true) {
+		// Ask discovery once more; until the next ResetMapper, kinds that
+		// are still missing are not served.
 		a.mapper.Reset()
 		m, err = a.mapper.RESTMapping(gk, version)
 	}

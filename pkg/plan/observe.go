@@ -31,6 +31,9 @@ type ObserveOptions struct {
 	// PruneCRDs lets prune delete CustomResourceDefinitions (and so every
 	// custom resource of them). Without it they are reported as kept.
 	PruneCRDs bool
+	// EmptyKinds are kinds known to have no objects of ours (their CRDs
+	// were created by this run); Prunable does not list them.
+	EmptyKinds map[schema.GroupKind]bool
 	// Desired, when set, returns the object that would really be applied
 	// for a strategy object (pkg/reconcile fills certificates and CA
 	// bundles in); nil compares the strategy objects as they are.
@@ -218,6 +221,9 @@ func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts 
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(opts.parallelism())
 	for _, k := range search {
+		if opts.EmptyKinds[k.gk] {
+			continue
+		}
 		g.Go(func() error {
 			objs, err := listOurs(gctx, a, k.gk, k.version, managedBy)
 			if err != nil {

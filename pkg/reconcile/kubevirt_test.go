@@ -25,7 +25,7 @@ var kubevirtMu sync.Mutex
 
 const kubevirtManagedBy = "installstrategy-kubevirt-test"
 
-func kubevirtStrategy(t *testing.T, version string) *strategy.Strategy {
+func kubevirtStrategy(t testing.TB, version string) *strategy.Strategy {
 	t.Helper()
 	s, _, err := strategy.Parse(kubevirtdata.Read(t, version, "manifests.yaml"), strategy.ParseOptions{})
 	if err != nil {

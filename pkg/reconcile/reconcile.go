@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -375,7 +376,22 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 // prune order, waiting for each group to be gone before the next.
 func (r *run) prune(ctx context.Context) error {
 	r.emit(Event{Type: EventStepStarted, Step: plan.PruneStep})
-	items, err := plan.Prunable(ctx, r.a, r.s, plan.ObserveOptions{PruneCRDs: r.opts.PruneCRDs, Parallelism: r.opts.Parallelism})
+	// Kinds whose CRDs this run created have no objects of ours to list.
+	crdKinds, err := plan.CRDKinds(r.s)
+	if err != nil {
+		return err
+	}
+	byName := map[string]schema.GroupKind{}
+	for gk, name := range crdKinds {
+		byName[name] = gk
+	}
+	empty := map[schema.GroupKind]bool{}
+	for _, res := range r.res.Applied {
+		if gk, ok := byName[res.Ref.Name]; ok && res.Action == apply.ActionCreate && res.Ref.Kind == "CustomResourceDefinition" {
+			empty[gk] = true
+		}
+	}
+	items, err := plan.Prunable(ctx, r.a, r.s, plan.ObserveOptions{PruneCRDs: r.opts.PruneCRDs, Parallelism: r.opts.Parallelism, EmptyKinds: empty})
 	if err != nil {
 		return err
 	}
