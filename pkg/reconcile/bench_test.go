@@ -35,8 +35,7 @@ func BenchmarkApplyKubeVirt(b *testing.B) {
 		b.Skip("kubectl not on PATH")
 	}
 	env := testenv.New(b)
-	kubevirtMu.Lock()
-	defer kubevirtMu.Unlock()
+	lockFile(b, kubevirtLock)
 	ctx := b.Context()
 	path := kubevirtdata.Path(b, "v1.9.0", "manifests.yaml")
 	kubeconfig := os.Getenv(testenv.KubeconfigEnv)

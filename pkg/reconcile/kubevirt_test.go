@@ -3,7 +3,6 @@ package reconcile_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,9 +18,10 @@ import (
 )
 
 // The KubeVirt strategies install into the fixed namespace "kubevirt" and
-// create cluster-scoped objects, so their tests run one at a time, under a
-// managed-by value of their own, and uninstall at the end.
-var kubevirtMu sync.Mutex
+// create cluster-scoped objects, so their tests run one at a time (across
+// test binaries: a lock file), under a managed-by value of their own, and
+// uninstall at the end.
+const kubevirtLock = "installstrategy-kubevirt.lock"
 
 const kubevirtManagedBy = "installstrategy-kubevirt-test"
 
@@ -65,8 +65,7 @@ type kubevirtEnv struct {
 
 func newKubeVirtEnv(t *testing.T) *kubevirtEnv {
 	t.Helper()
-	kubevirtMu.Lock()
-	t.Cleanup(kubevirtMu.Unlock)
+	lockFile(t, kubevirtLock)
 	env := testenv.New(t)
 	cfg, rec := applytest.Record(env.Config)
 	t.Cleanup(func() {
