@@ -239,7 +239,10 @@ over within --timeout.`,
   kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			// The steps' own deadline ends a stuck wait with the reason
+			// (a Degraded condition, an event); the command's context gets
+			// a margin past it so that reason is what is reported.
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+30*time.Second)
 			defer cancel()
 			l, err := o.strategyArg(ctx, args[0])
 			if err != nil {
@@ -268,7 +271,11 @@ over within --timeout.`,
 						}
 						fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
 					default:
-						fmt.Fprintf(out, "%s %s %s\n", time.Now().Format("15:04:05"), e.Type, e.Step)
+						line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05"), e.Type, e.Step)
+						if e.Reason != "" {
+							line += ": " + e.Reason
+						}
+						fmt.Fprintln(out, line)
 					}
 				},
 			})
