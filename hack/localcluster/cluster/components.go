@@ -254,6 +254,11 @@ func (u *upper) startControllers(ctx context.Context) error {
 		// not-ready taint of fake nodes); no node IPAM, fake nodes need no
 		// pod CIDRs.
 		"--controllers=*,-nodeipam",
+		// kwok renews the fake nodes' leases; on a loaded 2-core machine it
+		// can miss the default 40 s, and the node lifecycle controller then
+		// marks every pod of the node not Ready, which kwok never undoes.
+		// Tests do not exercise node failure, so give heartbeats slack.
+		"--node-monitor-grace-period=5m",
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+f.saKey,
 		"--root-ca-file="+f.caCert,
