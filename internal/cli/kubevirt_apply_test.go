@@ -63,6 +63,14 @@ func TestClusterApplyKubeVirtReleases(t *testing.T) {
 		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{ManagedBy: managedBy, Wait: true}); err != nil {
 			t.Errorf("uninstall: %v", err)
 		}
+		// Uninstall also removes the CA the certificates were signed with.
+		if _, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, reconcile.DefaultCASecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the CA Secret outlived the uninstall: %v", err)
+		}
+		// Leave nothing another test could trip over.
+		if err := env.Kube.SchedulingV1().PriorityClasses().Delete(ctx, pc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete priority class: %v", err)
+		}
 	})
 	serveVirtAPI(ctx, t, env)
 	args := func(a ...string) []string {

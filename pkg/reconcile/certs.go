@@ -18,6 +18,10 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
+// DefaultCASecret is the Secret that keeps the CA unless
+// CertOptions.CASecret names another.
+const DefaultCASecret = "installstrategy-ca"
+
 // CertOptions tunes the certificates of empty kubernetes.io/tls Secrets.
 // The zero value keeps a CA valid for a year in the Secret
 // "installstrategy-ca", issues certificates valid for 90 days and rotates
@@ -56,7 +60,7 @@ type certState struct {
 
 func (o *CertOptions) defaults() {
 	if o.CASecret == "" {
-		o.CASecret = "installstrategy-ca"
+		o.CASecret = DefaultCASecret
 	}
 	if o.CAValidity == 0 {
 		o.CAValidity = 365 * 24 * time.Hour

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -24,6 +27,9 @@ type UninstallOptions struct {
 	Wait bool
 	// OnEvent, when set, is called for every deleted object.
 	OnEvent func(Event)
+	// CASecret names the Secret that keeps the installation's CA (see
+	// CertOptions.CASecret); "" means DefaultCASecret.
+	CASecret string
 }
 
 // Uninstall deletes every object that is ours (see plan.Prunable), in
@@ -55,6 +61,14 @@ func Uninstall(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]
 			opts.OnEvent(Event{Type: EventPruned, Step: "uninstall", Ref: it.Ref, Action: apply.ActionDelete})
 		}
 	}
+	// The CA Secret carries the managed-by label but no identity (it is
+	// not a strategy object), so prune never lists it; its key must not
+	// outlive the installation.
+	caRefs, err := deleteCASecrets(ctx, cfg, opts)
+	deleted = append(deleted, caRefs...)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	if opts.Wait {
 		for _, it := range items {
 			if it.Action == apply.ActionDelete {
@@ -68,4 +82,39 @@ func Uninstall(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]
 		return deleted, fmt.Errorf("uninstall: %w", err)
 	}
 	return deleted, nil
+}
+
+// deleteCASecrets deletes, in every namespace, the CA Secret of the
+// installation marked with opts.ManagedBy.
+func deleteCASecrets(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]strategy.ObjectRef, error) {
+	name := opts.CASecret
+	if name == "" {
+		name = DefaultCASecret
+	}
+	managedBy := opts.ManagedBy
+	if managedBy == "" {
+		managedBy = apply.DefaultManagedBy
+	}
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("uninstall: %w", err)
+	}
+	list, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{
+		LabelSelector: apply.ManagedByLabel + "=" + managedBy,
+		FieldSelector: "metadata.name=" + name,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("uninstall: list ca secrets: %w", err)
+	}
+	var refs []strategy.ObjectRef
+	var errs []error
+	for _, sec := range list.Items {
+		err := kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("uninstall: delete ca secret %s/%s: %w", sec.Namespace, sec.Name, err))
+			continue
+		}
+		refs = append(refs, strategy.ObjectRef{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name})
+	}
+	return refs, errors.Join(errs...)
 }
