@@ -88,6 +88,12 @@ func installCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
 // in process, scoped to it, until the test ends.
 func setup(t *testing.T) *e2e {
 	t.Helper()
+	return setupWith(t, nil)
+}
+
+// setupWith is setup with changes to the controller's options.
+func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
+	t.Helper()
 	env := testenv.New(t)
 	lockSample(t, env)
 	ctx := t.Context()
@@ -121,14 +127,18 @@ func setup(t *testing.T) *e2e {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := controller.New(mgr, controller.Options{
+	opts := controller.Options{
 		Defaults:         controller.Defaults{Registry: "registry.example/sample"},
 		ResyncPeriod:     time.Minute,
 		ProgressInterval: 500 * time.Millisecond,
 		Interval:         200 * time.Millisecond,
 		StageDeadline:    time.Minute,
 		Metrics:          controller.NewMetrics(),
-	})
+	}
+	if change != nil {
+		change(&opts)
+	}
+	r, err := controller.New(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
@@ -102,6 +103,26 @@ func TestImageSourceDumpJobFails(t *testing.T) {
 		if cond, _ := testenv.JobFinished(&j); cond != "" {
 			t.Errorf("finished dump job %s left behind", j.Name)
 		}
+	}
+}
+
+// The built-in product at a version other than the operator's own is
+// dumped by a Job of the operator's image (which, on kwok, publishes
+// nothing: DumpJobFailed).
+func TestProductOfAnotherVersionIsDumped(t *testing.T) {
+	const image = "registry.example/sample/sample-operator:v1.0.0"
+	e := setupWith(t, func(o *controller.Options) {
+		o.Defaults.Version = "v1.0.0"
+		o.OperatorImage = image
+	})
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.1.0"))
+	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonDumpJobFailed)
+	if !strings.Contains(in.Condition(v1alpha1.ConditionDegraded).Message, loader.JobNamePrefix) {
+		t.Errorf("degraded message %q does not name the dump job", in.Condition(v1alpha1.ConditionDegraded).Message)
+	}
+	if e.exists(ctx, t, &appsv1.Deployment{}, "sample-api") {
+		t.Error("sample-api exists without a strategy")
 	}
 }
 
