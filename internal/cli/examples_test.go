@@ -1,0 +1,97 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+)
+
+// offlineVerbs work on files only; their --help examples are run here as
+// written. (The cluster verbs' examples name a KubeVirt cluster's objects;
+// their behaviour is covered by the cluster tests.)
+var offlineVerbs = []string{"decode", "encode", "inspect", "diff", "verify", "id"}
+
+// TestOfflineExamplesRunAsWritten runs every `kubectl installstrategy` line
+// of the offline verbs' examples, in order, in a folder holding the files
+// they name: the real KubeVirt testdata, manifests.yaml (v1.9.0's text) and
+// strategies.yaml (what `kubectl get cm -o yaml` prints for the v1.9.0
+// strategy ConfigMap). Lines that read from a cluster are skipped.
+func TestOfflineExamplesRunAsWritten(t *testing.T) {
+	dir := t.TempDir()
+	for _, v := range kubevirtdata.Versions {
+		for _, suffix := range []string{"configmap.yaml", "config.json", "manifests.yaml"} {
+			name := "kubevirt-" + v + "." + suffix
+			if err := os.WriteFile(filepath.Join(dir, name), kubevirtdata.Read(t, v, suffix), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "manifests.yaml"), kubevirtdata.Read(t, "v1.9.0", "manifests.yaml"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cms, err := codec.ReadConfigMaps("v1.9.0", kubevirtdata.Read(t, "v1.9.0", "configmap.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := cms[0]
+	cm.Name, cm.GenerateName = "kubevirt-install-strategy-abcde", ""
+	item, err := codec.MarshalYAML(cm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(string(item), "\n"), "\n", "\n  ") + "\n"
+	if err := os.WriteFile(filepath.Join(dir, "strategies.yaml"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+
+	root := NewRootCommand(Streams{})
+	ran := 0
+	for _, verb := range offlineVerbs {
+		cmd, _, err := root.Find([]string{verb})
+		if err != nil || cmd.Name() != verb {
+			t.Fatalf("no %s command", verb)
+		}
+		for _, line := range exampleLines(cmd.Example) {
+			args, ok := strings.CutPrefix(line, "kubectl installstrategy ")
+			if !ok || strings.Contains(args, "cm/") || strings.Contains(args, "--live") {
+				continue
+			}
+			args, _, _ = strings.Cut(args, "|") // what is piped onwards is kubectl's
+			code, out, errOut := run(t, nil, strings.Fields(args)...)
+			ran++
+			if code != 0 && !(verb == "diff" && code == 1) {
+				t.Errorf("example %q: exit %d\n%s%s", line, code, tail(out), errOut)
+			}
+		}
+	}
+	t.Logf("ran %d examples", ran)
+	if ran < 8 {
+		t.Fatalf("ran %d examples; the examples were not found", ran)
+	}
+}
+
+// exampleLines returns the command lines of an Example text, with
+// backslash continuations joined and comments dropped.
+func exampleLines(example string) []string {
+	var out []string
+	var cur strings.Builder
+	for _, l := range strings.Split(example, "\n") {
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "#") {
+			continue
+		}
+		if strings.HasSuffix(l, "\\") {
+			cur.WriteString(strings.TrimSuffix(l, "\\") + " ")
+			continue
+		}
+		cur.WriteString(l)
+		out = append(out, cur.String())
+		cur.Reset()
+	}
+	return out
+}
