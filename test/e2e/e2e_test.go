@@ -7,8 +7,6 @@ package e2e
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,16 +38,13 @@ import (
 
 const crdFile = "../../config/crd/bases/installstrategy.io_installations.yaml"
 
-// lockSample serialises tests that install the sample product into one
-// cluster, whose cluster-scoped objects (CRDs, ClusterRoles, webhook) have
-// fixed names, across test binaries: an flock on a file in the temp
-// directory named after the cluster's API server (make test also runs the
-// packages one at a time).
-func lockSample(t *testing.T, env *testenv.Env) {
+// lockSample serialises tests that install the sample product, whose
+// cluster-scoped objects (CRDs, ClusterRoles, webhook) have fixed names,
+// across test binaries: an flock on the lock file pkg/reconcile's tests
+// take too (make test also runs the packages one at a time).
+func lockSample(t *testing.T) {
 	t.Helper()
-	sum := sha256.Sum256([]byte(env.Config.Host))
-	name := "installstrategy-sample-product-" + hex.EncodeToString(sum[:8]) + ".lock"
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), "installstrategy-sample-product.lock"), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +90,7 @@ func setup(t *testing.T) *e2e {
 func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 	t.Helper()
 	env := testenv.New(t)
-	lockSample(t, env)
+	lockSample(t)
 	ctx := t.Context()
 	installCRD(ctx, t, env)
 	ns := env.Namespace(ctx, t)
