@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -125,23 +124,7 @@ func TestClusterStatusKubeVirt(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
-	// The KubeVirt CRD comes with virt-operator's own manifests, not with
-	// the install strategy: a minimal one (as a KubeVirt CRD without a status
-	// subresource) serves here.
-	preserve := true
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubevirts.kubevirt.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "kubevirt.io", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "kubevirts", Singular: "kubevirt", Kind: "KubeVirt", ListKind: "KubeVirtList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}}}},
-		},
-	}
-	if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	env.WaitCRDEstablished(ctx, t, crd.Name)
+	createKubeVirtCRD(ctx, t, env)
 	res := env.Dynamic.Resource(kubevirtsGVR).Namespace(ns)
 	// Established comes a moment before the API server serves the resource.
 	var kv *unstructured.Unstructured

@@ -35,7 +35,7 @@ func BenchmarkApplyKubeVirt(b *testing.B) {
 		b.Skip("kubectl not on PATH")
 	}
 	env := testenv.New(b)
-	lockFile(b, kubevirtLock)
+	testenv.Lock(b, testenv.KubeVirtLock)
 	ctx := b.Context()
 	path := kubevirtdata.Path(b, "v1.9.0", "manifests.yaml")
 	kubeconfig := os.Getenv(testenv.KubeconfigEnv)

@@ -21,7 +21,6 @@ import (
 // create cluster-scoped objects, so their tests run one at a time (across
 // test binaries: a lock file), under a managed-by value of their own, and
 // uninstall at the end.
-const kubevirtLock = "installstrategy-kubevirt.lock"
 
 const kubevirtManagedBy = "installstrategy-kubevirt-test"
 
@@ -65,7 +64,7 @@ type kubevirtEnv struct {
 
 func newKubeVirtEnv(t *testing.T) *kubevirtEnv {
 	t.Helper()
-	lockFile(t, kubevirtLock)
+	testenv.Lock(t, testenv.KubeVirtLock)
 	env := testenv.New(t)
 	cfg, rec := applytest.Record(env.Config)
 	t.Cleanup(func() {

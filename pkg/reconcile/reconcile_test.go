@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,22 +32,8 @@ import (
 
 // The sample product has cluster-scoped objects with fixed names (CRDs,
 // ClusterRoles, its webhook), so the tests that install it run one at a
-// time, across test binaries too (the same lock file as test/e2e), and
-// remove those objects at the end.
-func lockFile(t testing.TB, name string) {
-	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	})
-}
+// time, across test binaries too (testenv.Lock), and remove those objects
+// at the end.
 
 // sampleManagedBy scopes the sample installations of these tests (prune
 // searches every namespace for objects with the managed-by value).
@@ -75,7 +58,7 @@ type sampleEnv struct {
 
 func newSampleEnv(t *testing.T) *sampleEnv {
 	t.Helper()
-	lockFile(t, "installstrategy-sample-product.lock")
+	testenv.Lock(t, testenv.SampleProductLock)
 	ctx := t.Context()
 	env := testenv.New(t)
 	ns := env.Namespace(ctx, t)

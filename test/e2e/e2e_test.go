@@ -9,11 +9,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -40,21 +38,10 @@ const crdFile = "../../config/crd/bases/installstrategy.io_installations.yaml"
 
 // lockSample serialises tests that install the sample product, whose
 // cluster-scoped objects (CRDs, ClusterRoles, webhook) have fixed names,
-// across test binaries: an flock on the lock file pkg/reconcile's tests
-// take too (make test also runs the packages one at a time).
+// across test binaries (make test also runs the packages one at a time).
 func lockSample(t *testing.T) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), "installstrategy-sample-product.lock"), os.O_CREATE|os.O_RDWR, 0o600)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		_ = f.Close()
-	})
+	testenv.Lock(t, testenv.SampleProductLock)
 }
 
 type e2e struct {
