@@ -54,9 +54,8 @@ const (
 	// ReasonAllResourcesSynchronized: every object of the strategy was
 	// applied.
 	ReasonAllResourcesSynchronized = "AllResourcesSynchronized"
-	// ReasonAnotherInstallationActive: another Installation already manages
-	// the product (in any namespace: its cluster-scoped objects can have
-	// only one owner); this one does nothing.
+	// ReasonAnotherInstallationActive: an older Installation in the same
+	// namespace is active; this one does nothing.
 	ReasonAnotherInstallationActive = "AnotherInstallationActive"
 	// ReasonUninstallBlocked: uninstallStrategy is
 	// BlockUninstallIfWorkloadsExist and workloads still exist.
