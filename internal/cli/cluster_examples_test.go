@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
@@ -132,6 +133,22 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 		if ran == 0 {
 			t.Errorf("%s: no example ran", verb)
 		}
+	}
+
+	// The apply example installed the sample product v1.0.0 in "sample":
+	// edit one Deployment, and diff --live reports exactly that drift.
+	code, out, errOut := run(t, nil, "diff", "--live", "sample-v1.0.0.yaml", "-n", "sample", "--kubeconfig", kubeconfig)
+	if code != 0 {
+		t.Fatalf("diff --live of the installed sample: exit %d\n%s%s", code, out, errOut)
+	}
+	patch := []byte(`[{"op":"replace","path":"/spec/template/spec/containers/0/image","value":"registry.example/other:v9"}]`)
+	if _, err := env.Kube.AppsV1().Deployments("sample").Patch(ctx, "sample-controller", types.JSONPatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = run(t, nil, "diff", "--live", "sample-v1.0.0.yaml", "-n", "sample", "--kubeconfig", kubeconfig)
+	want := "drifted  Deployment.apps/sample/sample-controller\n           .spec.template.spec.containers[0].image: live \"registry.example/other:v9\", strategy \"registry.example/sample/sample-controller:v1.0.0\"\n"
+	if code != 1 || out != want {
+		t.Fatalf("diff --live after editing sample-controller: exit %d\n%s\nwant exactly:\n%s", code, out, want)
 	}
 }
 
