@@ -73,6 +73,23 @@ func setup(t *testing.T) *e2e {
 	return setupWith(t, nil)
 }
 
+// directClient returns a scheme with the client-go kinds, Installations and
+// CRDs, and a client that reads from the API server (no cache).
+func directClient(t *testing.T, env *testenv.Env) (*runtime.Scheme, client.Client) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	direct, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return scheme, direct
+}
+
 // setupWith is setup with changes to the controller's options.
 func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 	t.Helper()
@@ -82,20 +99,7 @@ func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 	installCRD(ctx, t, env)
 	ns := env.Namespace(ctx, t)
 
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := apiextensionsv1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	direct, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	scheme, direct := directClient(t, env)
 	skipNameValidation := true
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 scheme,
