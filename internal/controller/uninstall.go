@@ -11,16 +11,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/loader"
-	"github.com/installstrategy/installstrategy/pkg/plan"
-	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -158,7 +155,11 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 	in := s.Installation
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	deleted, err := r.uninstall(ctx, in.Namespace, ManagedBy(in.Namespace, in.Name), in.Spec.PruneCRDs)
+	// Everything marked with the Installation's managed-by value, in every
+	// namespace and cluster-wide, the CA Secret included; CRDs only with
+	// pruneCRDs.
+	deleted, err := reconcile.Uninstall(ctx, r.cfg, reconcile.UninstallOptions{
+		ManagedBy: ManagedBy(in.Namespace, in.Name), KeepCRDs: !in.Spec.PruneCRDs, Wait: true})
 	for _, ref := range deleted {
 		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
 	}
@@ -167,56 +168,6 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 	}
 	s.log.Info("product removed", "objects", len(deleted))
 	return false, nil
-}
-
-// uninstall deletes the objects marked with managedBy, cluster-wide and in
-// namespace, as plan.Prunable orders them, and waits until they are gone.
-// Prunable searches namespaced objects only in the strategy's namespaces,
-// so the strategy it is given holds one marker object in namespace that
-// never exists.
-func (r *Reconciler) uninstall(ctx context.Context, namespace, managedBy string, pruneCRDs bool) ([]strategy.ObjectRef, error) {
-	a, err := apply.NewForConfig(r.cfg, apply.Options{ManagedBy: managedBy})
-	if err != nil {
-		return nil, err
-	}
-	marker := &unstructured.Unstructured{}
-	marker.SetAPIVersion("v1")
-	marker.SetKind("ConfigMap")
-	marker.SetNamespace(namespace)
-	marker.SetName("installstrategy-uninstall-marker")
-	items, err := plan.Prunable(ctx, a, &strategy.Strategy{Objects: []*unstructured.Unstructured{marker}}, plan.ObserveOptions{PruneCRDs: pruneCRDs})
-	if err != nil {
-		return nil, fmt.Errorf("uninstall: %w", err)
-	}
-	var (
-		deleted []strategy.ObjectRef
-		errs    []error
-	)
-	for _, it := range items {
-		if it.Action != apply.ActionDelete || it.Live == nil {
-			continue
-		}
-		if err := a.Delete(ctx, it.Live); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		deleted = append(deleted, it.Ref)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return deleted, fmt.Errorf("uninstall: %w", err)
-	}
-	for _, it := range items {
-		if it.Action != apply.ActionDelete || it.Live == nil {
-			continue
-		}
-		if err := wait.PollUntilContextCancel(ctx, 250*time.Millisecond, true, func(ctx context.Context) (bool, error) {
-			live, err := a.Get(ctx, it.Live)
-			return err == nil && (live == nil || live.GetUID() != it.Live.GetUID()), nil
-		}); err != nil {
-			return deleted, fmt.Errorf("uninstall: wait for %s to be gone: %w", it.Ref, err)
-		}
-	}
-	return deleted, nil
 }
 
 // stageDeleteStrategies deletes the namespace's stored strategies and dump
