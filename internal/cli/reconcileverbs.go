@@ -65,16 +65,6 @@ func (o *options) strategyArg(ctx context.Context, arg string) (*codec.Loaded, e
 	return o.loadStrategy(ctx, arg, "")
 }
 
-// applier returns a dry-run or real applier for the strategy's identity.
-func (c *cluster) applier(s *strategy.Strategy, f *reconcileFlags, dryRun bool) (*apply.Applier, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
-	if err != nil {
-		return nil, fmt.Errorf("discovery client: %w", err)
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	return apply.New(c.dynamic, mapper, apply.Options{Identity: s.Identity, ManagedBy: f.managedBy, DryRun: dryRun}), nil
-}
-
 // observedIdentity reads the identity the cluster runs from the identity
 // annotations of the strategy's live workloads (then of any live object).
 func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, f *reconcileFlags) (strategy.Identity, error) {
