@@ -240,16 +240,25 @@ func (u *upper) startAPIServer(ctx context.Context) error {
 	})
 }
 
+// controlPlaneArgs are the flags kube-controller-manager and kube-scheduler
+// share: their kubeconfig for everything, a loopback secure port with its
+// own cert folder, no leader election, no profiling.
+func (u *upper) controlPlaneArgs(kubeconfig string, port int, name string) []string {
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(u.dir, "pki", name),
+		"--leader-elect=false",
+		"--profiling=false",
+	}
+}
+
 func (u *upper) startControllers(ctx context.Context) error {
 	f := u.files
-	kcm, err := u.launch(KubeControllerManager,
-		"--kubeconfig="+f.controllerManager,
-		"--authentication-kubeconfig="+f.controllerManager,
-		"--authorization-kubeconfig="+f.controllerManager,
-		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(u.ports.controllerManager),
-		"--cert-dir="+filepath.Join(u.dir, "pki", "kube-controller-manager"),
-		"--leader-elect=false",
+	kcm, err := u.launch(KubeControllerManager, append(u.controlPlaneArgs(f.controllerManager, u.ports.controllerManager, "kube-controller-manager"),
 		// Every default controller, node lifecycle included (it removes the
 		// not-ready taint of fake nodes); no node IPAM, fake nodes need no
 		// pod CIDRs.
@@ -265,21 +274,11 @@ func (u *upper) startControllers(ctx context.Context) error {
 		"--cluster-signing-cert-file="+f.caCert,
 		"--cluster-signing-key-file="+f.caKey,
 		"--cluster-name="+clusterName,
-		"--profiling=false",
-	)
+	)...)
 	if err != nil {
 		return err
 	}
-	sched, err := u.launch(KubeScheduler,
-		"--kubeconfig="+f.scheduler,
-		"--authentication-kubeconfig="+f.scheduler,
-		"--authorization-kubeconfig="+f.scheduler,
-		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(u.ports.scheduler),
-		"--cert-dir="+filepath.Join(u.dir, "pki", "kube-scheduler"),
-		"--leader-elect=false",
-		"--profiling=false",
-	)
+	sched, err := u.launch(KubeScheduler, u.controlPlaneArgs(f.scheduler, u.ports.scheduler, "kube-scheduler")...)
 	if err != nil {
 		return err
 	}
