@@ -263,10 +263,10 @@ func (u *upper) startControllers(ctx context.Context) error {
 		// not-ready taint of fake nodes); no node IPAM, fake nodes need no
 		// pod CIDRs.
 		"--controllers=*,-nodeipam",
-		// kwok renews the fake nodes' leases; on a loaded 2-core machine it
-		// can miss the default 40 s, and the node lifecycle controller then
-		// marks every pod of the node not Ready, which kwok never undoes.
-		// Tests do not exercise node failure, so give heartbeats slack.
+		// kwok renews the fake nodes' Leases (see startNodes). If a node
+		// misses its grace period, the node lifecycle controller marks
+		// every pod of the node not Ready, which kwok never undoes; tests do
+		// not exercise node failure, so give a loaded 2-core machine slack.
 		"--node-monitor-grace-period=5m",
 		"--use-service-account-credentials=true",
 		"--service-account-private-key-file="+f.saKey,
@@ -300,6 +300,13 @@ func (u *upper) startNodes(ctx context.Context) ([]string, error) {
 		"--kubeconfig="+u.files.kwok,
 		"--config="+u.files.kwokStages,
 		"--manage-all-nodes=true",
+		// Without a lease duration kwok v0.7.0 renews no node Lease and
+		// picks its slow node heartbeat (a status update every 10 to 20
+		// minutes), so every node went NotReady once the grace period
+		// passed — about 5 minutes into a cluster's life — and its pods
+		// were marked not Ready for good. With one, kwok renews each
+		// node's Lease every 10 s and updates node status every 20–45 s.
+		"--node-lease-duration-seconds=40",
 		"--server-address=127.0.0.1:"+strconv.Itoa(u.ports.kwok),
 	)
 	if err != nil {
