@@ -38,6 +38,7 @@ type managerOptions struct {
 	registry                string
 	version                 string
 	resync                  time.Duration
+	stageDeadline           time.Duration
 	qps                     float64
 	burst                   int
 }
@@ -108,6 +109,7 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		Defaults:      controller.Defaults{Version: o.version, Registry: o.registry},
 		OperatorImage: o.image,
 		ResyncPeriod:  o.resync,
+		StageDeadline: o.stageDeadline,
 	})
 	if err != nil {
 		return nil, err

@@ -61,7 +61,8 @@ type Options struct {
 	// WaitForAPIServices waits for APIServices to become Available; the
 	// zero value only writes them (their backends may have no endpoint).
 	WaitForAPIServices bool
-	// StageDeadline bounds the wait of each step; 0 means 5 minutes.
+	// StageDeadline bounds the wait of each step; 0 means
+	// DefaultStageDeadline.
 	StageDeadline time.Duration
 	// Interval is the polling interval of waits; 0 means 1 second.
 	Interval time.Duration
@@ -84,7 +85,7 @@ func (o *Options) defaults() {
 		o.FieldManager = apply.DefaultFieldManager
 	}
 	if o.StageDeadline == 0 {
-		o.StageDeadline = 5 * time.Minute
+		o.StageDeadline = DefaultStageDeadline
 	}
 	if o.Interval == 0 {
 		o.Interval = time.Second
@@ -93,6 +94,10 @@ func (o *Options) defaults() {
 		o.Parallelism = 8
 	}
 }
+
+// DefaultStageDeadline is how long one step may wait for its objects when
+// Options.StageDeadline is 0.
+const DefaultStageDeadline = 5 * time.Minute
 
 // EventType classifies an Event.
 type EventType string
