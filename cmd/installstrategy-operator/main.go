@@ -37,12 +37,19 @@ var version = ""
 
 func main() {
 	log := funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, args) }, funcr.Options{})
-	if err := run(log, os.Args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return
-		}
+	os.Exit(exitCode(log, os.Args[1:]))
+}
+
+// exitCode runs the operator and maps the outcome to the process's exit
+// code: 0 on success and for --help, 1 on failure (logged).
+func exitCode(log logr.Logger, args []string) int {
+	err := run(log, args)
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	default:
 		log.Error(err, "installstrategy-operator failed")
-		os.Exit(1)
+		return 1
 	}
 }
 

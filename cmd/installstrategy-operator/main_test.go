@@ -35,6 +35,23 @@ func TestFlags(t *testing.T) {
 	}
 }
 
+func TestExitCode(t *testing.T) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	for _, tt := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--help"}, 0},
+		{[]string{"-h"}, 0},
+		{[]string{"--no-such-flag"}, 1},
+		{[]string{"--kubeconfig=/does/not/exist"}, 1},
+	} {
+		if got := exitCode(logr.Discard(), tt.args); got != tt.want {
+			t.Errorf("exitCode(%q) = %d, want %d", tt.args, got, tt.want)
+		}
+	}
+}
+
 // TestDumpMode runs the dump mode in-process against the cluster, in
 // KubeVirt's form, twice: one strategy ConfigMap results.
 func TestDumpMode(t *testing.T) {
