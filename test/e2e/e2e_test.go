@@ -90,16 +90,23 @@ func directClient(t *testing.T, env *testenv.Env) (*runtime.Scheme, client.Clien
 	return scheme, direct
 }
 
-// setupWith is setup with changes to the controller's options.
-func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
+// newE2E locks the sample product, installs the Installation CRD and makes
+// a namespace; no operator runs yet.
+func newE2E(t *testing.T) (*e2e, *runtime.Scheme) {
 	t.Helper()
 	env := testenv.New(t)
 	lockSample(t)
-	ctx := t.Context()
-	installCRD(ctx, t, env)
-	ns := env.Namespace(ctx, t)
-
+	installCRD(t.Context(), t, env)
+	ns := env.Namespace(t.Context(), t)
 	scheme, direct := directClient(t, env)
+	return &e2e{env: env, ns: ns, c: direct}, scheme
+}
+
+// setupWith is setup with changes to the controller's options.
+func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
+	t.Helper()
+	e, scheme := newE2E(t)
+	env, ns, ctx := e.env, e.ns, t.Context()
 	skipNameValidation := true
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 scheme,
@@ -140,7 +147,6 @@ func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 			t.Errorf("manager: %v", err)
 		}
 	}()
-	e := &e2e{env: env, ns: ns, c: direct}
 	// Cleanup runs last-in first-out: remove the product (the manager still
 	// runs), then stop the manager.
 	t.Cleanup(func() { cancel(); wg.Wait() })
