@@ -3,8 +3,6 @@ package controller
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"fmt"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -24,9 +22,6 @@ const (
 	// CustomizeComponentsProperty holds the digest of the spec's
 	// customizeComponents patches (v1alpha1.CustomizeComponents.Identifier).
 	CustomizeComponentsProperty = "CustomizeComponents"
-	// AffinityProperty holds the canonical JSON of the spec's infra and
-	// workloads affinities, which identity.Placement cannot express.
-	AffinityProperty = "Affinity"
 )
 
 // Defaults are what an Installation gets for the fields it leaves empty.
@@ -58,9 +53,9 @@ func (d Defaults) registry() string {
 
 // ConfigFor maps an Installation's spec onto the deployment configuration
 // of its product: the install namespace is the Installation's namespace;
-// pull policy and secrets, the customizeComponents digest and affinities are
-// additional properties; infra and workloads node selectors and tolerations
-// are the placement.
+// pull policy and secrets and the customizeComponents digest are additional
+// properties; infra and workloads node selectors, tolerations and
+// affinities are the placement.
 func ConfigFor(in *v1alpha1.Installation, d Defaults) (*identity.Config, error) {
 	spec := &in.Spec
 	cfg := &identity.Config{
@@ -79,37 +74,13 @@ func ConfigFor(in *v1alpha1.Installation, d Defaults) (*identity.Config, error) 
 	if p := spec.ImagePullPolicy; p != "" {
 		props[generate.ImagePullPolicyProperty] = string(p)
 	}
-	if len(spec.ImagePullSecrets) > 0 {
-		names := make([]string, 0, len(spec.ImagePullSecrets))
-		for _, s := range spec.ImagePullSecrets {
-			names = append(names, s.Name)
-		}
+	if names := pullSecretNames(spec); len(names) > 0 {
 		props[ImagePullSecretsProperty] = strings.Join(names, ",")
 	}
 	if id := spec.CustomizeComponents.Identifier(); id != "" {
 		props[CustomizeComponentsProperty] = id
 	}
-	affinity := map[string]any{}
-	placement := &identity.Placement{}
-	if p := spec.Infra; p != nil {
-		placement.Infra = nodePlacement(p)
-		if p.Affinity != nil {
-			affinity["infra"] = p.Affinity
-		}
-	}
-	if p := spec.Workloads; p != nil {
-		placement.Workloads = nodePlacement(p)
-		if p.Affinity != nil {
-			affinity["workloads"] = p.Affinity
-		}
-	}
-	if len(affinity) > 0 {
-		b, err := json.Marshal(affinity)
-		if err != nil {
-			return nil, fmt.Errorf("affinity of installation %s/%s: %w", in.Namespace, in.Name, err)
-		}
-		props[AffinityProperty] = string(b)
-	}
+	placement := &identity.Placement{Infra: nodePlacement(spec.Infra), Workloads: nodePlacement(spec.Workloads)}
 	if len(props) > 0 {
 		cfg.AdditionalProperties = props
 	}
@@ -119,8 +90,20 @@ func ConfigFor(in *v1alpha1.Installation, d Defaults) (*identity.Config, error) 
 	return cfg, nil
 }
 
+// pullSecretNames returns the names of the spec's pull secrets, in order.
+func pullSecretNames(spec *v1alpha1.InstallationSpec) []string {
+	names := make([]string, 0, len(spec.ImagePullSecrets))
+	for _, s := range spec.ImagePullSecrets {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
 func nodePlacement(p *v1alpha1.NodePlacement) *identity.NodePlacement {
-	np := &identity.NodePlacement{NodeSelector: p.NodeSelector, Tolerations: p.Tolerations}
+	if p == nil {
+		return nil
+	}
+	np := &identity.NodePlacement{NodeSelector: p.NodeSelector, Tolerations: p.Tolerations, Affinity: p.Affinity}
 	if np.IsZero() {
 		return nil
 	}

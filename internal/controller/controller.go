@@ -429,11 +429,13 @@ func (r *Reconciler) failLoad(ctx context.Context, s *State, phase v1alpha1.Inst
 }
 
 // stageLoad loads the strategy of the target configuration from the
-// spec's source and applies the customizeComponents patches.
+// spec's source and prepares it (Prepare: placement and pull secrets, then
+// the customizeComponents patches), the same way for every source.
 func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 	in := s.Installation
 	src := &v1alpha1.StrategyStatus{Source: in.Spec.StrategySourceType()}
-	customize := func(st *strategy.Strategy) error { return Customize(st, in.Spec.CustomizeComponents) }
+	cfg := s.Config
+	prepare := func(st *strategy.Strategy) error { return Prepare(st, in, cfg) }
 	var loadErr error
 	switch src.Source {
 	case v1alpha1.StrategySourceConfigMap:
@@ -443,7 +445,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			break
 		}
 		st := loaded.Strategy
-		if err := customize(st); err != nil {
+		if err := prepare(st); err != nil {
 			loadErr = err
 			break
 		}
@@ -451,7 +453,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		src.ConfigMap, src.Digest = loaded.Entry.String(), loaded.Entry.Digest
 	case v1alpha1.StrategySourceImage:
 		src.Image = in.Spec.Strategy.Image
-		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Image: src.Image, Generation: in.Generation, Customize: customize})
+		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Image: src.Image, ImagePullSecrets: pullSecretNames(&in.Spec), Generation: in.Generation, Customize: prepare})
 		if err == nil && res.Pending() {
 			return r.pending(ctx, s, res)
 		}
@@ -471,7 +473,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			loadErr = err
 			break
 		}
-		if err := customize(st); err != nil {
+		if err := prepare(st); err != nil {
 			loadErr = err
 			break
 		}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
@@ -38,7 +39,7 @@ func TestConfigFor(t *testing.T) {
 		ImagePullPolicy:  corev1.PullAlways,
 		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "a"}, {Name: "b"}},
 		Infra:            &v1alpha1.NodePlacement{NodeSelector: map[string]string{"infra": "yes"}},
-		Workloads:        &v1alpha1.NodePlacement{Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}},
+		Workloads:        &v1alpha1.NodePlacement{Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}, Affinity: &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{}}},
 	})
 	cfg, err := ConfigFor(in, Defaults{Version: "v9.9.9", Registry: "r.example"})
 	if err != nil {
@@ -50,7 +51,8 @@ func TestConfigFor(t *testing.T) {
 	if cfg.AdditionalProperties[generate.ImagePullPolicyProperty] != "Always" || cfg.AdditionalProperties[ImagePullSecretsProperty] != "a,b" {
 		t.Errorf("additional properties %v", cfg.AdditionalProperties)
 	}
-	if cfg.Placement == nil || cfg.Placement.Infra.NodeSelector["infra"] != "yes" || len(cfg.Placement.Workloads.Tolerations) != 1 {
+	if cfg.Placement == nil || cfg.Placement.Infra.NodeSelector["infra"] != "yes" || len(cfg.Placement.Workloads.Tolerations) != 1 ||
+		cfg.Placement.Workloads.Affinity == nil || cfg.Placement.Workloads.Affinity.PodAntiAffinity == nil || cfg.Placement.Infra.Affinity != nil {
 		t.Errorf("placement %+v", cfg.Placement)
 	}
 	def, err := ConfigFor(installation(v1alpha1.InstallationSpec{}), Defaults{})
@@ -197,6 +199,54 @@ func TestCustomize(t *testing.T) {
 				t.Error(msg)
 			}
 		})
+	}
+}
+
+// Prepare places the pods and adds the pull secrets first, then applies the
+// patches, so a patch overrides the placement.
+func TestPrepare(t *testing.T) {
+	toleration := corev1.Toleration{Key: "k", Operator: corev1.TolerationOpExists}
+	in := installation(v1alpha1.InstallationSpec{
+		Version:          "v1.0.0",
+		ImagePullSecrets: []corev1.LocalObjectReference{{Name: "a"}, {Name: "b"}},
+		Infra:            &v1alpha1.NodePlacement{NodeSelector: map[string]string{"infra": "yes"}},
+		Workloads:        &v1alpha1.NodePlacement{Tolerations: []corev1.Toleration{toleration}},
+		CustomizeComponents: &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{
+			{ResourceKind: "Deployment", ResourceName: "sample-api", Type: "strategic", Patch: `{"spec":{"template":{"spec":{"nodeSelector":{"infra":"patched"}}}}}`},
+		}},
+	})
+	cfg, err := ConfigFor(in, Defaults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := strategyOf(sampleStrategy(t))
+	if err := Prepare(s, in, cfg); err != nil {
+		t.Fatal(err)
+	}
+	podSpec := func(kind, name string) *corev1.PodSpec {
+		o := find(s.Objects, kind, name)
+		m, _, _ := unstructured.NestedMap(o.Object, "spec", "template", "spec")
+		spec := &corev1.PodSpec{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, spec); err != nil {
+			t.Fatal(err)
+		}
+		return spec
+	}
+	for _, tc := range []struct {
+		kind, name, selector string
+		tolerations          int
+	}{
+		{"Deployment", "sample-api", "patched", 0},
+		{"Deployment", "sample-controller", "yes", 0},
+		{"DaemonSet", "sample-handler", "", 1},
+	} {
+		spec := podSpec(tc.kind, tc.name)
+		if spec.NodeSelector["infra"] != tc.selector || len(spec.Tolerations) != tc.tolerations {
+			t.Errorf("%s: nodeSelector %v tolerations %v, want infra=%q and %d tolerations", tc.name, spec.NodeSelector, spec.Tolerations, tc.selector, tc.tolerations)
+		}
+		if len(spec.ImagePullSecrets) != 2 || spec.ImagePullSecrets[0].Name != "a" || spec.ImagePullSecrets[1].Name != "b" {
+			t.Errorf("%s: imagePullSecrets %v, want a, b", tc.name, spec.ImagePullSecrets)
+		}
 	}
 }
 

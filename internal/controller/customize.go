@@ -11,8 +11,25 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
+
+// Prepare turns a loaded strategy, whatever its source (the built-in
+// product, a dump Job, a stored ConfigMap), into the one an Installation
+// deploys, in place: first the placement of cfg (ConfigFor's, from
+// spec.infra and spec.workloads) and the spec's pull secrets are put on
+// every pod template (pkg/placement), then the customizeComponents patches
+// are applied. Patches come last, as in KubeVirt, so a patch can override
+// anything, placement included.
+func Prepare(s *strategy.Strategy, in *v1alpha1.Installation, cfg *identity.Config) error {
+	spec := placement.Spec{Placement: cfg.Placement, ImagePullSecrets: pullSecretNames(&in.Spec)}
+	if err := placement.Apply(s, spec); err != nil {
+		return err
+	}
+	return Customize(s, in.Spec.CustomizeComponents)
+}
 
 // Customize applies the patches of customizeComponents, in order, to every
 // object of s they match (by kind and name, "*" matching any). A patch may

@@ -9,11 +9,16 @@
 //
 //   - Identity. The deployment configuration is the Installation's namespace,
 //     registry, image prefix and version (defaults: the operator's), with the
-//     pull policy (generate.ImagePullPolicyProperty), the pull secret names,
-//     the customizeComponents digest and the infra/workloads affinities as
-//     additional properties, and node selectors and tolerations as placement.
-//     The identifier is computed with identity.Native. A strategy named by
-//     spec.strategy.configMap keeps the identity stored with it.
+//     pull policy (generate.ImagePullPolicyProperty), the pull secret names
+//     and the customizeComponents digest as additional properties, and the
+//     infra/workloads node selectors, tolerations and affinities as
+//     placement. The identifier is computed with identity.Native. A strategy
+//     named by spec.strategy.configMap keeps the identity stored with it.
+//   - Every loaded strategy, whatever its source, is prepared the same way
+//     (Prepare): placement and pull secrets first (pkg/placement: the
+//     handler role gets spec.workloads, every other workload spec.infra),
+//     then the customizeComponents patches, so a patch can override
+//     anything, placement included (KubeVirt also patches last).
 //   - Objects are marked with the managed-by value ManagedBy(namespace,
 //     name), so prune and uninstall only ever touch the Installation's own
 //     objects.

@@ -47,9 +47,10 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 		Interval:      r.opts.Interval,
 		Canary:        reconcile.CanaryOptions{Step: intstr.FromString(fmt.Sprintf("%d%%", canary.StepPercent))},
 		Certificates: reconcile.CertOptions{
-			CAValidity:   caLife.Duration,
-			CertValidity: serverLife.Duration,
-			RenewBefore:  serverLife.RenewBefore,
+			CAValidity:      caLife.Duration,
+			CARenewBefore:   caLife.RenewBefore,
+			CertValidity:    serverLife.Duration,
+			CertRenewBefore: serverLife.RenewBefore,
 		},
 		OnEvent: onEvent,
 	}

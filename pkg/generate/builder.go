@@ -5,9 +5,10 @@
 // versions differ the way real upgrades do.
 //
 // Workloads carry their role (api, controller, handler) in the
-// RoleAnnotation, and are placed on nodes from the configuration's
-// Placement by role, so the reconciler can order and place them from the
-// objects alone.
+// RoleAnnotation, so the reconciler can order and place them from the
+// objects alone. The builder does not place pods on nodes: the
+// configuration's Placement is applied when the strategy is deployed, by
+// pkg/placement, the same way for every strategy whatever made it.
 package generate
 
 import (
@@ -364,9 +365,10 @@ func (b *Builder) ValidatingWebhook(w Webhook) *Builder {
 // Workload declares a Deployment or DaemonSet with one container.
 type Workload struct {
 	Name string
-	// Role is recorded in RoleAnnotation and chooses the placement: api
-	// and controller use the configuration's Infra placement, handler its
-	// Workloads placement.
+	// Role is recorded in RoleAnnotation; it orders rollouts and chooses
+	// the placement pkg/placement applies: the configuration's Infra
+	// placement for api and controller, its Workloads placement for
+	// handler.
 	Role Role
 	// Component names the image (see identity.Config.Image); "" means
 	// Name.
@@ -472,19 +474,6 @@ func (b *Builder) podTemplate(w Workload) (corev1.PodTemplateSpec, *metav1.Label
 	for _, secret := range slices.Sorted(maps.Keys(w.SecretVolumes)) {
 		spec.Volumes = append(spec.Volumes, corev1.Volume{Name: secret, VolumeSource: corev1.VolumeSource{Secret: &corev1.SecretVolumeSource{SecretName: secret}}})
 		spec.Containers[0].VolumeMounts = append(spec.Containers[0].VolumeMounts, corev1.VolumeMount{Name: secret, MountPath: w.SecretVolumes[secret], ReadOnly: true})
-	}
-	var place *identity.NodePlacement
-	if p := b.cfg.Placement; p != nil {
-		place = p.Infra
-		if w.Role == RoleHandler {
-			place = p.Workloads
-		}
-	}
-	if place != nil {
-		spec.NodeSelector = maps.Clone(place.NodeSelector)
-		for _, t := range place.Tolerations {
-			spec.Tolerations = append(spec.Tolerations, *t.DeepCopy())
-		}
 	}
 	return corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec}, sel
 }

@@ -156,8 +156,10 @@ func podSpec(t *testing.T, o *unstructured.Unstructured) *corev1.PodSpec {
 	return spec
 }
 
-// TestSampleWorkloads checks roles, images, placement, pull policy,
-// passthrough env and the restricted security context of every workload.
+// TestSampleWorkloads checks roles, images, pull policy, passthrough env and
+// the restricted security context of every workload, and that the builder
+// leaves placement to pkg/placement (the pods are not placed, whatever the
+// configuration's Placement says).
 func TestSampleWorkloads(t *testing.T) {
 	cfg := sampleConfig("v1.1.0")
 	cfg.ImagePrefix = "pre-"
@@ -171,15 +173,13 @@ func TestSampleWorkloads(t *testing.T) {
 	}
 	s := mustSample(t, cfg)
 	tests := []struct {
-		ref      string
-		role     generate.Role
-		image    string
-		selector map[string]string
-		tolerate bool
+		ref   string
+		role  generate.Role
+		image string
 	}{
-		{"Deployment.apps/sample-system/sample-api", generate.RoleAPI, "registry.example/sample/pre-sample-api:v1.1.0", cfg.Placement.Infra.NodeSelector, true},
-		{"Deployment.apps/sample-system/sample-controller", generate.RoleController, "registry.example/sample/pre-sample-controller:v1.1.0", cfg.Placement.Infra.NodeSelector, true},
-		{"DaemonSet.apps/sample-system/sample-handler", generate.RoleHandler, "other.example/handler@sha256:abc", cfg.Placement.Workloads.NodeSelector, false},
+		{"Deployment.apps/sample-system/sample-api", generate.RoleAPI, "registry.example/sample/pre-sample-api:v1.1.0"},
+		{"Deployment.apps/sample-system/sample-controller", generate.RoleController, "registry.example/sample/pre-sample-controller:v1.1.0"},
+		{"DaemonSet.apps/sample-system/sample-handler", generate.RoleHandler, "other.example/handler@sha256:abc"},
 	}
 	all := refs(s)
 	for _, tt := range tests {
@@ -199,11 +199,8 @@ func TestSampleWorkloads(t *testing.T) {
 			if c.ImagePullPolicy != corev1.PullAlways {
 				t.Errorf("pull policy = %q", c.ImagePullPolicy)
 			}
-			if !maps.Equal(spec.NodeSelector, tt.selector) {
-				t.Errorf("node selector = %v, want %v", spec.NodeSelector, tt.selector)
-			}
-			if got := len(spec.Tolerations) == 1 && spec.Tolerations[0] == infra; got != tt.tolerate {
-				t.Errorf("tolerations = %v", spec.Tolerations)
+			if len(spec.NodeSelector) != 0 || len(spec.Tolerations) != 0 || spec.Affinity != nil {
+				t.Errorf("the builder placed the pods: node selector %v, tolerations %v, affinity %v", spec.NodeSelector, spec.Tolerations, spec.Affinity)
 			}
 			n := len(c.Env)
 			if n < 2 || c.Env[n-2] != (corev1.EnvVar{Name: "A", Value: "1"}) || c.Env[n-1] != (corev1.EnvVar{Name: "B", Value: "2"}) {

@@ -54,7 +54,8 @@ type Config struct {
 	// container of the product.
 	PassthroughEnvVars map[string]string `json:"passthroughEnvVars,omitempty"`
 	// Placement says where the product's workloads run; nil leaves them
-	// to the scheduler.
+	// to the scheduler. Generators do not apply it: pkg/placement puts it
+	// on a strategy's pod templates when the strategy is deployed.
 	Placement *Placement `json:"placement,omitempty"`
 }
 
@@ -67,10 +68,12 @@ type Placement struct {
 	Workloads *NodePlacement `json:"workloads,omitempty"`
 }
 
-// NodePlacement is a node selector and tolerations for a pod.
+// NodePlacement is a node selector, tolerations and an affinity for a pod.
 type NodePlacement struct {
 	NodeSelector map[string]string   `json:"nodeSelector,omitempty"`
 	Tolerations  []corev1.Toleration `json:"tolerations,omitempty"`
+	// Affinity replaces the pod's affinity; nil keeps it.
+	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 }
 
 // IsZero reports whether the placement constrains nothing.
@@ -80,7 +83,7 @@ func (p *Placement) IsZero() bool {
 
 // IsZero reports whether the placement constrains nothing.
 func (p *NodePlacement) IsZero() bool {
-	return p == nil || (len(p.NodeSelector) == 0 && len(p.Tolerations) == 0)
+	return p == nil || (len(p.NodeSelector) == 0 && len(p.Tolerations) == 0 && p.Affinity == nil)
 }
 
 // Image returns the image of a component: the override in ComponentImages
@@ -116,7 +119,7 @@ func (p *NodePlacement) clone() *NodePlacement {
 	if p == nil {
 		return nil
 	}
-	out := NodePlacement{NodeSelector: maps.Clone(p.NodeSelector)}
+	out := NodePlacement{NodeSelector: maps.Clone(p.NodeSelector), Affinity: p.Affinity.DeepCopy()}
 	for _, t := range p.Tolerations {
 		out.Tolerations = append(out.Tolerations, *t.DeepCopy())
 	}

@@ -140,6 +140,9 @@ func TestIdentifierChanges(t *testing.T) {
 		{"placement", func(c *identity.Config) {
 			c.Placement = &identity.Placement{Infra: &identity.NodePlacement{Tolerations: []corev1.Toleration{{Key: "k", Operator: corev1.TolerationOpExists}}}}
 		}, nil},
+		{"affinity", func(c *identity.Config) {
+			c.Placement = &identity.Placement{Workloads: &identity.NodePlacement{Affinity: &corev1.Affinity{}}}
+		}, nil},
 	}
 	for _, alg := range identity.Algorithms {
 		b := base()
@@ -272,12 +275,14 @@ func TestImage(t *testing.T) {
 func TestCloneIsDeep(t *testing.T) {
 	c := base()
 	c.AdditionalProperties = map[string]string{"a": "1"}
-	c.Placement = &identity.Placement{Infra: &identity.NodePlacement{NodeSelector: map[string]string{"x": "y"}, Tolerations: []corev1.Toleration{{Key: "k"}}}}
+	c.Placement = &identity.Placement{Infra: &identity.NodePlacement{NodeSelector: map[string]string{"x": "y"}, Tolerations: []corev1.Toleration{{Key: "k"}},
+		Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{}}}}
 	cp := c.Clone()
 	cp.AdditionalProperties["a"] = "2"
 	cp.Placement.Infra.NodeSelector["x"] = "z"
 	cp.Placement.Infra.Tolerations[0].Key = "changed"
-	if c.AdditionalProperties["a"] != "1" || c.Placement.Infra.NodeSelector["x"] != "y" || c.Placement.Infra.Tolerations[0].Key != "k" {
+	cp.Placement.Infra.Affinity.NodeAffinity = nil
+	if c.AdditionalProperties["a"] != "1" || c.Placement.Infra.NodeSelector["x"] != "y" || c.Placement.Infra.Tolerations[0].Key != "k" || c.Placement.Infra.Affinity.NodeAffinity == nil {
 		t.Fatal("Clone shares state with the original")
 	}
 	// The JSON form round-trips.

@@ -328,7 +328,10 @@ func (l *Loader) startJob(ctx context.Context, req Request, id strategy.Identity
 // Job returns the dump Job the loader would create for a request: the
 // target operator image with DumpFlag, the configuration (with its
 // identifier) in identity.EnvVar, restricted pod security, control-plane
-// placement, a backoff limit, a deadline and a TTL.
+// placement (plus the configuration's Infra placement and
+// Options.Placement: node selectors and tolerations added, an affinity
+// replacing the preferred control-plane one), the request's pull secrets,
+// a backoff limit, a deadline and a TTL.
 func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 	cfg := req.Config.Clone()
 	cfg.ID = id.Identifier
@@ -342,15 +345,32 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 
 	tolerations := slices.Clone(controlPlaneTolerations)
 	nodeSelector := map[string]string{}
+	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
+			Weight: 100,
+			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
+				Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpExists,
+			}}},
+		}},
+	}}
 	for _, p := range []*identity.NodePlacement{infra(cfg), l.opts.Placement} {
 		if p == nil {
 			continue
 		}
 		maps.Copy(nodeSelector, p.NodeSelector)
 		tolerations = append(tolerations, p.Tolerations...)
+		if p.Affinity != nil {
+			affinity = p.Affinity.DeepCopy()
+		}
 	}
 	if len(nodeSelector) == 0 {
 		nodeSelector = nil
+	}
+	var pullSecrets []corev1.LocalObjectReference
+	for _, name := range req.ImagePullSecrets {
+		if name != "" && !slices.Contains(pullSecrets, corev1.LocalObjectReference{Name: name}) {
+			pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
+		}
 	}
 	return &batchv1.Job{
 		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
@@ -374,14 +394,8 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 					SecurityContext:    podsec.Pod(),
 					NodeSelector:       nodeSelector,
 					Tolerations:        tolerations,
-					Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-						PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-							Weight: 100,
-							Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-								Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpExists,
-							}}},
-						}},
-					}},
+					Affinity:           affinity,
+					ImagePullSecrets:   pullSecrets,
 					Containers: []corev1.Container{{
 						Name:            "dump",
 						Image:           req.Image,

@@ -76,7 +76,8 @@ type Options struct {
 	PodLabels map[string]string
 	// Placement adds a node selector and tolerations to the dump pods, on
 	// top of the configuration's Infra placement and the control-plane
-	// tolerations every dump pod has.
+	// tolerations every dump pod has; its affinity, when set, replaces the
+	// dump pods' (by default a preference for control-plane nodes).
 	Placement *identity.NodePlacement
 	// ImagePullPolicy of the dump container; "" means IfNotPresent.
 	ImagePullPolicy corev1.PullPolicy
@@ -116,6 +117,9 @@ type Request struct {
 	Algorithm identity.Algorithm
 	// Image is the target version's operator image, run by the dump Job.
 	Image string
+	// ImagePullSecrets name Secrets of the install namespace that the dump
+	// Job's pod pulls Image with.
+	ImagePullSecrets []string
 	// Generation of the custom resource asking. A customised strategy is
 	// cached per generation: a new generation applies Customize again to a
 	// fresh copy.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -307,6 +308,31 @@ func TestDumpJob(t *testing.T) {
 	entries, err := f.store.List(ctx, f.ns)
 	if err != nil || len(entries) != 1 || entries[0].Identity != id {
 		t.Fatalf("strategies after two dumps: %+v, %v; want one", entries, err)
+	}
+}
+
+// The dump pod follows the configuration's infra placement (an affinity
+// replaces the default control-plane preference) and pulls with the
+// request's pull secrets.
+func TestDumpJobPlacementAndPullSecrets(t *testing.T) {
+	f := setup(t, loader.Options{})
+	req := f.request("v1.1.0")
+	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "type", Operator: corev1.NodeSelectorOpIn, Values: []string{"kwok"}}}}},
+	}}}
+	req.Config.Placement = &identity.Placement{Infra: &identity.NodePlacement{NodeSelector: map[string]string{"infra": "yes"}, Affinity: affinity}}
+	req.ImagePullSecrets = []string{"pull", "pull", "other"}
+	id, _ := req.Config.Identity(nil)
+	job, err := f.loader.Job(req, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := job.Spec.Template.Spec
+	if spec.NodeSelector["infra"] != "yes" || !reflect.DeepEqual(spec.Affinity, affinity) {
+		t.Errorf("dump pod nodeSelector %v affinity %v, want the infra placement", spec.NodeSelector, spec.Affinity)
+	}
+	if want := []corev1.LocalObjectReference{{Name: "pull"}, {Name: "other"}}; !slices.Equal(spec.ImagePullSecrets, want) {
+		t.Errorf("dump pod imagePullSecrets %v, want %v", spec.ImagePullSecrets, want)
 	}
 }
 

@@ -25,7 +25,7 @@ const DefaultCASecret = "installstrategy-ca"
 // CertOptions tunes the certificates of empty kubernetes.io/tls Secrets.
 // The zero value keeps a CA valid for a year in the Secret
 // "installstrategy-ca", issues certificates valid for 90 days and rotates
-// either when a fifth of its validity is left.
+// each when a fifth of its validity is left.
 type CertOptions struct {
 	// Disabled leaves empty TLS Secrets empty and injects no CA bundle.
 	Disabled bool
@@ -36,9 +36,13 @@ type CertOptions struct {
 	CAValidity time.Duration
 	// CertValidity is a certificate's lifetime; 0 means 90 days.
 	CertValidity time.Duration
-	// RenewBefore rotates a certificate (or the CA) that expires within
-	// it; 0 means a fifth of its validity.
-	RenewBefore time.Duration
+	// CARenewBefore rotates the CA when it expires within it (every
+	// certificate is then reissued by the new CA); 0 means a fifth of
+	// CAValidity.
+	CARenewBefore time.Duration
+	// CertRenewBefore rotates a serving certificate that expires within
+	// it; 0 means a fifth of CertValidity.
+	CertRenewBefore time.Duration
 	// Now returns the current time; nil means time.Now (tests set it to
 	// move through rotation).
 	Now func() time.Time
@@ -73,9 +77,10 @@ func (o *CertOptions) defaults() {
 	}
 }
 
-func (o *CertOptions) renewBefore(validity time.Duration) time.Duration {
-	if o.RenewBefore > 0 {
-		return o.RenewBefore
+// renewBefore returns renew when set, else a fifth of validity.
+func renewBefore(renew, validity time.Duration) time.Duration {
+	if renew > 0 {
+		return renew
 	}
 	return validity / 5
 }
@@ -178,7 +183,7 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 			return certs.Pair{}, fmt.Errorf("ca secret %s/%s exists and is managed by %q, not %q", ns, c.opts.CASecret, by, c.r.opts.ManagedBy)
 		}
 		p := certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
-		if certs.Renewal(p, nil, nil, now, c.opts.renewBefore(c.opts.CAValidity)) == "" {
+		if certs.Renewal(p, nil, nil, now, renewBefore(c.opts.CARenewBefore, c.opts.CAValidity)) == "" {
 			return p, nil
 		}
 	}
@@ -232,7 +237,7 @@ func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*
 	if err == nil {
 		p = certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
 	}
-	if certs.Renewal(p, &c.ca, names, c.opts.Now(), c.opts.renewBefore(c.opts.CertValidity)) != "" {
+	if certs.Renewal(p, &c.ca, names, c.opts.Now(), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity)) != "" {
 		if p, err = certs.NewServing(c.ca, names, c.opts.Now(), c.opts.CertValidity); err != nil {
 			return nil, fmt.Errorf("secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
 		}

@@ -2,6 +2,8 @@ package reconcile_test
 
 import (
 	"bytes"
+	"crypto/x509"
+	"encoding/pem"
 	"strconv"
 	"testing"
 	"time"
@@ -18,20 +20,8 @@ func TestCertificatesRotateBeforeExpiry(t *testing.T) {
 	se := newSampleEnv(t)
 	ctx := t.Context()
 	v1 := sample(t, se.ns, "v1.0.0")
-	start := time.Now()
-	at := func(d time.Duration) reconcile.Options {
-		return reconcile.Options{NoWait: true, Certificates: reconcile.CertOptions{
-			CertValidity: 10 * 24 * time.Hour, RenewBefore: 2 * 24 * time.Hour, CAValidity: 365 * 24 * time.Hour,
-			Now: func() time.Time { return start.Add(d) },
-		}}
-	}
-	cert := func() []byte {
-		sec, err := se.env.Kube.CoreV1().Secrets(se.ns).Get(ctx, "sample-api-certs", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sec.Data["tls.crt"]
-	}
+	at := clockedCerts(reconcile.CertOptions{CertValidity: 10 * 24 * time.Hour, CertRenewBefore: 2 * 24 * time.Hour, CAValidity: 365 * 24 * time.Hour})
+	cert := func() []byte { return se.secretData(t, "sample-api-certs")["tls.crt"] }
 	template := func() string {
 		d, err := se.env.Kube.AppsV1().Deployments(se.ns).Get(ctx, "sample-api", metav1.GetOptions{})
 		if err != nil {
@@ -78,4 +68,107 @@ func TestCertificatesRotateBeforeExpiry(t *testing.T) {
 	if template() != tmpl {
 		t.Error("certificate rotation changed the api Deployment")
 	}
+}
+
+// The CA is rotated by its own renew-before, not the serving certificates'
+// (nor the default fifth of its validity), and a new CA reissues every
+// certificate and the webhook's CA bundle.
+func TestCARotatesByItsOwnRenewBefore(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx := t.Context()
+	v1 := sample(t, se.ns, "v1.0.0")
+	// CA: 30 days, renewed 12 days before expiry (the default would be 6).
+	// Certificates: 10 days, renewed 1 day before expiry.
+	at := clockedCerts(reconcile.CertOptions{
+		CAValidity: 30 * 24 * time.Hour, CARenewBefore: 12 * 24 * time.Hour,
+		CertValidity: 10 * 24 * time.Hour, CertRenewBefore: 24 * time.Hour,
+	})
+	caCert := func() []byte { return se.secretData(t, reconcile.DefaultCASecret)["tls.crt"] }
+
+	if _, err := se.run(v1, strategy.Identity{}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	first := caCert()
+	// Day 17: the CA expires in 13 days, outside its renew-before.
+	if _, err := se.run(v1, v1.Identity, at(17*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, caCert()) {
+		t.Fatal("CA rotated on day 17, outside its 12-day renew-before")
+	}
+	// Day 19: it expires in 11 days, inside its renew-before (the serving
+	// certificates' 1 day or a fifth of 30 days would keep it).
+	if _, err := se.run(v1, v1.Identity, at(19*24*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	rotated := caCert()
+	if bytes.Equal(first, rotated) {
+		t.Fatal("CA not rotated on day 19, inside its 12-day renew-before")
+	}
+	ca, err := x509.ParseCertificate(pemBlock(t, rotated))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := ca.NotAfter.Sub(ca.NotBefore), 30*24*time.Hour; got < want-time.Hour || got > want+time.Hour {
+		t.Errorf("new CA valid for %s, want %s", got, want)
+	}
+	// The serving certificate was reissued by the new CA and carries it.
+	data := se.secretData(t, "sample-api-certs")
+	if !bytes.Equal(data["ca.crt"], rotated) {
+		t.Error("serving secret's ca.crt is not the new CA")
+	}
+	serving, err := x509.ParseCertificate(pemBlock(t, data["tls.crt"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := serving.CheckSignatureFrom(ca); err != nil {
+		t.Errorf("serving certificate not signed by the new CA: %v", err)
+	}
+	hooks, err := se.env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	injected := 0
+	for _, h := range hooks.Items {
+		for _, w := range h.Webhooks {
+			if w.ClientConfig.Service != nil && w.ClientConfig.Service.Namespace == se.ns {
+				injected++
+				if !bytes.Equal(w.ClientConfig.CABundle, rotated) {
+					t.Errorf("webhook %s has the old CA bundle", w.Name)
+				}
+			}
+		}
+	}
+	if injected == 0 {
+		t.Error("no webhook of the sample product found")
+	}
+}
+
+// clockedCerts returns, for a time offset d from now, reconcile options
+// with the certificate options c whose clock reads now + d.
+func clockedCerts(c reconcile.CertOptions) func(d time.Duration) reconcile.Options {
+	start := time.Now()
+	return func(d time.Duration) reconcile.Options {
+		c := c
+		c.Now = func() time.Time { return start.Add(d) }
+		return reconcile.Options{NoWait: true, Certificates: c}
+	}
+}
+
+func (se *sampleEnv) secretData(t *testing.T, name string) map[string][]byte {
+	t.Helper()
+	sec, err := se.env.Kube.CoreV1().Secrets(se.ns).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sec.Data
+}
+
+func pemBlock(t *testing.T, data []byte) []byte {
+	t.Helper()
+	b, _ := pem.Decode(data)
+	if b == nil {
+		t.Fatal("not PEM")
+	}
+	return b.Bytes
 }

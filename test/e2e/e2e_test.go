@@ -263,6 +263,13 @@ func expectedIdentity(t *testing.T, ns, version string, cc *v1alpha1.CustomizeCo
 	t.Helper()
 	in := &v1alpha1.Installation{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "x"},
 		Spec: v1alpha1.InstallationSpec{Version: version, Registry: "registry.example/sample", ImagePullPolicy: "IfNotPresent", CustomizeComponents: cc}}
+	return identityOf(t, in)
+}
+
+// identityOf is the identifier and configuration the controller computes
+// for an Installation.
+func identityOf(t *testing.T, in *v1alpha1.Installation) (string, *identity.Config) {
+	t.Helper()
 	cfg, err := controller.ConfigFor(in, controller.Defaults{})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,7 +35,8 @@ func (e *e2e) waitDegraded(ctx context.Context, t *testing.T, name, reason strin
 	return last
 }
 
-// A strategy ConfigMap deploys as it is; once its digest no longer
+// A strategy ConfigMap deploys as it is, placed by the Installation (pull
+// secrets and placement reach every source); once its digest no longer
 // matches, the Installation is Degraded with StrategyTampered and nothing
 // is applied or removed.
 func TestConfigMapSourceAndTampering(t *testing.T) {
@@ -55,8 +57,17 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 	}
 	spec := sampleSpec("v1.0.0")
 	spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: entry.Name}}
+	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "cm-pull"}}
+	spec.Workloads = &v1alpha1.NodePlacement{NodeSelector: map[string]string{kwokTypeLabel: "kwok"}}
 	e.create(ctx, t, "sample", spec)
 	in := e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	var ds appsv1.DaemonSet
+	if !e.exists(ctx, t, &ds, "sample-handler") {
+		t.Fatal("daemonset sample-handler missing")
+	}
+	if pod := ds.Spec.Template.Spec; len(pod.ImagePullSecrets) != 1 || pod.ImagePullSecrets[0].Name != "cm-pull" || pod.NodeSelector[kwokTypeLabel] != "kwok" {
+		t.Errorf("sample-handler from a stored strategy: imagePullSecrets %v nodeSelector %v, want cm-pull and %s=kwok", pod.ImagePullSecrets, pod.NodeSelector, kwokTypeLabel)
+	}
 	if src := in.Status.Strategy; src == nil || src.Source != v1alpha1.StrategySourceConfigMap || src.ConfigMap != e.ns+"/"+entry.Name || src.Digest != entry.Digest {
 		t.Errorf("status.strategy %+v, want configmap %s with digest %s", src, entry.Name, entry.Digest)
 	}

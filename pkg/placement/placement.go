@@ -1,0 +1,200 @@
+// Package placement owns putting an installation's node placement and image
+// pull secrets on the pod templates of a strategy, whatever produced the
+// strategy (a generator, a dump Job, a stored ConfigMap such as a real
+// KubeVirt strategy).
+//
+// Which objects have pods comes from the kind table (kinds.Info.PodTemplate);
+// which placement a workload gets comes from its role (plan.RoleOf): the
+// per-node role (generate.RoleHandler, e.g. KubeVirt's virt-handler
+// DaemonSet) gets the Workloads placement, every other workload the Infra
+// placement. KubeVirt does the same when it deploys its strategy.
+//
+// Apply is idempotent: applying a Spec to its own result changes nothing.
+package placement
+
+import (
+	"fmt"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Spec is what Apply puts on the pod templates of a strategy. The zero value
+// changes nothing.
+type Spec struct {
+	// Placement places the pods by role: Workloads for the handler role,
+	// Infra for every other role. nil (or a nil member) places nothing.
+	Placement *identity.Placement
+	// ImagePullSecrets names Secrets added to every pod template, in
+	// order, after the ones it already has (a name already present is not
+	// added again).
+	ImagePullSecrets []string
+	// Roles maps workload names to roles (see plan.RoleOf); nil means
+	// plan.DefaultRoles.
+	Roles map[string]generate.Role
+}
+
+// IsZero reports whether the spec changes nothing.
+func (s Spec) IsZero() bool {
+	return s.Placement.IsZero() && len(s.ImagePullSecrets) == 0
+}
+
+// For returns the node placement of a workload: Workloads for the handler
+// role, Infra for the others; nil when that placement is not set.
+func (s Spec) For(obj *unstructured.Unstructured) *identity.NodePlacement {
+	if s.Placement == nil {
+		return nil
+	}
+	if plan.RoleOf(obj, s.Roles) == generate.RoleHandler {
+		return s.Placement.Workloads
+	}
+	return s.Placement.Infra
+}
+
+// Apply puts the spec on every object of s whose kind has a pod template in
+// the kind table, in place:
+//
+//   - imagePullSecrets: the spec's names are appended, skipping names
+//     already present (duplicates by name are removed, the first kept);
+//   - nodeSelector: the placement's keys are merged in, its values win;
+//   - tolerations: each of the placement's is appended unless an equal one
+//     is there;
+//   - affinity: replaced by the placement's, when it has one.
+//
+// It fails on a workload without a pod template at the table's path.
+func Apply(s *strategy.Strategy, spec Spec) error {
+	if spec.IsZero() {
+		return nil
+	}
+	for _, obj := range s.Objects {
+		if err := ApplyObject(obj, spec); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ApplyObject is Apply for one object; objects of kinds without a pod
+// template are left alone.
+func ApplyObject(obj *unstructured.Unstructured, spec Spec) error {
+	info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind())
+	if info.PodTemplate == nil || spec.IsZero() {
+		return nil
+	}
+	path := append(slices.Clone(info.PodTemplate), "spec")
+	pod, found, err := unstructured.NestedMap(obj.Object, path...)
+	if err != nil || !found {
+		return fmt.Errorf("place %s: no pod spec at %v", strategy.RefOf(obj), path)
+	}
+	if err := place(pod, spec.For(obj), spec.ImagePullSecrets); err != nil {
+		return fmt.Errorf("place %s: %w", strategy.RefOf(obj), err)
+	}
+	return unstructured.SetNestedMap(obj.Object, pod, path...)
+}
+
+// place changes one pod spec (unstructured).
+func place(pod map[string]any, np *identity.NodePlacement, pullSecrets []string) error {
+	if len(pullSecrets) > 0 {
+		if err := addPullSecrets(pod, pullSecrets); err != nil {
+			return err
+		}
+	}
+	if np == nil {
+		return nil
+	}
+	if len(np.NodeSelector) > 0 {
+		sel, _ := pod["nodeSelector"].(map[string]any)
+		if v, ok := pod["nodeSelector"]; ok && v != nil && sel == nil {
+			return fmt.Errorf("nodeSelector is a %T, not a map", v)
+		}
+		if sel == nil {
+			sel = map[string]any{}
+		}
+		for k, v := range np.NodeSelector {
+			sel[k] = v
+		}
+		pod["nodeSelector"] = sel
+	}
+	if len(np.Tolerations) > 0 {
+		if err := addTolerations(pod, np.Tolerations); err != nil {
+			return err
+		}
+	}
+	if np.Affinity != nil {
+		a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(np.Affinity)
+		if err != nil {
+			return fmt.Errorf("affinity: %w", err)
+		}
+		pod["affinity"] = a
+	}
+	return nil
+}
+
+func addPullSecrets(pod map[string]any, names []string) error {
+	have, _ := pod["imagePullSecrets"].([]any)
+	if v, ok := pod["imagePullSecrets"]; ok && v != nil && have == nil {
+		return fmt.Errorf("imagePullSecrets is a %T, not a list", v)
+	}
+	seen := map[string]bool{}
+	out := make([]any, 0, len(have)+len(names))
+	for _, ref := range have {
+		m, _ := ref.(map[string]any)
+		name, _ := m["name"].(string)
+		if seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, ref)
+	}
+	for _, name := range names {
+		if name == "" || seen[name] {
+			continue
+		}
+		seen[name] = true
+		out = append(out, map[string]any{"name": name})
+	}
+	pod["imagePullSecrets"] = out
+	return nil
+}
+
+func addTolerations(pod map[string]any, add []corev1.Toleration) error {
+	have, _ := pod["tolerations"].([]any)
+	if v, ok := pod["tolerations"]; ok && v != nil && have == nil {
+		return fmt.Errorf("tolerations is a %T, not a list", v)
+	}
+	existing := make([]corev1.Toleration, 0, len(have))
+	for i, t := range have {
+		m, ok := t.(map[string]any)
+		if !ok {
+			return fmt.Errorf("toleration %d is a %T, not an object", i, t)
+		}
+		var tol corev1.Toleration
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &tol); err != nil {
+			return fmt.Errorf("toleration %d: %w", i, err)
+		}
+		existing = append(existing, tol)
+	}
+	out := slices.Clone(have)
+	for _, t := range add {
+		if slices.ContainsFunc(existing, func(e corev1.Toleration) bool { return equality.Semantic.DeepEqual(e, t) }) {
+			continue
+		}
+		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&t)
+		if err != nil {
+			return fmt.Errorf("toleration %s: %w", t.Key, err)
+		}
+		out = append(out, m)
+		existing = append(existing, t)
+	}
+	pod["tolerations"] = out
+	return nil
+}
