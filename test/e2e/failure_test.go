@@ -14,9 +14,11 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
+	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
@@ -91,7 +93,10 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 }
 
 // A dump Job that completes without publishing a strategy (kwok runs no
-// container) is noticed: Degraded with DumpJobFailed.
+// container) is noticed: Degraded with DumpJobFailed. Once the image works
+// — the test does what the container would, the dump mode with the Job's
+// own configuration — a later attempt finds the strategy and the
+// Installation recovers to Deployed.
 func TestImageSourceDumpJobFails(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
@@ -114,6 +119,35 @@ func TestImageSourceDumpJobFails(t *testing.T) {
 		if cond, _ := testenv.JobFinished(&j); cond != "" {
 			t.Errorf("finished dump job %s left behind", j.Name)
 		}
+	}
+
+	// The loader tries again with a new Job; this time it does its work.
+	var cfgJSON string
+	testenv.WaitFor(ctx, t, "another dump Job", func(ctx context.Context) (bool, string, error) {
+		if err := e.c.List(ctx, jobs, client.InNamespace(e.ns), client.HasLabels{loader.DumpJobLabel}); err != nil {
+			return false, "", err
+		}
+		for _, j := range jobs.Items {
+			for _, c := range j.Spec.Template.Spec.Containers {
+				for _, env := range c.Env {
+					if env.Name == identity.EnvVar {
+						cfgJSON = env.Value
+					}
+				}
+			}
+		}
+		return cfgJSON != "", describe(in), nil
+	})
+	st, err := store.New(e.env.Kube, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dump.Run(ctx, dump.Options{ConfigJSON: []byte(cfgJSON), Store: st}); err != nil {
+		t.Fatalf("dump mode with the Job's configuration: %v", err)
+	}
+	in = e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	if c := in.Condition(v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
+		t.Errorf("recovered, but Degraded is %+v", c)
 	}
 }
 
