@@ -36,24 +36,28 @@ import (
 var version = ""
 
 func main() {
-	log := funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, args) }, funcr.Options{})
-	os.Exit(exitCode(log, os.Args[1:]))
+	os.Exit(exitCode(stderrLogger, os.Args[1:]))
+}
+
+// stderrLogger logs to stderr; verbosity 1 adds the steps of rollouts.
+func stderrLogger(verbosity int) logr.Logger {
+	return funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, args) }, funcr.Options{Verbosity: verbosity})
 }
 
 // exitCode runs the operator and maps the outcome to the process's exit
 // code: 0 on success and for --help, 1 on failure (logged).
-func exitCode(log logr.Logger, args []string) int {
-	err := run(log, args)
+func exitCode(newLog func(verbosity int) logr.Logger, args []string) int {
+	err := run(newLog, args)
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	default:
-		log.Error(err, "installstrategy-operator failed")
+		newLog(0).Error(err, "installstrategy-operator failed")
 		return 1
 	}
 }
 
-func run(log logr.Logger, args []string) error {
+func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs := flag.NewFlagSet("installstrategy-operator", flag.ContinueOnError)
 	dumpMode := fs.Bool("dump-install-strategy", false, "generate the strategy for the configuration in $"+identity.EnvVar+", publish it in its namespace, and exit")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty means the in-cluster configuration")
@@ -69,6 +73,7 @@ func run(log logr.Logger, args []string) error {
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
 	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
+	verbosity := fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout")
 	fs.DurationVar(&mo.stageDeadline, "stage-deadline", reconcile.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -76,6 +81,7 @@ func run(log logr.Logger, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	log := newLog(*verbosity)
 	if !*dumpMode {
 		cfg, err := managerRestConfig(*kubeconfig)
 		if err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/identity"
 )
 
+func discard(int) logr.Logger { return logr.Discard() }
+
 func TestFlags(t *testing.T) {
 	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	tests := []struct {
@@ -28,7 +30,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--dump-install-strategy", "--kubeconfig=/does/not/exist"}, "kubeconfig /does/not/exist"},
 	}
 	for _, tt := range tests {
-		err := run(logr.Discard(), tt.args)
+		err := run(discard, tt.args)
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("run(%q) = %v, want an error containing %q", tt.args, err, tt.wantErr)
 		}
@@ -46,7 +48,7 @@ func TestExitCode(t *testing.T) {
 		{[]string{"--no-such-flag"}, 1},
 		{[]string{"--kubeconfig=/does/not/exist"}, 1},
 	} {
-		if got := exitCode(logr.Discard(), tt.args); got != tt.want {
+		if got := exitCode(discard, tt.args); got != tt.want {
 			t.Errorf("exitCode(%q) = %d, want %d", tt.args, got, tt.want)
 		}
 	}
@@ -63,7 +65,7 @@ func TestDumpMode(t *testing.T) {
 	t.Setenv(identity.EnvVar, string(text))
 	args := []string{"--dump-install-strategy", "--kubeconfig=" + os.Getenv(testenv.KubeconfigEnv), "--strategy-format=kubevirt"}
 	for range 2 {
-		if err := run(logr.Discard(), args); err != nil {
+		if err := run(discard, args); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -136,6 +136,8 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		case reconcile.EventCanary:
 			canaries[e.Ref] = true
 			r.event(in, corev1.EventTypeNormal, "Canary", "Rollout", "%s: %s", e.Ref, e.Reason)
+		case reconcile.EventStepStarted:
+			s.log.V(1).Info("step started", "step", e.Step)
 		case reconcile.EventStepReady:
 			s.log.V(1).Info("step ready", "step", e.Step)
 		}
