@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
@@ -35,7 +37,8 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
 
-	op := newOperatorProcess(t, "operator", ns)
+	// Verbosity 1 logs every step of a rollout, so a kill can aim at one.
+	op := newOperatorProcess(t, "operator", ns, "--log-verbosity", "1")
 	op.start()
 	// The product goes away with its finalizer, which needs the operator.
 	t.Cleanup(func() {
@@ -46,17 +49,36 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 	})
 	e.dumpOnFailure(t)
 
+	from := op.logSize()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	steps := len(op.stepsSince(from))
+	if steps < 4 {
+		t.Fatalf("the install logged %d step events; want the steps of a rollout at verbosity 1", steps)
+	}
 
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
-	t.Logf("random seed %d", seed)
+	t.Logf("random seed %d; an install logs %d step events", seed, steps)
 	for round := range crashRounds {
 		target := []string{"v1.1.0", "v1.0.0"}[round%2]
+		// Aim at a random step event of the rollout (a step starting or
+		// becoming ready), then up to 300 ms more; a rollout that ends
+		// first is killed when it is done.
+		aim := rng.IntN(steps)
+		jitter := time.Duration(rng.IntN(300)) * time.Millisecond
+		from := op.logSize()
 		e.update(ctx, t, "sample", func(in *v1alpha1.Installation) { in.Spec.Version = target })
-		delay := time.Duration(rng.IntN(4000)) * time.Millisecond
-		time.Sleep(delay)
+		at := "the rollout's end"
+		testenv.WaitFor(ctx, t, fmt.Sprintf("step event %d of the rollout to %s", aim+1, target), func(context.Context) (bool, string, error) {
+			seen := op.stepsSince(from)
+			if len(seen) > aim {
+				at = seen[aim]
+				return true, "", nil
+			}
+			return op.logContainsSince(from, `"msg"="rollout finished"`), fmt.Sprintf("%d step events", len(seen)), nil
+		})
+		time.Sleep(jitter)
 		op.kill()
 		op.start()
 		// A round is bounded on its own, so that a stuck one fails with
@@ -65,7 +87,7 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 		e.waitDeployed(rctx, t, "sample", target)
 		rcancel()
 		checkConverged(ctx, t, e, target)
-		t.Logf("round %d: killed %s into the rollout to %s; converged", round+1, delay, target)
+		t.Logf("round %d: killed %s after %s of the rollout to %s; converged", round+1, jitter, at, target)
 	}
 }
 
@@ -80,14 +102,14 @@ func checkConverged(ctx context.Context, t *testing.T, e *e2e, version string) {
 		t.Fatal(err)
 	}
 	managedBy := controller.ManagedBy(e.ns, "sample")
-	want := map[schema.GroupKind]map[string]bool{}
+	want := map[schema.GroupKind]map[string]*unstructured.Unstructured{}
 	for _, o := range s.Objects {
 		if o.GetNamespace() == e.ns {
 			gk := o.GroupVersionKind().GroupKind()
 			if want[gk] == nil {
-				want[gk] = map[string]bool{}
+				want[gk] = map[string]*unstructured.Unstructured{}
 			}
-			want[gk][o.GetName()] = true
+			want[gk][o.GetName()] = o
 		}
 	}
 	for gk, names := range want {
@@ -103,8 +125,16 @@ func checkConverged(ctx context.Context, t *testing.T, e *e2e, version string) {
 			if gk.Kind == "Secret" && item.GetName() == reconcile.DefaultCASecret {
 				continue // the reconciler's CA: ours, not a strategy object
 			}
-			if !names[item.GetName()] {
+			desired := names[item.GetName()]
+			if desired == nil {
 				t.Errorf("%s %s: %s/%s is ours but not in the strategy", version, gk, e.ns, item.GetName())
+				continue
+			}
+			// A kill between the canary's maxUnavailable patch and its
+			// restore, or mid-rollout, must not leave the workload off
+			// the strategy.
+			if w, g := convergedFields(info, desired), convergedFields(info, &item); w != g {
+				t.Errorf("%s %s %s: live %s, the strategy says %s", version, gk, item.GetName(), g, w)
 			}
 		}
 		for name := range names {
@@ -130,4 +160,22 @@ func checkConverged(ctx context.Context, t *testing.T, e *e2e, version string) {
 		}
 		return n == 1, fmt.Sprintf("%d stored strategies for %s", n, id), nil
 	})
+}
+
+// convergedFields prints the fields of a workload that must equal the
+// strategy's once a rollout is done: its containers' images (its version)
+// and its update strategy's maxUnavailable (which the DaemonSet canary
+// changes and restores). It is "" for kinds without pods.
+func convergedFields(info kinds.Info, obj *unstructured.Unstructured) string {
+	if info.PodTemplate == nil {
+		return ""
+	}
+	containers, _, _ := unstructured.NestedSlice(obj.Object, append(slices.Clone(info.PodTemplate), "spec", "containers")...)
+	var images []string
+	for _, c := range containers {
+		m, _ := c.(map[string]any)
+		images = append(images, fmt.Sprint(m["image"]))
+	}
+	maxUnavailable, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "updateStrategy", "rollingUpdate", "maxUnavailable")
+	return fmt.Sprintf("images %v maxUnavailable %v", images, maxUnavailable)
 }

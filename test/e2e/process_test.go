@@ -153,6 +153,46 @@ func (p *operatorProcess) dumpLog(tail int) {
 	p.t.Logf("operator %s log (end):\n%s", p.name, b)
 }
 
+// logSize is the length of the operator's log so far: an offset for
+// stepsSince and logContainsSince.
+func (p *operatorProcess) logSize() int64 {
+	fi, err := os.Stat(p.logPath)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// logSince returns the operator's log from offset on.
+func (p *operatorProcess) logSince(offset int64) []byte {
+	b, err := os.ReadFile(p.logPath)
+	if err != nil || int64(len(b)) < offset {
+		return nil
+	}
+	return b[offset:]
+}
+
+// logContainsSince reports whether the log from offset on holds s.
+func (p *operatorProcess) logContainsSince(offset int64, s string) bool {
+	return bytes.Contains(p.logSince(offset), []byte(s))
+}
+
+// stepsSince lists the rollout step events the operator logged (at
+// --log-verbosity 1) from offset on, as "started STEP" or "ready STEP".
+func (p *operatorProcess) stepsSince(offset int64) []string {
+	var out []string
+	for line := range strings.SplitSeq(string(p.logSince(offset)), "\n") {
+		for _, ev := range []string{"started", "ready"} {
+			if strings.Contains(line, `"msg"="step `+ev+`"`) {
+				_, step, _ := strings.Cut(line, `"step"="`)
+				step, _, _ = strings.Cut(step, `"`)
+				out = append(out, ev+" "+step)
+			}
+		}
+	}
+	return out
+}
+
 // logContains reports whether the operator's log holds s.
 func (p *operatorProcess) logContains(s string) bool {
 	b, err := os.ReadFile(p.logPath)
