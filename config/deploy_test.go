@@ -22,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -31,8 +32,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/deploy"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -238,7 +242,7 @@ func runOperatorAsServiceAccount(ctx context.Context, t *testing.T, env *testenv
 	if err := c.Create(ctx, in); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { removeInstallation(t, c, in) })
+	t.Cleanup(func() { removeInstallation(t, env, c, in) })
 
 	forbidden := func(in *v1alpha1.Installation) {
 		t.Helper()
@@ -303,9 +307,11 @@ func describeInstallation(in *v1alpha1.Installation) string {
 }
 
 // removeInstallation deletes the Installation when the test left it
-// behind, and drops its finalizer when no operator removes it in time, so
-// the test's namespace can go.
-func removeInstallation(t *testing.T, c client.Client, in *v1alpha1.Installation) {
+// behind. When no operator removes it in time, it drops the finalizer and
+// deletes the product's cluster-scoped objects itself, so a failed run
+// does not leave CRDs and ClusterRoles that later tests would meet as
+// someone else's.
+func removeInstallation(t *testing.T, env *testenv.Env, c client.Client, in *v1alpha1.Installation) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
 	defer cancel()
 	if err := c.Delete(ctx, in); apierrors.IsNotFound(err) {
@@ -315,11 +321,28 @@ func removeInstallation(t *testing.T, c client.Client, in *v1alpha1.Installation
 		err := c.Get(ctx, client.ObjectKeyFromObject(in), &v1alpha1.Installation{})
 		return apierrors.IsNotFound(err), "", client.IgnoreNotFound(err)
 	})
-	if err != nil {
-		cur := &v1alpha1.Installation{}
-		if c.Get(context.WithoutCancel(ctx), client.ObjectKeyFromObject(in), cur) == nil {
-			cur.Finalizers = nil
-			_ = c.Update(context.WithoutCancel(ctx), cur)
+	if err == nil {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	cur := &v1alpha1.Installation{}
+	if c.Get(ctx, client.ObjectKeyFromObject(in), cur) == nil {
+		cur.Finalizers = nil
+		_ = c.Update(ctx, cur)
+	}
+	selector := apply.ManagedByLabel + "=" + controller.ManagedBy(in.Namespace, in.Name)
+	for _, info := range kinds.All() {
+		if info.Namespaced {
+			continue
+		}
+		gvr := schema.GroupVersionResource{Group: info.GroupKind.Group, Version: info.Version, Resource: info.Resource}
+		list, err := env.Dynamic.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			continue // not served
+		}
+		for _, o := range list.Items {
+			t.Logf("cleanup: deleting %s left by the failed uninstall", strategy.RefOf(&o))
+			_ = env.Dynamic.Resource(gvr).Delete(ctx, o.GetName(), metav1.DeleteOptions{})
 		}
 	}
 }
