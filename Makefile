@@ -12,6 +12,14 @@
 #   make bench          benchmarks beside their baselines
 #   make build          the plugin and operator binaries into _output/bin
 #   make demo           a tour (see README.md)
+#   make deploy         install the operator into the cluster of $KUBECONFIG:
+#                       config/default with image IMG, server-side applied,
+#                       waits until the CRD is Established and the operator
+#                       Available (no kubectl needed)
+#   make undeploy       remove it again, CRD last; refused while Installations
+#                       exist, unless KEEP_CRD=true (keeps the CRD and them)
+#   make docker-build   build the operator image IMG (needs a Docker daemon)
+#   make docker-push    push IMG
 #
 # Variables (override on the command line or in the environment):
 #   TOOLS_DIR           where the binaries are (default: a per-pin cache folder,
@@ -21,6 +29,11 @@
 #   NODES               fake nodes of cluster-up (default 3)
 #   GOTESTFLAGS         flags of go test (default: -count=1 -timeout=15m -p 1)
 #   GOTESTPKGS          packages of go test (default ./...)
+#   IMG                 the operator image of deploy and docker-build (default
+#                       ghcr.io/installstrategy/installstrategy-operator:$(VERSION))
+#   VERSION             its tag (default: git describe --tags --always --dirty)
+#   DEPLOY_FLAGS        more flags of deploy/undeploy, e.g. --context NAME,
+#                       --kubeconfig FILE, --timeout 5m (see go run ./hack/deploy)
 
 SHELL := /usr/bin/env bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -115,6 +128,39 @@ build: ## Build the plugin and the operator into _output/bin.
 .PHONY: demo
 demo:
 	@hack/demo.sh
+
+# ---------------------------------------------------------------------------
+# The operator in a cluster. hack/deploy (logic in internal/deploy) renders
+# config/default with kustomize's Go API, so neither kubectl nor kustomize
+# is needed; config/deploy_test.go runs it the same way against the local
+# cluster. See docs/DEVELOPMENT.md.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+IMG ?= ghcr.io/installstrategy/installstrategy-operator:$(VERSION)
+KEEP_CRD ?= false
+DEPLOY_FLAGS ?=
+
+.PHONY: deploy
+deploy: ## Install the operator (image IMG) into the cluster of $KUBECONFIG.
+	$(GO) run ./hack/deploy deploy --image "$(IMG)" $(DEPLOY_FLAGS)
+
+.PHONY: undeploy
+undeploy: ## Remove what deploy installed (KEEP_CRD=true keeps the CRD).
+	$(GO) run ./hack/deploy undeploy --keep-crd=$(KEEP_CRD) $(DEPLOY_FLAGS)
+
+# The image is built from the Dockerfile; this machine and CI have no
+# Docker, so these targets fail with a message there.
+.PHONY: docker-check
+docker-check:
+	@command -v docker >/dev/null 2>&1 || { echo "docker: not installed; build the image where Docker runs (see Dockerfile), push it, and run make deploy IMG=<that image>" >&2; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "docker: no Docker daemon answers (docker info failed); start one, or build the image elsewhere and run make deploy IMG=<that image>" >&2; exit 1; }
+
+.PHONY: docker-build
+docker-build: docker-check ## Build the operator image IMG.
+	docker build -t "$(IMG)" .
+
+.PHONY: docker-push
+docker-push: docker-check ## Push the operator image IMG.
+	docker push "$(IMG)"
 
 .PHONY: verify
 verify: ## gofmt and go vet over the root module.

@@ -223,6 +223,8 @@ func TestRBACCoversKindTable(t *testing.T) {
 		{"", "pods", "list"},
 		{"", "pods/log", "get"},
 		{"", "events", "create"},
+		// An uninstall deletes the Installation's dump Jobs at once.
+		{"batch", "jobs", "deletecollection"},
 	} {
 		if !allows(c.group, c.res, c.verb) {
 			t.Errorf("no rule allows %s %s.%s", c.verb, c.res, c.group)

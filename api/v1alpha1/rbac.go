@@ -68,8 +68,10 @@ package v1alpha1
 //
 // Jobs: dump Jobs are created in the install namespace, watched until
 // complete or failed, and deleted afterwards (background propagation
-// deletes their pods); a strategy may also contain Jobs, which are applied.
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
+// deletes their pods); an uninstall deletes whatever dump Jobs are left
+// with one deletecollection; a strategy may also contain Jobs, which are
+// applied.
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete;deletecollection
 //
 // The sample product's workloads (its custom resources): listed for
 // uninstallStrategy BlockUninstallIfWorkloadsExist, deleted for

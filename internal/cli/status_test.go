@@ -1,10 +1,8 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +15,6 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 )
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestClusterStatusWatch plays the operator's part by writing status, and
 // checks that status --watch follows the rollout to the end (not a TTY).
@@ -75,7 +55,7 @@ func TestClusterStatusWatch(t *testing.T) {
 		"conditions": []any{cond("Available", "True", "AllComponentsReady"), cond("Progressing", "True", "UpdateInProgress"), cond("Degraded", "False", "UpdateInProgress")},
 		"components": comp(1)})
 
-	out := &syncBuffer{}
+	out := &testenv.SyncBuffer{}
 	done := make(chan int)
 	go func() {
 		done <- Main(append([]string{"status", "demo", "--watch", "--timeout", "60s"}, clusterArgs(ns)...), Streams{In: strings.NewReader(""), Out: out, ErrOut: out})
