@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -316,7 +317,24 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 }
 
 func (r *Reconciler) event(in *v1alpha1.Installation, eventType, reason, action, note string, args ...any) {
-	r.recorder.Eventf(in, nil, eventType, reason, action, note, args...)
+	r.recorder.Eventf(in, nil, eventType, reason, action, "%s", eventNote(fmt.Sprintf(note, args...)))
+}
+
+// maxEventNote is the API server's limit on an Event's note.
+const maxEventNote = 1024
+
+// eventNote shortens a note to the API server's limit (which rejects the
+// whole Event otherwise), cutting at a rune boundary and saying so.
+func eventNote(s string) string {
+	if len(s) <= maxEventNote {
+		return s
+	}
+	const more = " …(truncated)"
+	cut := maxEventNote - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }
 
 func (r *Reconciler) resync() time.Duration {
@@ -384,7 +402,7 @@ func (r *Reconciler) stageActive(ctx context.Context, s *State) (bool, error) {
 		if err := r.writeStatus(ctx, s); err != nil {
 			return false, err
 		}
-		r.event(in, corev1.EventTypeWarning, v1alpha1.ReasonAnotherInstallationActive, "Check", msg)
+		r.event(in, corev1.EventTypeWarning, v1alpha1.ReasonAnotherInstallationActive, "Check", "%s", msg)
 		s.log.Info("another installation is active", "active", winner.Name)
 	}
 	s.Outcome = "inactive"

@@ -3,6 +3,7 @@ package controller
 import (
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -279,4 +280,16 @@ func find(objs []*unstructured.Unstructured, kind, name string) *unstructured.Un
 
 func strategyOf(objs []*unstructured.Unstructured) *strategy.Strategy {
 	return &strategy.Strategy{Objects: objs}
+}
+
+func TestEventNoteFitsTheAPILimit(t *testing.T) {
+	short := "deleted ConfigMap ns/x"
+	if got := eventNote(short); got != short {
+		t.Errorf("a short note changed: %q", got)
+	}
+	long := strings.Repeat("é", 700) // 1400 bytes, 2 per rune
+	got := eventNote(long)
+	if len(got) > maxEventNote || !utf8.ValidString(got) || !strings.HasSuffix(got, "(truncated)") {
+		t.Errorf("eventNote of %d bytes = %d bytes, valid UTF-8 %v, %q…", len(long), len(got), utf8.ValidString(got), got[len(got)-20:])
+	}
 }
