@@ -121,6 +121,13 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 		return pods, err
 	}
 	if st := fromKstatus(live); !st.Ready {
+		// Why pods are missing (a quota, a missing PriorityClass, an
+		// admission webhook refusing them) is only in this condition.
+		for _, cond := range d.Status.Conditions {
+			if cond.Type == appsv1.DeploymentReplicaFailure && cond.Status == corev1.ConditionTrue {
+				st.Reason = strings.TrimPrefix(st.Reason+"; ", "; ") + fmt.Sprintf("ReplicaFailure: %s: %s", cond.Reason, cond.Message)
+			}
+		}
 		return st, nil
 	}
 	want := int32(1)

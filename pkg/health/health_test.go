@@ -1,7 +1,9 @@
 package health_test
 
 import (
+	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -136,4 +138,31 @@ func TestConditionRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A Deployment whose pods cannot be created says why: the ReplicaSet's
+// FailedCreate reaches the Deployment's ReplicaFailure condition, and from
+// there the reason of the stuck step.
+func TestReplicaFailureIsTheReason(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	_, ns, a, c := setup(t)
+	d := workload(t, "Deployment", ns, "web", nil)
+	if err := unstructured.SetNestedField(d.Object, "no-such-priority", "spec", "template", "spec", "priorityClassName"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Apply(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	var last error
+	testenv.WaitFor(ctx, t, "the stuck step names the ReplicaFailure", func(ctx context.Context) (bool, string, error) {
+		last = c.Wait(ctx, a.Get, []*unstructured.Unstructured{d}, health.WaitOptions{Deadline: 2 * time.Second, Interval: 200 * time.Millisecond})
+		var deg *health.DegradedError
+		if !errors.As(last, &deg) {
+			return false, "", last
+		}
+		msg := deg.Error()
+		return strings.Contains(msg, "ReplicaFailure: FailedCreate") && strings.Contains(msg, "no-such-priority"), msg, nil
+	})
+	t.Log(last)
 }
