@@ -123,9 +123,6 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			}
 		}
 	}()
-	// DaemonSets whose canary rollout started in this run: one of them
-	// failing is a failed canary.
-	canaries := map[strategy.ObjectRef]bool{}
 	onEvent := func(e reconcile.Event) {
 		switch e.Type {
 		case reconcile.EventApplied:
@@ -134,7 +131,6 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(apply.ActionDelete)).Inc()
 			r.event(in, corev1.EventTypeNormal, "Pruned", "Prune", "deleted %s", e.Ref)
 		case reconcile.EventCanary:
-			canaries[e.Ref] = true
 			r.event(in, corev1.EventTypeNormal, "Canary", "Rollout", "%s: %s", e.Ref, e.Reason)
 		case reconcile.EventStepStarted:
 			s.log.V(1).Info("step started", "step", e.Step)
@@ -158,11 +154,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		var degraded *health.DegradedError
 		var conflict *apply.ConflictError
 		switch {
-		case errors.As(runErr, &degraded) && failedCanary(degraded, canaries, in):
+		case failedCanary(runErr, in):
 			reason = v1alpha1.ReasonCanaryFailed
 		case errors.As(runErr, &conflict):
 			reason = v1alpha1.ReasonApplyFailed
-		case degraded != nil:
+		case errors.As(runErr, &degraded):
 			reason = v1alpha1.ReasonDeploymentFailed
 		}
 		if changing {
@@ -211,15 +207,25 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 	return false, nil
 }
 
-// failedCanary reports whether a rollout failed at a DaemonSet canary: a
-// failed object is a DaemonSet whose canary started in this run, or, on a
-// retry of the same target, the status already says CanaryFailed (the
+// failedCanary reports whether a rollout failed at a DaemonSet canary: the
+// reconciler says so (a *reconcile.CanaryError), or, on a retry of the same
+// target, the status already says CanaryFailed and a DaemonSet failed (the
 // retry finds the DaemonSet applied and starts no canary).
-func failedCanary(deg *health.DegradedError, canaries map[strategy.ObjectRef]bool, in *v1alpha1.Installation) bool {
+func failedCanary(runErr error, in *v1alpha1.Installation) bool {
+	var canaryErr *reconcile.CanaryError
+	if errors.As(runErr, &canaryErr) {
+		return true
+	}
+	var deg *health.DegradedError
+	if !errors.As(runErr, &deg) {
+		return false
+	}
 	c := in.Condition(v1alpha1.ConditionDegraded)
-	retry := c != nil && c.Status == metav1.ConditionTrue && c.Reason == v1alpha1.ReasonCanaryFailed
+	if c == nil || c.Status != metav1.ConditionTrue || c.Reason != v1alpha1.ReasonCanaryFailed {
+		return false
+	}
 	for _, o := range deg.Objects {
-		if o.Failed && (canaries[o.Ref] || (retry && o.Ref.Kind == "DaemonSet")) {
+		if o.Failed && o.Ref.Kind == "DaemonSet" {
 			return true
 		}
 	}

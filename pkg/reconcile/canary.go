@@ -37,6 +37,21 @@ type CanaryOptions struct {
 // FailedUpdateReason is the reason of the event a failed canary emits.
 const FailedUpdateReason = "FailedUpdate"
 
+// CanaryError is the error of a rollout stopped by a failed DaemonSet
+// canary: an updated pod failed, so the DaemonSet's other pods were left on
+// the old version. It wraps the *health.DegradedError naming the DaemonSet
+// (errors.As finds either).
+type CanaryError struct {
+	// DaemonSet is the DaemonSet whose canary failed.
+	DaemonSet strategy.ObjectRef
+	// Err says why.
+	Err *health.DegradedError
+}
+
+func (e *CanaryError) Error() string { return e.Err.Error() }
+
+func (e *CanaryError) Unwrap() error { return e.Err }
+
 // canary applies a DaemonSet and rolls it out with a canary pod when its
 // pods do not all run the target identity yet (a change that does not touch
 // the pod template never starts a canary).
@@ -184,9 +199,9 @@ func (r *run) failCanary(ctx context.Context, ds *appsv1.DaemonSet, ref strategy
 		Source:         corev1.EventSource{Component: r.opts.ManagedBy},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
-	deg := &health.DegradedError{Reason: health.ReasonFailed, Objects: []health.Status{{Ref: ref, Failed: true, Reason: why}}}
+	canaryErr := &CanaryError{DaemonSet: ref, Err: &health.DegradedError{Reason: health.ReasonFailed, Objects: []health.Status{{Ref: ref, Failed: true, Reason: why}}}}
 	if _, err := r.kube.CoreV1().Events(ds.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("%w (and the FailedUpdate event could not be written: %v)", deg, err)
+		return fmt.Errorf("%w (and the FailedUpdate event could not be written: %v)", canaryErr, err)
 	}
-	return deg
+	return canaryErr
 }

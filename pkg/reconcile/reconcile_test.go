@@ -280,8 +280,12 @@ func TestCanaryCrashLoopStopsRollout(t *testing.T) {
 	res, err = se.run(v2, v1.Identity, reconcile.Options{})
 	var deg *health.DegradedError
 	var step *reconcile.StepError
+	var canary *reconcile.CanaryError
 	if !errors.As(err, &deg) || deg.Reason != health.ReasonFailed || !errors.As(err, &step) || step.Step != "workloads/handler" {
 		t.Fatalf("run: %v", err)
+	}
+	if !errors.As(err, &canary) || canary.DaemonSet.Name != "sample-handler" {
+		t.Errorf("run: %v is not a CanaryError of sample-handler", err)
 	}
 	if res.RolledOver {
 		t.Error("rolled over despite the failed canary")
