@@ -258,6 +258,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		return ctrl.Result{}, err
 	}
 	s := &State{Installation: in, log: log, Outcome: "deployed"}
+	start := time.Now()
+	defer func() { r.metrics.ReconcileSeconds.WithLabelValues(s.Outcome).Observe(time.Since(start).Seconds()) }()
 	stages := r.Stages()
 	if in.IsDeleting() {
 		stages = r.DeleteStages()
@@ -266,6 +268,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	for _, st := range stages {
 		done, err := st.Run(ctx, s)
 		if err != nil {
+			s.Outcome = "error"
 			r.metrics.Reconciles.WithLabelValues("error").Inc()
 			r.metrics.setPhase(in.Namespace, in.Name, in.Status.Phase)
 			return s.Result, fmt.Errorf("stage %s: %w", st.Name, err)
@@ -462,6 +465,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			loadErr = err
 			break
 		}
+		r.metrics.StrategyLoads.WithLabelValues("configmap").Inc()
 		st := loaded.Strategy
 		if err := prepare(st); err != nil {
 			loadErr = err
@@ -473,9 +477,11 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		src.Image = in.Spec.Strategy.Image
 		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Image: src.Image, ImagePullSecrets: pullSecretNames(&in.Spec), Generation: in.Generation, Customize: prepare})
 		if err == nil && res.Pending() {
+			r.metrics.StrategyLoads.WithLabelValues("job").Inc()
 			return r.pending(ctx, s, res)
 		}
 		if loadErr = err; err == nil {
+			r.metrics.StrategyLoads.WithLabelValues(string(res.Source)).Inc()
 			s.Strategy = res.Strategy
 		}
 	default:
@@ -491,6 +497,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			loadErr = err
 			break
 		}
+		r.metrics.StrategyLoads.WithLabelValues("product").Inc()
 		if err := prepare(st); err != nil {
 			loadErr = err
 			break

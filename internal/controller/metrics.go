@@ -7,6 +7,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/loader"
 )
 
 // Metrics are the operator's Prometheus metrics.
@@ -21,7 +22,19 @@ type Metrics struct {
 	// RolloutSeconds is the duration of reconcile.Run calls that rolled a
 	// new strategy out.
 	RolloutSeconds *prometheus.HistogramVec
+	// ReconcileSeconds is the duration of reconciles, by outcome.
+	ReconcileSeconds *prometheus.HistogramVec
+	// StrategyLoads counts where loaded strategies came from (see
+	// LoadSources).
+	StrategyLoads *prometheus.CounterVec
 }
+
+// LoadSources are the values of the strategy load counter's source label:
+// the loader's memory cache, a stored ConfigMap found by identity
+// ("store"), a ConfigMap named by the Installation ("configmap"), the
+// operator's own product (generated, or found stored: "product"), and
+// "job" for each reconcile that waited on a dump Job.
+var LoadSources = []string{string(loader.SourceCache), string(loader.SourceStore), "configmap", "product", "job"}
 
 var (
 	defaultMetrics     *Metrics
@@ -48,6 +61,9 @@ func NewMetrics() *Metrics {
 	for _, o := range Outcomes {
 		m.Reconciles.WithLabelValues(o)
 	}
+	for _, src := range LoadSources {
+		m.StrategyLoads.WithLabelValues(src)
+	}
 	return m
 }
 
@@ -70,12 +86,21 @@ func newMetrics() *Metrics {
 			Help:    "Duration of rollouts of a new strategy, by outcome.",
 			Buckets: prometheus.ExponentialBuckets(1, 2, 12),
 		}, []string{"outcome"}),
+		ReconcileSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "installstrategy_reconcile_duration_seconds",
+			Help:    "Duration of reconciles of Installations, by outcome.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
+		}, []string{"outcome"}),
+		StrategyLoads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "installstrategy_strategy_loads_total",
+			Help: "Strategies loaded, by source (cache, store, configmap, product; job counts reconciles that waited on a dump Job).",
+		}, []string{"source"}),
 	}
 }
 
 // MustRegister registers the metrics with r.
 func (m *Metrics) MustRegister(r prometheus.Registerer) {
-	r.MustRegister(m.Reconciles, m.Phase, m.Objects, m.RolloutSeconds)
+	r.MustRegister(m.Reconciles, m.Phase, m.Objects, m.RolloutSeconds, m.ReconcileSeconds, m.StrategyLoads)
 }
 
 var phases = []v1alpha1.InstallationPhase{v1alpha1.PhaseDeploying, v1alpha1.PhaseDeployed, v1alpha1.PhaseDeleting, v1alpha1.PhaseDeleted, v1alpha1.PhaseFailed}

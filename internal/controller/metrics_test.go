@@ -25,6 +25,8 @@ func TestMetrics(t *testing.T) {
 	m.Reconciles.WithLabelValues("deployed").Inc()
 	m.Objects.WithLabelValues("Deployment", "create").Inc()
 	m.RolloutSeconds.WithLabelValues("deployed").Observe(3)
+	m.ReconcileSeconds.WithLabelValues("deployed").Observe(0.2)
+	m.StrategyLoads.WithLabelValues("product").Inc()
 	families, err := metrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -33,7 +35,8 @@ func TestMetrics(t *testing.T) {
 	for _, f := range families {
 		found[f.GetName()] = true
 	}
-	for _, name := range []string{"installstrategy_reconcile_total", "installstrategy_installation_phase", "installstrategy_objects_total", "installstrategy_rollout_duration_seconds"} {
+	for _, name := range []string{"installstrategy_reconcile_total", "installstrategy_installation_phase", "installstrategy_objects_total", "installstrategy_rollout_duration_seconds",
+		"installstrategy_reconcile_duration_seconds", "installstrategy_strategy_loads_total"} {
 		if !found[name] {
 			t.Errorf("%s is not served by the manager's registry", name)
 		}
