@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/plan"
@@ -114,5 +115,39 @@ func TestPrintWithoutCluster(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
+	}
+}
+
+// The table folds the reconciler's own annotations into one line per
+// object; real field changes stay one line each.
+func TestPrintFoldsIdentityAnnotations(t *testing.T) {
+	ann := func(key string) string { return ".metadata.annotations." + key }
+	p := &plan.Plan{Target: strategy.Identity{Version: "v2"}, Observed: strategy.Identity{Version: "v1"}, Path: plan.PathUpdate, Steps: []plan.Step{{Name: "workloads/api", Items: []plan.Item{
+		{Ref: strategy.ObjectRef{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "api"}, Action: apply.ActionUpdate, Changes: []apply.Change{
+			{Path: ann(apply.AppliedHashAnnotation), Live: "aaa", Desired: "bbb"},
+			{Path: ann(apply.VersionAnnotation), Live: "v1", Desired: "v2"},
+			{Path: ".spec.template.metadata.annotations." + apply.VersionAnnotation, Live: "v1", Desired: "v2"},
+			{Path: ".spec.template.spec.containers[0].image", Live: "r/api:v1", Desired: "r/api:v2"},
+		}},
+		{Ref: strategy.ObjectRef{Kind: "ConfigMap", Namespace: "ns", Name: "c"}, Action: apply.ActionUpdate, Changes: []apply.Change{
+			{Path: ann(apply.AppliedHashAnnotation), Live: "aaa", Desired: "ccc"},
+		}},
+	}}}}
+	var buf bytes.Buffer
+	if err := p.Print(&buf); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	for _, want := range []string{
+		"  .spec.template.spec.containers[0].image: r/api:v1 -> r/api:v2\n",
+		"  identity annotations: version v1 -> v2\n",
+		"  identity annotations: applied hash only\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "applied-hash") || strings.Contains(out, "install-strategy-version") {
+		t.Errorf("table still lists annotation paths:\n%s", out)
 	}
 }

@@ -7,11 +7,14 @@ import (
 	"text/tabwriter"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
 )
 
 // Print writes the plan as a table: one line per object with its step,
-// action, reference and reason, the changed fields of updates indented
-// below, then the prune list.
+// action, reference and reason, the changed fields of updates below it in
+// the reason column (the reconciler's own annotations folded into one
+// "identity annotations" line), then the prune list.
 func (p *Plan) Print(w io.Writer) error {
 	obs := p.Observed.Version
 	if obs == "" {
@@ -28,8 +31,16 @@ func (p *Plan) Print(w io.Writer) error {
 			action = "-"
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", step, action, it.Ref, it.Reason)
+		var identity []apply.Change
 		for _, c := range it.Changes {
-			fmt.Fprintf(tw, "\t\t  %s\t%s -> %s\n", c.Path, short(c.Live), short(c.Desired))
+			if _, ok := bookkeeping(c.Path); ok {
+				identity = append(identity, c)
+				continue
+			}
+			fmt.Fprintf(tw, "\t\t\t  %s: %s -> %s\n", c.Path, short(c.Live), short(c.Desired))
+		}
+		if len(identity) > 0 {
+			fmt.Fprintf(tw, "\t\t\t  identity annotations: %s\n", identitySummary(identity))
 		}
 	}
 	for _, st := range p.Steps {
@@ -55,6 +66,45 @@ func (p *Plan) Counts() map[string]int {
 		out[string(it.Action)]++
 	}
 	return out
+}
+
+// bookkeeping reports whether a change is of one of the reconciler's own
+// annotations (the target identity, the applied hash), on the object or on
+// its pod template, and returns the annotation key. The table shows those
+// as one line; the JSON and YAML forms keep every change.
+func bookkeeping(path string) (string, bool) {
+	i := strings.LastIndex(path, ".annotations.")
+	if i < 0 {
+		return "", false
+	}
+	switch key := path[i+len(".annotations."):]; key {
+	case apply.VersionAnnotation, apply.RegistryAnnotation, apply.IdentifierAnnotation, apply.AppliedHashAnnotation:
+		return key, true
+	}
+	return "", false
+}
+
+// identitySummary says in one line what the bookkeeping changes amount to:
+// the identity fields that change, else only the applied hash.
+func identitySummary(changes []apply.Change) string {
+	names := []struct{ key, name string }{
+		{apply.VersionAnnotation, "version"},
+		{apply.RegistryAnnotation, "registry"},
+		{apply.IdentifierAnnotation, "identifier"},
+	}
+	var parts []string
+	for _, n := range names {
+		for _, c := range changes {
+			if key, _ := bookkeeping(c.Path); key == n.key {
+				parts = append(parts, fmt.Sprintf("%s %s -> %s", n.name, short(c.Live), short(c.Desired)))
+				break
+			}
+		}
+	}
+	if len(parts) == 0 {
+		return "applied hash only"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // short renders a value on one line, at most 60 characters.
