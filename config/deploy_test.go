@@ -263,6 +263,32 @@ func runOperatorAsServiceAccount(ctx context.Context, t *testing.T, env *testenv
 	})
 	env.WaitDeploymentRolledOut(ctx, t, ns, "sample-api")
 
+	// The dump-Job path under the same RBAC: another version's strategy
+	// comes from a Job the operator creates, watches and deletes (the test
+	// does the container's work, which kwok cannot).
+	cur := &v1alpha1.Installation{}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
+		t.Fatal(err)
+	}
+	cur.Spec.Version = "v1.1.0"
+	cur.Spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.1.0"}
+	if err := c.Update(ctx, cur); err != nil {
+		t.Fatal(err)
+	}
+	job := env.RunDumpJob(ctx, t, ns)
+	testenv.WaitFor(ctx, t, "sample upgraded to v1.1.0 from dump Job "+job, func(ctx context.Context) (bool, string, error) {
+		cur := &v1alpha1.Installation{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
+			return false, "", err
+		}
+		forbidden(cur)
+		return cur.IsDeployed() && cur.Status.ObservedVersion == "v1.1.0", describeInstallation(cur), nil
+	})
+	testenv.WaitFor(ctx, t, "dump Job "+job+" deleted by the operator", func(ctx context.Context) (bool, string, error) {
+		_, err := env.Kube.BatchV1().Jobs(ns).Get(ctx, job, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), "still there", client.IgnoreNotFound(err)
+	})
+
 	if err := c.Delete(ctx, in); err != nil {
 		t.Fatal(err)
 	}

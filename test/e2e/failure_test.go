@@ -14,11 +14,9 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
-	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
-	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
@@ -122,29 +120,7 @@ func TestImageSourceDumpJobFails(t *testing.T) {
 	}
 
 	// The loader tries again with a new Job; this time it does its work.
-	var cfgJSON string
-	testenv.WaitFor(ctx, t, "another dump Job", func(ctx context.Context) (bool, string, error) {
-		if err := e.c.List(ctx, jobs, client.InNamespace(e.ns), client.HasLabels{loader.DumpJobLabel}); err != nil {
-			return false, "", err
-		}
-		for _, j := range jobs.Items {
-			for _, c := range j.Spec.Template.Spec.Containers {
-				for _, env := range c.Env {
-					if env.Name == identity.EnvVar {
-						cfgJSON = env.Value
-					}
-				}
-			}
-		}
-		return cfgJSON != "", describe(in), nil
-	})
-	st, err := store.New(e.env.Kube, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := dump.Run(ctx, dump.Options{ConfigJSON: []byte(cfgJSON), Store: st}); err != nil {
-		t.Fatalf("dump mode with the Job's configuration: %v", err)
-	}
+	e.env.RunDumpJob(ctx, t, e.ns)
 	in = e.waitDeployed(ctx, t, "sample", "v1.0.0")
 	if c := in.Condition(v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionFalse {
 		t.Errorf("recovered, but Degraded is %+v", c)
