@@ -5,6 +5,14 @@
 // reports progress in its status, with Kubernetes Events and Prometheus
 // metrics along the way.
 //
+// The apply stage is reconcile.Run, which has the pipeline's inner stages:
+// it plans (steps in the kind table's order, workloads in waves by role),
+// then applies and waits step by step — a wave must be rolled over before
+// the next one is written, so "apply" and "wait" alternate rather than run
+// once each — and then prunes what the target no longer holds. Each step
+// is logged at --log-verbosity 1 ("step started", "step ready"), and
+// status.components shows the rollout while it waits.
+//
 // Decisions, where the API leaves room:
 //
 //   - Identity. The deployment configuration is the Installation's namespace,
