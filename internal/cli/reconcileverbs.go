@@ -23,7 +23,9 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -36,6 +38,11 @@ type reconcileFlags struct {
 	pruneCRDs bool
 	// identity is given to a strategy that has none (a plain text).
 	identity strategy.Identity
+	// placementFile and pullSecrets are put on the strategy's pod
+	// templates (pkg/placement), as the operator does with an
+	// Installation's infra, workloads and imagePullSecrets.
+	placementFile string
+	pullSecrets   []string
 }
 
 func (f *reconcileFlags) add(cmd *cobra.Command) {
@@ -45,13 +52,32 @@ func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.identity.Version, "version", "", "the version of a strategy that records none (a plain manifests text)")
 	cmd.Flags().StringVar(&f.identity.Registry, "registry", "", "the registry of a strategy that records none")
 	cmd.Flags().StringVar(&f.identity.Identifier, "identifier", "", "the identifier of a strategy that records none")
+	cmd.Flags().StringVar(&f.placementFile, "placement", "", "a YAML or JSON file placing the strategy's pods, as an Installation's spec does: infra and workloads, each with nodeSelector, tolerations and affinity (per-node agents get workloads, the others infra)")
+	cmd.Flags().StringArrayVar(&f.pullSecrets, "pull-secret", nil, "an image pull Secret added to every pod template (repeat the flag for more)")
 }
 
-// withIdentity gives the flags' identity to a strategy that has none.
-func (f *reconcileFlags) withIdentity(l *codec.Loaded) {
+// prepare gives the flags' identity to a strategy that has none, and puts
+// the flags' placement and pull secrets on its pod templates.
+func (f *reconcileFlags) prepare(l *codec.Loaded) error {
 	if l.Strategy.Identity == (strategy.Identity{}) {
 		l.Strategy.Identity = f.identity
 	}
+	spec := placement.Spec{ImagePullSecrets: f.pullSecrets}
+	if f.placementFile != "" {
+		data, err := os.ReadFile(f.placementFile)
+		if err != nil {
+			return fmt.Errorf("--placement: %w", err)
+		}
+		var p identity.Placement
+		if err := yaml.UnmarshalStrict(data, &p); err != nil {
+			return fmt.Errorf("--placement %s: %w", f.placementFile, err)
+		}
+		spec.Placement = &p
+	}
+	if err := placement.Apply(l.Strategy, spec); err != nil {
+		return fmt.Errorf("--placement: %w", err)
+	}
+	return nil
 }
 
 // strategyArg loads the strategy of a FILE, "-", cm/NAME, or a bare NAME
@@ -113,7 +139,9 @@ func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags
 	if err != nil {
 		return nil, nil, err
 	}
-	f.withIdentity(l)
+	if err := f.prepare(l); err != nil {
+		return nil, nil, err
+	}
 	c, err := o.cluster()
 	if err != nil {
 		return nil, nil, err
@@ -239,7 +267,9 @@ over within --timeout.`,
 				return err
 			}
 			printWarnings(o.streams.ErrOut, l.Warnings)
-			f.withIdentity(l)
+			if err := f.prepare(l); err != nil {
+				return err
+			}
 			c, err := o.cluster()
 			if err != nil {
 				return err

@@ -159,3 +159,63 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 		t.Fatalf("plan of a missing file: exit %d, want 2: %s", code, errOut)
 	}
 }
+
+// TestClusterApplyPlacement: apply --placement and --pull-secret place the
+// strategy's pods as an Installation's spec would, plan then has nothing to
+// do with the same flags and an update without them; a bad placement file
+// is refused before anything is written.
+func TestClusterApplyPlacement(t *testing.T) {
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	ns := env.Namespace(ctx, t)
+	t.Cleanup(func() {
+		_ = env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), "small-"+ns, metav1.DeleteOptions{})
+	})
+	v1 := writeFile(t, "v1.yaml", smallStrategy(ns, "v1"))
+	// kwok nodes carry type=kwok; workers have no control-plane taint.
+	place := writeFile(t, "placement.yaml", `infra:
+  nodeSelector: {type: kwok}
+  tolerations:
+  - {key: example.com/dedicated, operator: Exists, effect: NoSchedule}
+`)
+	args := func(a ...string) []string {
+		return append(append(a, "--version", "v1", "--registry", "example.com"), clusterArgs(ns)...)
+	}
+	placed := []string{"--placement", place, "--pull-secret", "regcred", "--pull-secret", "mirror"}
+
+	bad := writeFile(t, "bad.yaml", "infra:\n  nodeSelectr: {type: kwok}\n")
+	code, _, errOut := run(t, nil, args("apply", v1, "--placement", bad)...)
+	if code == 0 || !strings.Contains(errOut, "--placement "+bad) || !strings.Contains(errOut, "nodeSelectr") {
+		t.Fatalf("apply with a misspelt placement: exit %d\n%s", code, errOut)
+	}
+	if _, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "small-controller", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a refused placement wrote the Deployment: %v", err)
+	}
+
+	code, out, errOut := run(t, nil, args(append([]string{"apply", v1, "--wait", "--timeout", "2m"}, placed...)...)...)
+	if code != 0 || !strings.Contains(out, "rolled over: true") {
+		t.Fatalf("apply with placement: exit %d\n%s\n%s", code, out, errOut)
+	}
+	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "small-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := d.Spec.Template.Spec
+	var secrets []string
+	for _, s := range pod.ImagePullSecrets {
+		secrets = append(secrets, s.Name)
+	}
+	if pod.NodeSelector["type"] != "kwok" || len(pod.Tolerations) != 1 || pod.Tolerations[0].Key != "example.com/dedicated" || strings.Join(secrets, ",") != "regcred,mirror" {
+		t.Errorf("pod template not placed: nodeSelector %v tolerations %v pull secrets %v", pod.NodeSelector, pod.Tolerations, secrets)
+	}
+
+	if code, out, _ := run(t, nil, args(append([]string{"plan", "--strategy", v1}, placed...)...)...); code != 0 {
+		t.Errorf("plan with the same placement: exit %d, want 0\n%s", code, out)
+	}
+	code, out, _ = run(t, nil, args("plan", "--strategy", v1)...)
+	updated := regexp.MustCompile(`(?m)^workloads/controller +update +Deployment\.apps/` + ns + `/small-controller +strategy changed\n +identity annotations: applied hash only \(a field set before is no longer set\)$`)
+	if code != 1 || !updated.MatchString(out) {
+		t.Errorf("plan without the placement: exit %d, want 1 with the Deployment updated\n%s", code, out)
+	}
+}

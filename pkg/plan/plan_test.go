@@ -141,7 +141,7 @@ func TestPrintFoldsIdentityAnnotations(t *testing.T) {
 	for _, want := range []string{
 		"  .spec.template.spec.containers[0].image: r/api:v1 -> r/api:v2\n",
 		"  identity annotations: version v1 -> v2\n",
-		"  identity annotations: applied hash only\n",
+		"  identity annotations: applied hash only (a field set before is no longer set)\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

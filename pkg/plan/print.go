@@ -102,7 +102,10 @@ func identitySummary(changes []apply.Change) string {
 		}
 	}
 	if len(parts) == 0 {
-		return "applied hash only"
+		// What the strategy sets is a subset of the live object, yet it
+		// changed: a field it set before is gone (server-side apply
+		// removes it), which a subset comparison cannot show.
+		return "applied hash only (a field set before is no longer set)"
 	}
 	return strings.Join(parts, ", ")
 }
