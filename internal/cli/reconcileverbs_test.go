@@ -67,6 +67,20 @@ spec:
 	return text + cm("config") + cm("added")
 }
 
+// smallProduct returns the cluster, a context bounded to 3 minutes and a
+// namespace for smallStrategy, whose ClusterRole goes with the test.
+func smallProduct(t *testing.T) (*testenv.Env, context.Context, string) {
+	t.Helper()
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	t.Cleanup(cancel)
+	ns := env.Namespace(ctx, t)
+	t.Cleanup(func() {
+		_ = env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), "small-"+ns, metav1.DeleteOptions{})
+	})
+	return env, ctx, ns
+}
+
 var hexRE = regexp.MustCompile(`\b[0-9a-f]{32}\b`)
 
 func writeFile(t *testing.T, name, content string) string {
@@ -82,13 +96,7 @@ func writeFile(t *testing.T, name, content string) string {
 // nothing to do; drift shows in diff --live; plan of v2 lists the create,
 // updates and prune; apply of v2 prunes.
 func TestClusterApplyPlanDiffLive(t *testing.T) {
-	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ns := env.Namespace(ctx, t)
-	t.Cleanup(func() {
-		_ = env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), "small-"+ns, metav1.DeleteOptions{})
-	})
+	env, ctx, ns := smallProduct(t)
 	v1 := writeFile(t, "v1.yaml", smallStrategy(ns, "v1"))
 	v2 := writeFile(t, "v2.yaml", smallStrategy(ns, "v2"))
 	args := func(a ...string) []string { return append(a, clusterArgs(ns)...) }
@@ -165,13 +173,7 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 // do with the same flags and an update without them; a bad placement file
 // is refused before anything is written.
 func TestClusterApplyPlacement(t *testing.T) {
-	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	ns := env.Namespace(ctx, t)
-	t.Cleanup(func() {
-		_ = env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), "small-"+ns, metav1.DeleteOptions{})
-	})
+	env, ctx, ns := smallProduct(t)
 	v1 := writeFile(t, "v1.yaml", smallStrategy(ns, "v1"))
 	// kwok nodes carry type=kwok; workers have no control-plane taint.
 	place := writeFile(t, "placement.yaml", `infra:
