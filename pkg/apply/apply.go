@@ -94,11 +94,10 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	by := e.ManagedBy
-	if by == "" {
-		by = "no managed-by label"
+	if e.ManagedBy == "" {
+		return fmt.Sprintf("%s exists and is not managed by installstrategy (no managed-by label); not overwritten", e.Ref)
 	}
-	return fmt.Sprintf("%s exists and is not managed by installstrategy (%s); not overwritten", e.Ref, by)
+	return fmt.Sprintf("%s exists and is managed by someone else (managed-by %q); not overwritten", e.Ref, e.ManagedBy)
 }
 
 // NotServedError reports a kind the cluster does not serve.

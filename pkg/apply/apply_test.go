@@ -150,6 +150,9 @@ func TestApplyConflictWithUnmanagedObject(t *testing.T) {
 	if !errors.As(err, &conflict) || res.Action != apply.ActionConflict || conflict.ManagedBy != "someone-else" {
 		t.Fatalf("apply: %v, %+v", err, res)
 	}
+	if want := `ConfigMap/` + ns + `/settings exists and is managed by someone else (managed-by "someone-else"); not overwritten`; err.Error() != want {
+		t.Errorf("conflict error %q, want %q", err, want)
+	}
 	if w := rec.Writes(); len(w) != 0 {
 		t.Errorf("conflict wrote %v", w)
 	}
