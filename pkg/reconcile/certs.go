@@ -183,7 +183,11 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 			return certs.Pair{}, fmt.Errorf("ca secret %s/%s exists and is managed by %q, not %q", ns, c.opts.CASecret, by, c.r.opts.ManagedBy)
 		}
 		p := certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
-		if certs.Renewal(p, nil, nil, now, renewBefore(c.opts.CARenewBefore, c.opts.CAValidity)) == "" {
+		// A serving certificate never outlives its CA, so a CA inside the
+		// serving certificates' renew-before would have them reissued on
+		// every run: the CA is renewed by the longer of the two.
+		before := max(renewBefore(c.opts.CARenewBefore, c.opts.CAValidity), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity))
+		if certs.Renewal(p, nil, nil, now, before) == "" {
 			return p, nil
 		}
 	}

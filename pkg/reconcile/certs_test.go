@@ -144,6 +144,41 @@ func TestCARotatesByItsOwnRenewBefore(t *testing.T) {
 	}
 }
 
+// A CA renew-before shorter than the serving certificates' must not make
+// every run reissue them (a serving certificate ends with its CA, so it
+// would always be "about to expire"): the CA is renewed by the longer one,
+// and the next run writes nothing new.
+func TestShortCARenewBeforeDoesNotChurnCertificates(t *testing.T) {
+	se := newSampleEnv(t)
+	v1 := sample(t, se.ns, "v1.0.0")
+	// CA: 7 days, renewed 4 hours before expiry; certificates: 1 day,
+	// renewed 8 hours before expiry.
+	at := clockedCerts(reconcile.CertOptions{
+		CAValidity: 7 * 24 * time.Hour, CARenewBefore: 4 * time.Hour,
+		CertValidity: 24 * time.Hour, CertRenewBefore: 8 * time.Hour,
+	})
+	if _, err := se.run(v1, strategy.Identity{}, at(0)); err != nil {
+		t.Fatal(err)
+	}
+	first := se.secretData(t, reconcile.DefaultCASecret)["tls.crt"]
+	// 6 hours before the CA expires: outside its own 4 hours, inside the
+	// certificates' 8.
+	if _, err := se.run(v1, v1.Identity, at(7*24*time.Hour-6*time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	ca := se.secretData(t, reconcile.DefaultCASecret)["tls.crt"]
+	if bytes.Equal(first, ca) {
+		t.Fatal("CA kept although every certificate it signs would expire within their renew-before")
+	}
+	serving := se.secretData(t, "sample-api-certs")["tls.crt"]
+	if _, err := se.run(v1, v1.Identity, at(7*24*time.Hour-6*time.Hour+10*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(serving, se.secretData(t, "sample-api-certs")["tls.crt"]) {
+		t.Error("the serving certificate was reissued again 10 minutes later")
+	}
+}
+
 // clockedCerts returns, for a time offset d from now, reconcile options
 // with the certificate options c whose clock reads now + d.
 func clockedCerts(c reconcile.CertOptions) func(d time.Duration) reconcile.Options {
