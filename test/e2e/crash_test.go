@@ -39,13 +39,13 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 	defer cancel()
 
 	// Verbosity 1 logs every step of a rollout, so a kill can aim at one.
-	op := newOperatorProcess(t, "operator", ns, "--log-verbosity", "1")
+	// No periodic resync (its steps would be logged too): every step event
+	// after an update belongs to that update's rollout.
+	op := newOperatorProcess(t, "operator", ns, "--log-verbosity", "1", "--resync-period", "1h")
 	op.start()
 	// The product goes away with its finalizer, which needs the operator.
 	t.Cleanup(func() {
-		if !op.running() {
-			op.start()
-		}
+		op.ensureRunning()
 		e.removeAll(t)
 	})
 	e.dumpOnFailure(t)
@@ -91,7 +91,7 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 		// A round is bounded on its own, so that a stuck one fails with
 		// the cluster state of its moment rather than at the test's end.
 		rctx, rcancel := context.WithTimeout(ctx, 4*time.Minute)
-		e.waitDeployed(rctx, t, "sample", target)
+		e.waitDeployedWhile(rctx, t, "sample", target, op.mustRun)
 		rcancel()
 		checkConverged(ctx, t, e, target)
 		t.Logf("round %d: killed %s after %s of the rollout to %s; converged", round+1, jitter, at, target)

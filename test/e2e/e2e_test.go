@@ -238,8 +238,19 @@ func describe(in *v1alpha1.Installation) string {
 // deployed at version.
 func (e *e2e) waitDeployed(ctx context.Context, t *testing.T, name, version string) *v1alpha1.Installation {
 	t.Helper()
+	return e.waitDeployedWhile(ctx, t, name, version, nil)
+}
+
+// waitDeployedWhile is waitDeployed that calls check (when not nil) on
+// every poll, so a test can fail at once when something it depends on
+// (an operator process) is gone.
+func (e *e2e) waitDeployedWhile(ctx context.Context, t *testing.T, name, version string, check func()) *v1alpha1.Installation {
+	t.Helper()
 	var last *v1alpha1.Installation
 	testenv.WaitFor(ctx, t, name+" deployed at "+version, func(ctx context.Context) (bool, string, error) {
+		if check != nil {
+			check()
+		}
 		in, err := e.get(ctx, name)
 		if err != nil {
 			return false, "", err

@@ -51,7 +51,7 @@ func TestTwoReplicasOnlyLeaderWrites(t *testing.T) {
 			}
 		}
 		if len(leaders) > 1 {
-			return false, "", fmt.Errorf("both replicas acquired the lease")
+			t.Fatal("both replicas acquired the lease")
 		}
 		if len(leaders) == 1 {
 			leader = leaders[0]

@@ -33,6 +33,17 @@ var (
 	operatorBuildErr error
 )
 
+// operatorBuildDir holds the built binary; TestMain removes it.
+var operatorBuildDir string
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if operatorBuildDir != "" {
+		_ = os.RemoveAll(operatorBuildDir)
+	}
+	os.Exit(code)
+}
+
 // buildOperator builds cmd/installstrategy-operator into a folder that
 // lives as long as the test binary.
 func buildOperator(t *testing.T) string {
@@ -43,6 +54,7 @@ func buildOperator(t *testing.T) string {
 			operatorBuildErr = err
 			return
 		}
+		operatorBuildDir = dir
 		operatorBin = filepath.Join(dir, "installstrategy-operator")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
@@ -67,9 +79,10 @@ type operatorProcess struct {
 	logPath string
 	metrics string // host:port of /metrics
 
-	mu  sync.Mutex
-	cmd *exec.Cmd
-	log *os.File
+	mu     sync.Mutex
+	cmd    *exec.Cmd
+	log    *os.File
+	exited chan struct{} // closed once the running process has exited
 }
 
 // newOperatorProcess prepares (does not start) an operator watching ns;
@@ -113,11 +126,19 @@ func (p *operatorProcess) start() {
 	fmt.Fprintf(f, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	// Its own process group, killed with the test binary even when that
+	// dies without running cleanups (a go test -timeout panic).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		p.t.Fatal(err)
 	}
-	p.cmd, p.log = cmd, f
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	p.cmd, p.log, p.exited = cmd, f, exited
 }
 
 // kill sends SIGKILL (no shutdown, no lease release) and reaps the
@@ -128,8 +149,8 @@ func (p *operatorProcess) kill() {
 	if p.cmd == nil {
 		return
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	_ = p.cmd.Wait()
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.exited
 	fmt.Fprintf(p.log, "=== killed %s\n", time.Now().Format(time.RFC3339Nano))
 	_ = p.log.Close()
 	p.cmd, p.log = nil, nil
@@ -139,7 +160,35 @@ func (p *operatorProcess) kill() {
 func (p *operatorProcess) running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.cmd != nil && p.cmd.ProcessState == nil
+	if p.cmd == nil {
+		return false
+	}
+	select {
+	case <-p.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+// mustRun fails the test at once when the operator has exited by itself.
+func (p *operatorProcess) mustRun() {
+	p.t.Helper()
+	if !p.running() {
+		p.dumpLog(4000)
+		p.t.Fatalf("operator %s exited by itself", p.name)
+	}
+}
+
+// ensureRunning starts the operator again when it is not running (never
+// started, killed, or exited by itself).
+func (p *operatorProcess) ensureRunning() {
+	p.t.Helper()
+	if p.running() {
+		return
+	}
+	p.kill() // reap and close the log of one that exited by itself
+	p.start()
 }
 
 func (p *operatorProcess) dumpLog(tail int) {
