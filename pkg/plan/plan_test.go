@@ -132,6 +132,10 @@ func TestPrintFoldsIdentityAnnotations(t *testing.T) {
 		{Ref: strategy.ObjectRef{Kind: "ConfigMap", Namespace: "ns", Name: "c"}, Action: apply.ActionUpdate, Changes: []apply.Change{
 			{Path: ann(apply.AppliedHashAnnotation), Live: "aaa", Desired: "ccc"},
 		}},
+		{Ref: strategy.ObjectRef{Kind: "ConfigMap", Namespace: "ns", Name: "d"}, Action: apply.ActionUpdate, Changes: []apply.Change{
+			{Path: ".data.mode", Live: nil, Desired: "fast"},
+			{Path: ann(apply.AppliedHashAnnotation), Live: "aaa", Desired: "ddd"},
+		}},
 	}}}}
 	var buf bytes.Buffer
 	if err := p.Print(&buf); err != nil {
@@ -142,6 +146,8 @@ func TestPrintFoldsIdentityAnnotations(t *testing.T) {
 		"  .spec.template.spec.containers[0].image: r/api:v1 -> r/api:v2\n",
 		"  identity annotations: version v1 -> v2\n",
 		"  identity annotations: applied hash only (a field set before is no longer set)\n",
+		"  .data.mode: <absent> -> fast\n",
+		"  identity annotations: applied hash\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("table lacks %q:\n%s", want, out)

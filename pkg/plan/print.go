@@ -32,15 +32,17 @@ func (p *Plan) Print(w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", step, action, it.Ref, it.Reason)
 		var identity []apply.Change
+		fields := 0
 		for _, c := range it.Changes {
 			if _, ok := bookkeeping(c.Path); ok {
 				identity = append(identity, c)
 				continue
 			}
+			fields++
 			fmt.Fprintf(tw, "\t\t\t  %s: %s -> %s\n", c.Path, short(c.Live), short(c.Desired))
 		}
 		if len(identity) > 0 {
-			fmt.Fprintf(tw, "\t\t\t  identity annotations: %s\n", identitySummary(identity))
+			fmt.Fprintf(tw, "\t\t\t  identity annotations: %s\n", identitySummary(identity, fields > 0))
 		}
 	}
 	for _, st := range p.Steps {
@@ -85,8 +87,9 @@ func bookkeeping(path string) (string, bool) {
 }
 
 // identitySummary says in one line what the bookkeeping changes amount to:
-// the identity fields that change, else only the applied hash.
-func identitySummary(changes []apply.Change) string {
+// the identity fields that change, else the applied hash. withFields says
+// whether field changes were listed beside them.
+func identitySummary(changes []apply.Change, withFields bool) string {
 	names := []struct{ key, name string }{
 		{apply.VersionAnnotation, "version"},
 		{apply.RegistryAnnotation, "registry"},
@@ -101,7 +104,11 @@ func identitySummary(changes []apply.Change) string {
 			}
 		}
 	}
-	if len(parts) == 0 {
+	switch {
+	case len(parts) > 0:
+	case withFields:
+		return "applied hash"
+	default:
 		// What the strategy sets is a subset of the live object, yet it
 		// changed: a field it set before is gone (server-side apply
 		// removes it), which a subset comparison cannot show.
