@@ -226,7 +226,8 @@ type NodePlacement struct {
 	// NodeSelector is added to the pods' node selector.
 	// +optional
 	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
-	// Affinity replaces the pods' affinity.
+	// Affinity is merged into the pods' own: required node affinities must
+	// both hold, other terms are added.
 	// +optional
 	Affinity *corev1.Affinity `json:"affinity,omitempty"`
 	// Tolerations are added to the pods' tolerations.

@@ -21,8 +21,8 @@ import (
 // deploys, in place: first the placement of cfg (ConfigFor's, from
 // spec.infra and spec.workloads) and the spec's pull secrets are put on
 // every pod template (pkg/placement), then the customizeComponents patches
-// are applied. Patches come last, as in KubeVirt, so a patch can override
-// anything, placement included.
+// are applied. Patches come last so a patch can override anything,
+// placement included (KubeVirt places after patching; see docs/NOTES.md).
 func Prepare(s *strategy.Strategy, in *v1alpha1.Installation, cfg *identity.Config) error {
 	spec := placement.Spec{Placement: cfg.Placement, ImagePullSecrets: pullSecretNames(&in.Spec)}
 	if err := placement.Apply(s, spec); err != nil {

@@ -26,7 +26,7 @@
 //     (Prepare): placement and pull secrets first (pkg/placement: the
 //     handler role gets spec.workloads, every other workload spec.infra),
 //     then the customizeComponents patches, so a patch can override
-//     anything, placement included (KubeVirt also patches last).
+//     anything, placement included (KubeVirt places after patching).
 //   - Objects are marked with the managed-by value ManagedBy(namespace,
 //     name), so prune and uninstall only ever touch the Installation's own
 //     objects.

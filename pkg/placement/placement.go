@@ -68,7 +68,9 @@ func (s Spec) For(obj *unstructured.Unstructured) *identity.NodePlacement {
 //   - nodeSelector: the placement's keys are merged in, its values win;
 //   - tolerations: each of the placement's is appended unless an equal one
 //     is there;
-//   - affinity: replaced by the placement's, when it has one.
+//   - affinity: the placement's is added to the pod's own (see
+//     mergeAffinity): required node terms must both hold, other terms
+//     are added once.
 //
 // It fails on a workload without a pod template at the table's path.
 func Apply(s *strategy.Strategy, spec Spec) error {
@@ -130,13 +132,117 @@ func place(pod map[string]any, np *identity.NodePlacement, pullSecrets []string)
 		}
 	}
 	if np.Affinity != nil {
-		a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(np.Affinity)
+		var have corev1.Affinity
+		if m, ok := pod["affinity"].(map[string]any); ok {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(m, &have); err != nil {
+				return fmt.Errorf("affinity: %w", err)
+			}
+		} else if v, ok := pod["affinity"]; ok && v != nil {
+			return fmt.Errorf("affinity is a %T, not an object", v)
+		}
+		a, err := runtime.DefaultUnstructuredConverter.ToUnstructured(mergeAffinity(&have, np.Affinity))
 		if err != nil {
 			return fmt.Errorf("affinity: %w", err)
 		}
 		pod["affinity"] = a
 	}
 	return nil
+}
+
+// mergeAffinity adds a placement's affinity to a pod's, keeping the pod's
+// own rules (a product's anti-affinity between its replicas, say): a node
+// must satisfy both required node affinities (each of the pod's selector
+// terms is combined with each of the placement's, and a term that only
+// narrows another is dropped, so merging twice is merging once); every
+// other term — preferred node terms, pod affinity and anti-affinity, all of
+// which already add up — is added unless an equal one is there.
+func mergeAffinity(pod, add *corev1.Affinity) *corev1.Affinity {
+	out := pod.DeepCopy()
+	if na := add.NodeAffinity; na != nil {
+		if out.NodeAffinity == nil {
+			out.NodeAffinity = &corev1.NodeAffinity{}
+		}
+		if req := na.RequiredDuringSchedulingIgnoredDuringExecution; req != nil && len(req.NodeSelectorTerms) > 0 {
+			out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution = andSelectors(out.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, req)
+		}
+		out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution = addOnce(out.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution, na.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	if pa := add.PodAffinity; pa != nil {
+		if out.PodAffinity == nil {
+			out.PodAffinity = &corev1.PodAffinity{}
+		}
+		out.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addOnce(out.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, pa.RequiredDuringSchedulingIgnoredDuringExecution)
+		out.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution = addOnce(out.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	if pa := add.PodAntiAffinity; pa != nil {
+		if out.PodAntiAffinity == nil {
+			out.PodAntiAffinity = &corev1.PodAntiAffinity{}
+		}
+		out.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution = addOnce(out.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, pa.RequiredDuringSchedulingIgnoredDuringExecution)
+		out.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution = addOnce(out.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, pa.PreferredDuringSchedulingIgnoredDuringExecution)
+	}
+	return out
+}
+
+// andSelectors returns a node selector that a node matches when it matches
+// both a and b (the terms of one selector are ORed, a term's requirements
+// ANDed).
+func andSelectors(a, b *corev1.NodeSelector) *corev1.NodeSelector {
+	if a == nil || len(a.NodeSelectorTerms) == 0 {
+		return b.DeepCopy()
+	}
+	var terms []corev1.NodeSelectorTerm
+	for _, x := range a.NodeSelectorTerms {
+		for _, y := range b.NodeSelectorTerms {
+			terms = append(terms, corev1.NodeSelectorTerm{
+				MatchExpressions: addOnce(slices.Clone(x.MatchExpressions), y.MatchExpressions),
+				MatchFields:      addOnce(slices.Clone(x.MatchFields), y.MatchFields),
+			})
+		}
+	}
+	// (X) or (X and Y) is X: drop terms that only narrow another one.
+	var kept []corev1.NodeSelectorTerm
+	for i, t := range terms {
+		narrower := false
+		for j, u := range terms {
+			if i != j && covers(t, u) && (!covers(u, t) || j < i) {
+				narrower = true
+				break
+			}
+		}
+		if !narrower {
+			kept = append(kept, t)
+		}
+	}
+	return &corev1.NodeSelector{NodeSelectorTerms: kept}
+}
+
+// covers reports whether term t holds every requirement of term u.
+func covers(t, u corev1.NodeSelectorTerm) bool {
+	has := func(list []corev1.NodeSelectorRequirement, r corev1.NodeSelectorRequirement) bool {
+		return slices.ContainsFunc(list, func(x corev1.NodeSelectorRequirement) bool { return equality.Semantic.DeepEqual(x, r) })
+	}
+	for _, r := range u.MatchExpressions {
+		if !has(t.MatchExpressions, r) {
+			return false
+		}
+	}
+	for _, r := range u.MatchFields {
+		if !has(t.MatchFields, r) {
+			return false
+		}
+	}
+	return true
+}
+
+// addOnce appends the elements of add that list does not hold yet.
+func addOnce[T any](list, add []T) []T {
+	for _, x := range add {
+		if !slices.ContainsFunc(list, func(y T) bool { return equality.Semantic.DeepEqual(x, y) }) {
+			list = append(list, x)
+		}
+	}
+	return list
 }
 
 func addPullSecrets(pod map[string]any, names []string) error {

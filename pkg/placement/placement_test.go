@@ -171,8 +171,8 @@ func TestApplyPlacesByRole(t *testing.T) {
 }
 
 // What a pod spec has already is kept: selectors merged (the placement
-// wins), tolerations and secrets added once, order kept; the affinity is
-// replaced. Applying twice is applying once.
+// wins), tolerations and secrets added once, order kept; the affinities
+// merged. Applying twice is applying once.
 func TestApplyMergesAndIsIdempotent(t *testing.T) {
 	deploy := mustInfo(t, "apps", "Deployment")
 	pod := map[string]any{
@@ -199,8 +199,8 @@ func TestApplyMergesAndIsIdempotent(t *testing.T) {
 	if want := []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists}, infraToleration}; !equality.Semantic.DeepEqual(got.Tolerations, want) {
 		t.Errorf("tolerations %v, want %v", got.Tolerations, want)
 	}
-	if !equality.Semantic.DeepEqual(got.Affinity, infraAffinity) {
-		t.Errorf("affinity %v, want %v", got.Affinity, infraAffinity)
+	if want := (&corev1.Affinity{NodeAffinity: infraAffinity.NodeAffinity, PodAntiAffinity: &corev1.PodAntiAffinity{}}); !equality.Semantic.DeepEqual(got.Affinity, want) {
+		t.Errorf("affinity %v, want %v", got.Affinity, want)
 	}
 	if len(got.Containers) != 1 || got.Containers[0].Image != "i" {
 		t.Errorf("containers changed: %v", got.Containers)
@@ -302,9 +302,7 @@ func TestApplyKubeVirtStrategy(t *testing.T) {
 		if wantTol := append(slices.Clone(was.Tolerations), want.Tolerations...); !equality.Semantic.DeepEqual(got.Tolerations, wantTol) {
 			t.Errorf("%s: tolerations %v, want %v", o.GetName(), got.Tolerations, wantTol)
 		}
-		if !equality.Semantic.DeepEqual(got.Affinity, want.Affinity) {
-			t.Errorf("%s: affinity %v, want %v", o.GetName(), got.Affinity, want.Affinity)
-		}
+		checkAffinityMerged(t, o.GetName(), got.Affinity, was.Affinity, want.Affinity)
 		if !equality.Semantic.DeepEqual(got.Containers, was.Containers) {
 			t.Errorf("%s: containers changed", o.GetName())
 		}
@@ -361,5 +359,93 @@ func TestApplySampleProduct(t *testing.T) {
 	}
 	if n != 3 {
 		t.Errorf("%d workloads, want 3", n)
+	}
+}
+
+// checkAffinityMerged: the pod keeps every rule it had (a product's
+// anti-affinity between replicas, its os/arch node requirements) and gets
+// every rule of the placement; each required node term holds the
+// requirements of both.
+func checkAffinityMerged(t *testing.T, name string, got, was, add *corev1.Affinity) {
+	t.Helper()
+	if add == nil {
+		if !equality.Semantic.DeepEqual(got, was) {
+			t.Errorf("%s: affinity changed without a placement affinity", name)
+		}
+		return
+	}
+	if got == nil {
+		t.Fatalf("%s: no affinity after the merge", name)
+	}
+	if add.PodAntiAffinity != nil && got.PodAntiAffinity == nil {
+		t.Errorf("%s: the placement's pod anti-affinity is missing", name)
+	}
+	if add.NodeAffinity == nil || add.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		return
+	}
+	if got.NodeAffinity == nil || got.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Fatalf("%s: no required node affinity after the merge: %v", name, got)
+	}
+	contains := func(list []corev1.NodeSelectorRequirement, r corev1.NodeSelectorRequirement) bool {
+		return slices.ContainsFunc(list, func(x corev1.NodeSelectorRequirement) bool { return equality.Semantic.DeepEqual(x, r) })
+	}
+	for _, term := range got.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+		for _, r := range add.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms[0].MatchExpressions {
+			if !contains(term.MatchExpressions, r) {
+				t.Errorf("%s: required node term %v lacks the placement's %v", name, term, r)
+			}
+		}
+	}
+	if was != nil && was.NodeAffinity != nil && was.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution != nil {
+		for _, wt := range was.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+			for _, r := range wt.MatchExpressions {
+				found := false
+				for _, term := range got.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms {
+					found = found || contains(term.MatchExpressions, r)
+				}
+				if !found {
+					t.Errorf("%s: the pod's own node requirement %v was lost", name, r)
+				}
+			}
+		}
+	}
+	if was != nil && was.PodAntiAffinity != nil {
+		for _, w := range was.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution {
+			if got.PodAntiAffinity == nil || !slices.ContainsFunc(got.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution, func(x corev1.WeightedPodAffinityTerm) bool { return equality.Semantic.DeepEqual(x, w) }) {
+				t.Errorf("%s: the pod's anti-affinity %v was lost", name, w)
+			}
+		}
+	}
+}
+
+// Required node affinities are ANDed: each of the pod's terms with each of
+// the placement's; a term that only narrows another is dropped, so a
+// second merge changes nothing.
+func TestRequiredNodeAffinitiesAreCombined(t *testing.T) {
+	req := func(key, value string) corev1.NodeSelectorRequirement {
+		return corev1.NodeSelectorRequirement{Key: key, Operator: corev1.NodeSelectorOpIn, Values: []string{value}}
+	}
+	term := func(rs ...corev1.NodeSelectorRequirement) corev1.NodeSelectorTerm {
+		return corev1.NodeSelectorTerm{MatchExpressions: rs}
+	}
+	required := func(ts ...corev1.NodeSelectorTerm) *corev1.Affinity {
+		return &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: ts}}}
+	}
+	deploy := mustInfo(t, "apps", "Deployment")
+	podAffinity, err := runtime.DefaultUnstructuredConverter.ToUnstructured(required(term(req("os", "linux"))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := workload(deploy, "virt-api", map[string]any{"affinity": podAffinity, "containers": []any{map[string]any{"name": "c", "image": "i"}}})
+	s := &strategy.Strategy{Objects: []*unstructured.Unstructured{obj}}
+	spec := placement.Spec{Placement: &identity.Placement{Infra: &identity.NodePlacement{Affinity: required(term(req("zone", "a")), term(req("zone", "b")))}}}
+	for range 2 {
+		if err := placement.Apply(s, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := required(term(req("os", "linux"), req("zone", "a")), term(req("os", "linux"), req("zone", "b")))
+	if got := podSpecOf(t, obj).Affinity; !equality.Semantic.DeepEqual(got.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, want.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution) {
+		t.Errorf("required node affinity after two merges:\n got %v\nwant %v", got.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution, want.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution)
 	}
 }
