@@ -530,6 +530,25 @@ func undeployAndCheck(ctx context.Context, t *testing.T, env *testenv.Env, rende
 		t.Fatalf("the refused undeploy deleted objects: %d of %d left", len(after), len(before))
 	}
 
+	// --keep-crd keeps Installations, but not one in the operator's own
+	// namespace, which it deletes: refused too.
+	inside := blocker.DeepCopy()
+	inside.SetNamespace(operatorNamespace)
+	inside.SetResourceVersion("")
+	if err := env.Client.Create(ctx, inside); err != nil {
+		t.Fatal(err)
+	}
+	out, err = runDeploy(ctx, t, "undeploy", "--keep-crd")
+	if err == nil || !strings.Contains(out, operatorNamespace+"/blocker") || !strings.Contains(out, "Nothing was deleted") {
+		t.Errorf("undeploy --keep-crd with an Installation in %s: %v; want a refusal naming it", operatorNamespace, err)
+	}
+	if after := resourceVersions(ctx, t, env, rendered); len(after) != len(before) {
+		t.Fatalf("the refused undeploy --keep-crd deleted objects: %d of %d left", len(after), len(before))
+	}
+	if err := env.Client.Delete(ctx, inside); err != nil {
+		t.Fatal(err)
+	}
+
 	if _, err := runDeploy(ctx, t, "undeploy", "--keep-crd"); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -370,10 +372,11 @@ func Undeploy(ctx context.Context, cfg *rest.Config, o Options) ([]Result, error
 		return nil, err
 	}
 	objs = deleteOrder(objs)
-	if !o.KeepCRD {
-		if err := c.refuseWhileCustomResources(ctx, objs); err != nil {
-			return nil, err
-		}
+	// Custom resources deleted without the operator would hang on their
+	// finalizers and leave their products: without KeepCRD any of them
+	// stops the undeploy; with it, those in a namespace undeploy deletes.
+	if err := c.refuseWhileCustomResources(ctx, objs, o.KeepCRD); err != nil {
+		return nil, err
 	}
 	var results []Result
 	for _, obj := range objs {
@@ -411,7 +414,13 @@ func isCRD(o *unstructured.Unstructured) int {
 
 // refuseWhileCustomResources fails, naming them, when a CRD of objs has
 // custom resources in the cluster.
-func (c *clients) refuseWhileCustomResources(ctx context.Context, objs []*unstructured.Unstructured) error {
+func (c *clients) refuseWhileCustomResources(ctx context.Context, objs []*unstructured.Unstructured, keepCRD bool) error {
+	deleted := map[string]bool{} // namespaces undeploy deletes
+	for _, obj := range objs {
+		if obj.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+			deleted[obj.GetName()] = true
+		}
+	}
 	for _, obj := range objs {
 		if isCRD(obj) == 0 {
 			continue
@@ -429,22 +438,38 @@ func (c *clients) refuseWhileCustomResources(ctx context.Context, objs []*unstru
 		if version == "" {
 			continue
 		}
-		list, err := c.a.Dynamic().Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: plural}).List(ctx, metav1.ListOptions{Limit: 10})
-		if apierrors.IsNotFound(err) {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("list %s.%s: %w", plural, group, err)
-		}
-		if len(list.Items) == 0 {
-			continue
+		res := c.a.Dynamic().Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: plural})
+		// Without KeepCRD every custom resource counts; with it, those in
+		// the namespaces undeploy deletes.
+		lists := []dynamic.ResourceInterface{res}
+		if keepCRD {
+			lists = nil
+			for _, ns := range slices.Sorted(maps.Keys(deleted)) {
+				lists = append(lists, res.Namespace(ns))
+			}
 		}
 		var names []string
-		for _, it := range list.Items {
-			names = append(names, it.GetNamespace()+"/"+it.GetName())
+		for _, l := range lists {
+			list, err := l.List(ctx, metav1.ListOptions{Limit: 10})
+			if apierrors.IsNotFound(err) {
+				continue
+			}
+			if err != nil {
+				return fmt.Errorf("list %s.%s: %w", plural, group, err)
+			}
+			for _, it := range list.Items {
+				names = append(names, it.GetNamespace()+"/"+it.GetName())
+			}
+			if list.GetContinue() != "" {
+				names = append(names, "…")
+			}
 		}
-		if list.GetContinue() != "" {
-			names = append(names, "…")
+		if len(names) == 0 {
+			continue
+		}
+		if keepCRD {
+			return fmt.Errorf("%s.%s live in a namespace undeploy deletes (%s): deleting it would delete them without the operator to uninstall their products; "+
+				"delete them first and let the operator finish. Nothing was deleted", plural, group, strings.Join(names, ", "))
 		}
 		return fmt.Errorf("%s.%s still exist (%s): deleting %s would delete them without the operator to uninstall their products; "+
 			"delete them first and let the operator finish, or keep the CRD (make undeploy KEEP_CRD=true, or --keep-crd). Nothing was deleted",
