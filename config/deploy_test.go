@@ -149,6 +149,15 @@ func checkDeployed(ctx context.Context, t *testing.T, env *testenv.Env, rendered
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != deployImage {
 		t.Errorf("operator image %s, want %s", img, deployImage)
 	}
+	ownImage := ""
+	for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+		if e.Name == deploy.OperatorImageEnv {
+			ownImage = e.Value
+		}
+	}
+	if ownImage != deployImage {
+		t.Errorf("%s = %q, want the deployed image %s (it dumps other versions)", deploy.OperatorImageEnv, ownImage, deployImage)
+	}
 	if m := managers(&d); !strings.Contains(m, deploy.DefaultFieldOwner+"/Apply") {
 		t.Errorf("Deployment field managers %s: want %s applying", m, deploy.DefaultFieldOwner)
 	}

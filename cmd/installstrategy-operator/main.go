@@ -81,6 +81,9 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
+	if mo.stageDeadline <= 0 {
+		return fmt.Errorf("--stage-deadline %s: must be positive", mo.stageDeadline)
+	}
 	log := newLog(*verbosity)
 	if !*dumpMode {
 		cfg, err := managerRestConfig(*kubeconfig)

@@ -75,7 +75,7 @@ func (f *reconcileFlags) prepare(l *codec.Loaded) error {
 		spec.Placement = &p
 	}
 	if err := placement.Apply(l.Strategy, spec); err != nil {
-		return fmt.Errorf("--placement: %w", err)
+		return fmt.Errorf("placing the strategy's pods: %w", err)
 	}
 	return nil
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -225,7 +226,8 @@ func failedCanary(runErr error, in *v1alpha1.Installation) bool {
 		return false
 	}
 	for _, o := range deg.Objects {
-		if o.Failed && o.Ref.Kind == "DaemonSet" {
+		// A canary is what the kind table's per-node rule rolls out.
+		if info, _ := kinds.Lookup(o.Ref.GroupKind()); o.Failed && info.Health == kinds.HealthDaemonSet {
 			return true
 		}
 	}

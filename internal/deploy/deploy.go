@@ -53,6 +53,9 @@ const (
 const (
 	OperatorDeployment = "installstrategy-operator"
 	OperatorContainer  = "operator"
+	// OperatorImageEnv is the environment variable that tells the operator
+	// its own image; Options.Image sets it with the container's image.
+	OperatorImageEnv = "OPERATOR_IMAGE"
 )
 
 // Options tune Deploy and Undeploy. The zero value uses the defaults above
@@ -177,10 +180,12 @@ func setImage(objs []*unstructured.Unstructured, image string) error {
 		return fmt.Errorf("image %q is not an image reference", image)
 	}
 	for _, o := range objs {
-		if o.GetKind() != "Deployment" || o.GetName() != OperatorDeployment {
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		if info.PodTemplate == nil || o.GetKind() != "Deployment" || o.GetName() != OperatorDeployment {
 			continue
 		}
-		containers, _, err := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+		path := append(slices.Clone(info.PodTemplate), "spec", "containers")
+		containers, _, err := unstructured.NestedSlice(o.Object, path...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 		}
@@ -190,8 +195,16 @@ func setImage(objs []*unstructured.Unstructured, image string) error {
 				continue
 			}
 			m["image"] = image
+			// The operator dumps other versions of its product with its
+			// own image (--operator-image defaults to $OPERATOR_IMAGE).
+			env, _ := m["env"].([]any)
+			env = slices.DeleteFunc(env, func(e any) bool {
+				em, _ := e.(map[string]any)
+				return em["name"] == OperatorImageEnv
+			})
+			m["env"] = append(env, map[string]any{"name": OperatorImageEnv, "value": image})
 			containers[i] = m
-			return unstructured.SetNestedSlice(o.Object, containers, "spec", "template", "spec", "containers")
+			return unstructured.SetNestedSlice(o.Object, containers, path...)
 		}
 		return fmt.Errorf("%s has no container %q", strategy.RefOf(o), OperatorContainer)
 	}
@@ -406,7 +419,7 @@ func deleteOrder(objs []*unstructured.Unstructured) []*unstructured.Unstructured
 }
 
 func isCRD(o *unstructured.Unstructured) int {
-	if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}) {
+	if info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind()); info.Health == kinds.HealthCRD {
 		return 1
 	}
 	return 0
