@@ -458,6 +458,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 	cfg := s.Config
 	prepare := func(st *strategy.Strategy) error { return Prepare(st, in, cfg) }
 	var loadErr error
+	loadedFrom := "" // the strategy load counter's source, once loaded
 	switch src.Source {
 	case v1alpha1.StrategySourceConfigMap:
 		loaded, err := r.loadConfigMap(ctx, in.Namespace, in.Spec.Strategy.ConfigMap.Name)
@@ -465,7 +466,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			loadErr = err
 			break
 		}
-		r.metrics.StrategyLoads.WithLabelValues("configmap").Inc()
+		loadedFrom = "configmap"
 		st := loaded.Strategy
 		if err := prepare(st); err != nil {
 			loadErr = err
@@ -481,7 +482,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			return r.pending(ctx, s, res)
 		}
 		if loadErr = err; err == nil {
-			r.metrics.StrategyLoads.WithLabelValues(string(res.Source)).Inc()
+			loadedFrom = string(res.Source)
 			s.Strategy = res.Strategy
 		}
 	default:
@@ -497,13 +498,16 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			loadErr = err
 			break
 		}
-		r.metrics.StrategyLoads.WithLabelValues("product").Inc()
+		loadedFrom = "product"
 		if err := prepare(st); err != nil {
 			loadErr = err
 			break
 		}
 		s.Strategy = st
 		src.ConfigMap, src.Digest = entry.String(), entry.Digest
+	}
+	if loadedFrom != "" {
+		r.metrics.StrategyLoads.WithLabelValues(loadedFrom).Inc()
 	}
 	if loadErr != nil {
 		var corrupt *store.CorruptError

@@ -4,11 +4,9 @@ import (
 	"context"
 	"testing"
 
-	batchv1 "k8s.io/api/batch/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/internal/dump"
-	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
@@ -28,7 +26,7 @@ func (e *Env) RunDumpJob(ctx context.Context, t testing.TB, namespace string) st
 			return false, "", err
 		}
 		for i := range jobs.Items {
-			if v := dumpConfig(&jobs.Items[i]); v != "" {
+			if v := loader.JobConfig(&jobs.Items[i]); v != "" {
 				name, cfgJSON = jobs.Items[i].Name, v
 			}
 		}
@@ -42,16 +40,4 @@ func (e *Env) RunDumpJob(ctx context.Context, t testing.TB, namespace string) st
 		t.Fatalf("dump mode with the configuration of Job %s/%s: %v", namespace, name, err)
 	}
 	return name
-}
-
-// dumpConfig is the configuration a dump Job's container is given.
-func dumpConfig(j *batchv1.Job) string {
-	for _, c := range j.Spec.Template.Spec.Containers {
-		for _, env := range c.Env {
-			if env.Name == identity.EnvVar {
-				return env.Value
-			}
-		}
-	}
-	return ""
 }

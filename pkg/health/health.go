@@ -125,7 +125,10 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 		// admission webhook refusing them) is only in this condition.
 		for _, cond := range d.Status.Conditions {
 			if cond.Type == appsv1.DeploymentReplicaFailure && cond.Status == corev1.ConditionTrue {
-				st.Reason = strings.TrimPrefix(st.Reason+"; ", "; ") + fmt.Sprintf("ReplicaFailure: %s: %s", cond.Reason, cond.Message)
+				if st.Reason != "" {
+					st.Reason += "; "
+				}
+				st.Reason += fmt.Sprintf("ReplicaFailure: %s: %s", cond.Reason, cond.Message)
 			}
 		}
 		return st, nil

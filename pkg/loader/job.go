@@ -401,7 +401,7 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 						Image:           req.Image,
 						ImagePullPolicy: l.opts.ImagePullPolicy,
 						Args:            []string{DumpFlag},
-						Env:             []corev1.EnvVar{{Name: identity.EnvVar, Value: string(cfgJSON)}},
+						Env:             []corev1.EnvVar{{Name: identity.EnvVar, Value: string(cfgJSON)}}, // see JobConfig
 						SecurityContext: withReadOnlyRoot(podsec.Container()),
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU:    resource.MustParse("10m"),
@@ -456,4 +456,17 @@ func (l *Loader) ensureRBAC(ctx context.Context, ns string) error {
 		return fmt.Errorf("dump job rbac: %w", err)
 	}
 	return nil
+}
+
+// JobConfig returns the configuration JSON a dump Job's container is given
+// (identity.EnvVar), or "" when the Job has none.
+func JobConfig(j *batchv1.Job) string {
+	for _, c := range j.Spec.Template.Spec.Containers {
+		for _, env := range c.Env {
+			if env.Name == identity.EnvVar {
+				return env.Value
+			}
+		}
+	}
+	return ""
 }

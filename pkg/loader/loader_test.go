@@ -343,13 +343,7 @@ func checkJob(t *testing.T, job *batchv1.Job, req loader.Request, id strategy.Id
 		t.Fatalf("%d containers", len(spec.Containers))
 	}
 	c := spec.Containers[0]
-	var cfgJSON string
-	for _, e := range c.Env {
-		if e.Name == identity.EnvVar {
-			cfgJSON = e.Value
-		}
-	}
-	cfg, err := identity.ParseConfig([]byte(cfgJSON))
+	cfg, err := identity.ParseConfig([]byte(loader.JobConfig(job)))
 	if err != nil {
 		t.Fatalf("job env %s: %v", identity.EnvVar, err)
 	}

@@ -103,29 +103,33 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 // store keeps one strategy for the target identity.
 func checkConverged(ctx context.Context, t *testing.T, e *e2e, version string) {
 	t.Helper()
-	id, cfg := expectedIdentity(t, e.ns, version, nil)
-	s, err := generate.Sample(cfg, generate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	managedBy := controller.ManagedBy(e.ns, "sample")
 	// Every kind either version has, namespaced or cluster-scoped: a
 	// leftover of the other version counts as much as a missing object.
+	// The target's objects are the ones wanted.
+	var id string
 	want := map[schema.GroupKind]map[string]*unstructured.Unstructured{}
 	for _, v := range []string{"v1.0.0", "v1.1.0"} {
-		_, vcfg := expectedIdentity(t, e.ns, v, nil)
+		vid, vcfg := expectedIdentity(t, e.ns, v, nil)
 		vs, err := generate.Sample(vcfg, generate.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, o := range vs.Objects {
-			if want[o.GroupVersionKind().GroupKind()] == nil {
-				want[o.GroupVersionKind().GroupKind()] = map[string]*unstructured.Unstructured{}
+			gk := o.GroupVersionKind().GroupKind()
+			if want[gk] == nil {
+				want[gk] = map[string]*unstructured.Unstructured{}
+			}
+			if v == version {
+				want[gk][o.GetName()] = o
 			}
 		}
+		if v == version {
+			id = vid
+		}
 	}
-	for _, o := range s.Objects {
-		want[o.GroupVersionKind().GroupKind()][o.GetName()] = o
+	if id == "" {
+		t.Fatalf("checkConverged: %s is not a version of the loop", version)
 	}
 	for gk, names := range want {
 		info, _ := kinds.Lookup(gk)
