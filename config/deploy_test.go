@@ -35,7 +35,6 @@ import (
 	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/deploy"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -365,7 +364,7 @@ func removeInstallation(t *testing.T, env *testenv.Env, c client.Client, in *v1a
 		cur.Finalizers = nil
 		_ = c.Update(ctx, cur)
 	}
-	selector := apply.ManagedByLabel + "=" + controller.ManagedBy(in.Namespace, in.Name)
+	selector := controller.Owner(in).Selector()
 	for _, info := range kinds.All() {
 		if info.Namespaced {
 			continue

@@ -119,6 +119,15 @@ type InstallationSpec struct {
 	// so CRDs are never pruned unless this is true.
 	// +optional
 	PruneCRDs bool `json:"pruneCRDs,omitempty"`
+
+	// Adopt lets the operator take over existing objects of the strategy
+	// that no installation owns (installed by kubectl apply, Helm or a
+	// person): they are relabelled as this Installation's, their fields
+	// become the operator's, and from then on they are upgraded and pruned
+	// like objects it created. Objects of another installation are never
+	// adopted; without this, such objects are conflicts.
+	// +optional
+	Adopt bool `json:"adopt,omitempty"`
 }
 
 // StrategySourceType names the kind of a strategy source.

@@ -20,6 +20,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
 
@@ -70,7 +71,7 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 		for _, l := range []string{codec.NativeStrategyLabel, codec.KubeVirtStrategyLabel} {
 			_ = env.Kube.CoreV1().ConfigMaps("kubevirt").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: l})
 		}
-		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Wait: true}); err != nil {
+		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: inventory.Owner{Namespace: "sample", Name: "sample"}, Wait: true}); err != nil {
 			t.Errorf("uninstall the sample product: %v", err)
 		}
 		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, "sample", metav1.DeleteOptions{})
@@ -149,6 +150,27 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 	want := "drifted  Deployment.apps/sample/sample-controller\n           .spec.template.spec.containers[0].image: live \"registry.example/other:v9\", strategy \"registry.example/sample/sample-controller:v1.0.0\"\n"
 	if code != 1 || out != want {
 		t.Fatalf("diff --live after editing sample-controller: exit %d\n%s\nwant exactly:\n%s", code, out, want)
+	}
+
+	// uninstall's example removes what apply installed (the installation
+	// "sample": the sample product has no Namespace object, so apply named
+	// it after -n) and leaves the namespace, which someone else made.
+	cmd, _, _ := root.Find([]string{"uninstall"})
+	for _, line := range exampleLines(cmd.Example) {
+		args, _ := strings.CutPrefix(line, "kubectl installstrategy ")
+		code, out, errOut := run(t, nil, append(strings.Fields(args), "--kubeconfig", kubeconfig)...)
+		if code != 0 {
+			t.Fatalf("example %q: exit %d\n%s%s", line, code, out, errOut)
+		}
+	}
+	if _, err := env.Kube.AppsV1().Deployments("sample").Get(ctx, "sample-controller", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("sample-controller after uninstall: %v", err)
+	}
+	if _, err := env.Kube.CoreV1().ConfigMaps("sample").Get(ctx, inventory.ConfigMapName(inventory.Owner{Namespace: "sample", Name: "sample"}), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("inventory after uninstall: %v", err)
+	}
+	if _, err := env.Kube.CoreV1().Namespaces().Get(ctx, "sample", metav1.GetOptions{}); err != nil {
+		t.Errorf("namespace sample, made by someone else, after uninstall: %v", err)
 	}
 }
 

@@ -22,6 +22,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -47,7 +48,7 @@ func TestClusterApplyKubeVirtReleases(t *testing.T) {
 	env := testenv.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
-	const managedBy = "installstrategy-cli-test"
+	owner := inventory.Owner{Namespace: "kubevirt", Name: "kubevirt-cli-test"}
 	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestClusterApplyKubeVirtReleases(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{ManagedBy: managedBy, Wait: true}); err != nil {
+		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: owner, Wait: true}); err != nil {
 			t.Errorf("uninstall: %v", err)
 		}
 		// Uninstall also removes the CA the certificates were signed with.
@@ -74,7 +75,7 @@ func TestClusterApplyKubeVirtReleases(t *testing.T) {
 	})
 	serveVirtAPI(ctx, t, env)
 	args := func(a ...string) []string {
-		a = append(a, "--kubeconfig", kubeconfigPath(), "-n", "kubevirt", "--managed-by", managedBy)
+		a = append(a, "--kubeconfig", kubeconfigPath(), "-n", "kubevirt", "--name", owner.Name)
 		if a[0] == "apply" {
 			a = append(a, "--timeout", "5m")
 		}

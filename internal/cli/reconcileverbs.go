@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -24,6 +25,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/plan"
@@ -33,7 +35,10 @@ import (
 
 // reconcileFlags are the flags plan, apply and diff --live share.
 type reconcileFlags struct {
-	managedBy string
+	// name is the installation's name (--name); "" means defaultName.
+	name      string
+	adopt     bool
+	replace   bool
 	observed  string
 	pruneCRDs bool
 	// identity is given to a strategy that has none (a plain text).
@@ -46,7 +51,9 @@ type reconcileFlags struct {
 }
 
 func (f *reconcileFlags) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.managedBy, "managed-by", apply.DefaultManagedBy, "the managed-by label value that marks objects as ours (and scopes prune)")
+	cmd.Flags().StringVar(&f.name, "name", "", "the installation's name: its objects carry it in labels, its inventory (a ConfigMap in -n) lists them, and prune and uninstall touch nothing else (default: the strategy's one Namespace object, else the namespace)")
+	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "take over existing objects of the strategy that no installation owns (from kubectl apply, Helm, a person); another installation's objects are never taken")
+	cmd.Flags().BoolVar(&f.replace, "replace", false, "apply even when the installation holds objects and this strategy has none of them (it looks like another product under the same --name)")
 	cmd.Flags().StringVar(&f.observed, "observed-version", "auto", `the version the cluster runs now, which picks the create or update path; "auto" reads it from the live objects, "" means a fresh install`)
 	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
 	cmd.Flags().StringVar(&f.identity.Version, "version", "", "the version of a strategy that records none (a plain manifests text)")
@@ -91,9 +98,77 @@ func (o *options) strategyArg(ctx context.Context, arg string) (*codec.Loaded, e
 	return o.loadStrategy(ctx, arg, "")
 }
 
+// owner returns the plugin installation of the flags: --name (else
+// defaultName) in the namespace.
+func (c *cluster) owner(s *strategy.Strategy, f *reconcileFlags) (inventory.Owner, error) {
+	o := inventory.Owner{Namespace: c.namespace, Name: f.name, Kind: inventory.KindPlugin}
+	if o.Name == "" {
+		o.Name = defaultName(s, c.namespace)
+	}
+	if err := o.Validate(); err != nil {
+		return o, fmt.Errorf("--name: %w", err)
+	}
+	return o, nil
+}
+
+// defaultName is the installation name when --name is not given: the name
+// of the strategy's Namespace object when it has exactly one (products
+// that bring their namespace, like metallb-system), else the namespace.
+func defaultName(s *strategy.Strategy, ns string) string {
+	var names []string
+	for _, o := range s.Objects {
+		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+			names = append(names, o.GetName())
+		}
+	}
+	if len(names) == 1 {
+		return names[0]
+	}
+	return ns
+}
+
+// checkInventory refuses a strategy that shares no object with what the
+// installation holds (a second product under the same name would prune
+// the first), unless --replace; and an installation an Installation drives.
+func (c *cluster) checkInventory(ctx context.Context, owner inventory.Owner, s *strategy.Strategy, f *reconcileFlags) error {
+	inv, err := inventory.NewStore(c.kube).Get(ctx, owner)
+	if err != nil {
+		return err
+	}
+	if len(inv.Entries) == 0 || f.replace {
+		return nil
+	}
+	for _, o := range s.Objects {
+		if inv.Has(strategy.RefOf(o)) {
+			return nil
+		}
+	}
+	return fmt.Errorf("installation %s holds %d objects and this strategy has none of them: it looks like another product; give it its own --name (or --replace to replace it)", owner, len(inv.Entries))
+}
+
+// prepareCluster fills the namespace of namespaced objects that name none
+// (discovery says which kinds are namespaced) and returns the installation.
+func (c *cluster) prepareCluster(ctx context.Context, l *codec.Loaded, f *reconcileFlags) (inventory.Owner, error) {
+	a, err := apply.NewForConfig(c.config, apply.Options{})
+	if err != nil {
+		return inventory.Owner{}, err
+	}
+	s, err := a.DefaultNamespaces(l.Strategy, c.namespace)
+	if err != nil {
+		return inventory.Owner{}, err
+	}
+	l.Strategy = s
+	owner, err := c.owner(s, f)
+	if err != nil {
+		return owner, err
+	}
+	return owner, c.checkInventory(ctx, owner, s, f)
+}
+
 // observedIdentity reads the identity the cluster runs from the identity
-// annotations of the strategy's live workloads (then of any live object).
-func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, f *reconcileFlags) (strategy.Identity, error) {
+// annotations of the strategy's live workloads (then of any live object)
+// that are the installation's.
+func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, owner inventory.Owner, f *reconcileFlags) (strategy.Identity, error) {
 	if f.observed != "auto" {
 		return strategy.Identity{Version: f.observed}, nil
 	}
@@ -126,7 +201,7 @@ func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, f 
 			return strategy.Identity{}, fmt.Errorf("read %s: %w", strategy.RefOf(o), err)
 		}
 		a := live.GetAnnotations()
-		if live.GetLabels()[codec.ManagedByLabel] == f.managedBy && a[apply.VersionAnnotation] != "" {
+		if claim := apply.ClaimOf(live, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && a[apply.VersionAnnotation] != "" {
 			return strategy.Identity{Version: a[apply.VersionAnnotation], Registry: a[apply.RegistryAnnotation], Identifier: a[apply.IdentifierAnnotation]}, nil
 		}
 	}
@@ -146,13 +221,17 @@ func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags
 	if err != nil {
 		return nil, nil, err
 	}
-	observed, err := c.observedIdentity(ctx, l.Strategy, f)
+	owner, err := c.prepareCluster(ctx, l, f)
+	if err != nil {
+		return nil, nil, err
+	}
+	observed, err := c.observedIdentity(ctx, l.Strategy, owner, f)
 	if err != nil {
 		return nil, nil, err
 	}
 	// reconcile.Plan observes what Run would write: empty TLS Secrets
 	// filled and CA bundles injected.
-	p, err := reconcile.Plan(ctx, c.config, l.Strategy, reconcile.Options{Observed: observed, ManagedBy: f.managedBy, PruneCRDs: f.pruneCRDs})
+	p, err := reconcile.Plan(ctx, c.config, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs})
 	if err != nil {
 		return p, l, err
 	}
@@ -274,13 +353,18 @@ over within --timeout.`,
 			if err != nil {
 				return err
 			}
-			observed, err := c.observedIdentity(ctx, l.Strategy, &f)
+			owner, err := c.prepareCluster(ctx, l, &f)
+			if err != nil {
+				return err
+			}
+			observed, err := c.observedIdentity(ctx, l.Strategy, owner, &f)
 			if err != nil {
 				return err
 			}
 			out := o.streams.Out
+			fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
 			res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
-				Observed: observed, ManagedBy: f.managedBy, PruneCRDs: f.pruneCRDs, NoPrune: noPrune, NoWait: !wait,
+				Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: noPrune, NoWait: !wait,
 				StageDeadline: timeout,
 				OnEvent: func(e reconcile.Event) {
 					switch {
@@ -318,6 +402,13 @@ over within --timeout.`,
 	return cmd
 }
 
+func adoptPolicy(adopt bool) apply.AdoptPolicy {
+	if adopt {
+		return apply.AdoptAll
+	}
+	return apply.AdoptNever
+}
+
 func printApplySummary(w io.Writer, res *reconcile.Result) {
 	fmt.Fprintf(w, "\nsummary: %d created, %d updated, %d recreated, %d unchanged, %d skipped, %d conflicts, %d pruned",
 		res.Count(apply.ActionCreate), res.Count(apply.ActionUpdate), res.Count(apply.ActionRecreate), res.Count(apply.ActionUnchanged),
@@ -325,7 +416,13 @@ func printApplySummary(w io.Writer, res *reconcile.Result) {
 	if len(res.Kept) > 0 {
 		fmt.Fprintf(w, ", %d kept (CRDs; --prune-crds to delete)", len(res.Kept))
 	}
+	if len(res.Adopted) > 0 {
+		fmt.Fprintf(w, ", %d adopted", len(res.Adopted))
+	}
 	fmt.Fprintf(w, "; rolled over: %v\n", res.RolledOver)
+	for _, ref := range res.Adopted {
+		fmt.Fprintf(w, "  adopted %s\n", ref)
+	}
 	for _, r := range res.Applied {
 		if r.Action == apply.ActionSkip || r.Action == apply.ActionConflict {
 			fmt.Fprintf(w, "  %s %s: %s\n", r.Action, r.Ref, r.Reason)

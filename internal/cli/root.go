@@ -134,6 +134,7 @@ manifests text (documents separated by --- lines).`,
 		newStatusCommand(o),
 		newPlanCommand(o),
 		newApplyCommand(o),
+		newUninstallCommand(o),
 		newVersionCommand(o),
 	)
 	return root

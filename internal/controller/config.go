@@ -1,15 +1,12 @@
 package controller
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"strings"
-
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -110,16 +107,10 @@ func nodePlacement(p *v1alpha1.NodePlacement) *identity.NodePlacement {
 	return np
 }
 
-// ManagedBy returns the managed-by label value of an Installation's
-// objects: "installstrategy.<namespace>.<name>" when that is a valid label
-// value, else "installstrategy." and a hash of namespace and name.
-func ManagedBy(namespace, name string) string {
-	v := "installstrategy." + namespace + "." + name
-	if len(validation.IsValidLabelValue(v)) == 0 {
-		return v
-	}
-	sum := sha256.Sum256([]byte(namespace + "/" + name))
-	return "installstrategy." + hex.EncodeToString(sum[:])[:32]
+// Owner returns the installation identity of an Installation: its labels
+// mark the objects it applies, its inventory lists them.
+func Owner(in *v1alpha1.Installation) inventory.Owner {
+	return inventory.Owner{Namespace: in.Namespace, Name: in.Name, Kind: inventory.KindInstallation}
 }
 
 // observedIdentity is the identity an Installation's status says is

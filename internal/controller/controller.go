@@ -32,6 +32,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -169,7 +170,11 @@ func isStrategyConfigMap(o client.Object) bool {
 // Installation.
 func workloadDrift() predicate.Predicate {
 	ours := func(o client.Object) bool {
-		v := o.GetLabels()[codec.ManagedByLabel]
+		l := o.GetLabels()
+		if _, ok := l[inventory.NameLabel]; ok && l[codec.ManagedByLabel] == inventory.ManagedBy {
+			return true
+		}
+		v := l[codec.ManagedByLabel]
 		return len(v) > len("installstrategy.") && v[:len("installstrategy.")] == "installstrategy."
 	}
 	return predicate.Funcs{

@@ -9,11 +9,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -102,16 +102,11 @@ func TestIdentifierChanges(t *testing.T) {
 	}
 }
 
-func TestManagedBy(t *testing.T) {
-	if got := ManagedBy("ns", "sample"); got != "installstrategy.ns.sample" {
-		t.Errorf("ManagedBy = %s", got)
-	}
-	long := ManagedBy(strings.Repeat("n", 40), strings.Repeat("m", 40))
-	if errs := validation.IsValidLabelValue(long); len(errs) > 0 || !strings.HasPrefix(long, "installstrategy.") {
-		t.Errorf("ManagedBy long = %s: %v", long, errs)
-	}
-	if long == ManagedBy(strings.Repeat("n", 40), strings.Repeat("m", 41)) {
-		t.Error("two long names share a managed-by value")
+func TestOwner(t *testing.T) {
+	in := &v1alpha1.Installation{}
+	in.Namespace, in.Name = "ns", "sample"
+	if got := Owner(in); got != (inventory.Owner{Namespace: "ns", Name: "sample", Kind: inventory.KindInstallation}) {
+		t.Errorf("Owner = %+v", got)
 	}
 }
 

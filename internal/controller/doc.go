@@ -27,9 +27,12 @@
 //     handler role gets spec.workloads, every other workload spec.infra),
 //     then the customizeComponents patches, so a patch can override
 //     anything, placement included (KubeVirt places after patching).
-//   - Objects are marked with the managed-by value ManagedBy(namespace,
-//     name), so prune and uninstall only ever touch the Installation's own
-//     objects.
+//   - Objects are marked with the Installation's labels (Owner: namespace
+//     and name, pkg/inventory) and recorded in its inventory ConfigMap
+//     (owned by the Installation); prune and uninstall delete only what the
+//     inventory lists and still carries those labels. Objects an older
+//     operator marked with "installstrategy.<namespace>.<name>" are this
+//     Installation's and are relabelled in place.
 //   - One active Installation per namespace: the oldest that is not being
 //     deleted. The others get phase Deleted, Degraded=True and
 //     Synchronized=False with reason AnotherInstallationActive, install

@@ -41,12 +41,14 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 	canary := in.Spec.CanaryOrDefault()
 	caLife, serverLife := in.Spec.CertificateLifetimes()
 	return reconcile.Options{
-		Observed:      observedIdentity(in),
-		ManagedBy:     ManagedBy(in.Namespace, in.Name),
-		PruneCRDs:     in.Spec.PruneCRDs,
-		StageDeadline: r.opts.StageDeadline,
-		Interval:      r.opts.Interval,
-		Canary:        reconcile.CanaryOptions{Step: intstr.FromString(fmt.Sprintf("%d%%", canary.StepPercent))},
+		Observed:       observedIdentity(in),
+		Owner:          Owner(in),
+		OwnerReference: &metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Installation", Name: in.Name, UID: in.UID},
+		Adopt:          adoptPolicy(in.Spec.Adopt),
+		PruneCRDs:      in.Spec.PruneCRDs,
+		StageDeadline:  r.opts.StageDeadline,
+		Interval:       r.opts.Interval,
+		Canary:         reconcile.CanaryOptions{Step: intstr.FromString(fmt.Sprintf("%d%%", canary.StepPercent))},
 		Certificates: reconcile.CertOptions{
 			CAValidity:      caLife.Duration,
 			CARenewBefore:   caLife.RenewBefore,
@@ -55,6 +57,13 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 		},
 		OnEvent: onEvent,
 	}
+}
+
+func adoptPolicy(adopt bool) apply.AdoptPolicy {
+	if adopt {
+		return apply.AdoptAll
+	}
+	return apply.AdoptNever
 }
 
 // stageApply rolls the strategy out with reconcile.Run, keeping

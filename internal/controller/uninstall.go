@@ -16,6 +16,7 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
@@ -49,13 +50,17 @@ func (r *Reconciler) stageDeleting(ctx context.Context, s *State) (bool, error) 
 
 // productWorkloads lists custom resources of the CRDs the Installation
 // installed, up to limit per CRD.
-func (r *Reconciler) productWorkloads(ctx context.Context, managedBy string, limit int64) ([]unstructured.Unstructured, error) {
-	crds, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{LabelSelector: codec.ManagedByLabel + "=" + managedBy})
-	if err != nil {
-		return nil, fmt.Errorf("list crds: %w", err)
+func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner, limit int64) ([]unstructured.Unstructured, error) {
+	var crds []unstructured.Unstructured
+	for _, sel := range []string{owner.Selector(), codec.ManagedByLabel + "=" + inventory.LegacyManagedBy(owner.Namespace, owner.Name)} {
+		l, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{LabelSelector: sel})
+		if err != nil {
+			return nil, fmt.Errorf("list crds: %w", err)
+		}
+		crds = append(crds, l.Items...)
 	}
 	var out []unstructured.Unstructured
-	for _, crd := range crds.Items {
+	for _, crd := range crds {
 		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
 		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
@@ -89,9 +94,9 @@ func (r *Reconciler) productWorkloads(ctx context.Context, managedBy string, lim
 // RemoveWorkloads deletes them.
 func (r *Reconciler) stageWorkloads(ctx context.Context, s *State) (bool, error) {
 	in := s.Installation
-	managedBy := ManagedBy(in.Namespace, in.Name)
+	owner := Owner(in)
 	if in.Spec.UninstallStrategyOrDefault() == v1alpha1.UninstallBlockIfWorkloadsExist {
-		crs, err := r.productWorkloads(ctx, managedBy, 1)
+		crs, err := r.productWorkloads(ctx, owner, 1)
 		if err != nil {
 			return false, err
 		}
@@ -110,7 +115,7 @@ func (r *Reconciler) stageWorkloads(ctx context.Context, s *State) (bool, error)
 		}
 		return false, nil
 	}
-	crs, err := r.productWorkloads(ctx, managedBy, 0)
+	crs, err := r.productWorkloads(ctx, owner, 0)
 	if err != nil {
 		return false, err
 	}
@@ -155,11 +160,10 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 	in := s.Installation
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	// Everything marked with the Installation's managed-by value, in every
-	// namespace and cluster-wide, the CA Secret included; CRDs only with
-	// pruneCRDs.
+	// Everything in the Installation's inventory that still carries its
+	// labels, the CA Secret included; CRDs only with pruneCRDs.
 	deleted, err := reconcile.Uninstall(ctx, r.cfg, reconcile.UninstallOptions{
-		ManagedBy: ManagedBy(in.Namespace, in.Name), KeepCRDs: !in.Spec.PruneCRDs, Wait: true})
+		Owner: Owner(in), KeepCRDs: !in.Spec.PruneCRDs, Wait: true})
 	for _, ref := range deleted {
 		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
 	}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/installstrategy/installstrategy/internal/shareddata"
 )
 
 // Versions are the KubeVirt releases whose strategies are available.
@@ -17,28 +19,7 @@ var Versions = []string{"v1.8.4", "v1.9.0"}
 // the folder cannot be found: these files are part of the project's inputs.
 func Dir(tb testing.TB) string {
 	tb.Helper()
-	if d := os.Getenv("INSTALLSTRATEGY_KUBEVIRT_TESTDATA"); d != "" {
-		return d
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		tb.Fatalf("kubevirt testdata: %v", err)
-	}
-	for dir := wd; ; {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			cand := filepath.Join(filepath.Dir(dir), "shared", "testdata", "kubevirt")
-			if _, err := os.Stat(cand); err == nil {
-				return cand
-			}
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			break
-		}
-		dir = parent
-	}
-	tb.Fatalf("kubevirt testdata: shared/testdata/kubevirt not found beside the repository (from %s); set INSTALLSTRATEGY_KUBEVIRT_TESTDATA", wd)
-	return ""
+	return shareddata.Dir(tb, "kubevirt", "INSTALLSTRATEGY_KUBEVIRT_TESTDATA")
 }
 
 // Read returns one file of a version, e.g. Read(t, "v1.9.0", "manifests.yaml").

@@ -1,7 +1,9 @@
 package apply
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -21,7 +23,10 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/structured-merge-diff/v6/fieldpath"
 
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -37,17 +42,21 @@ const (
 	AdoptAll
 )
 
-// Options tunes an Applier. The zero value applies for an empty identity
-// with field manager and managed-by "installstrategy", never adopting.
+// Options tunes an Applier. Owner is required; the zero value of the rest
+// applies for an empty identity with field manager "installstrategy",
+// never adopting.
 type Options struct {
 	// Identity is the target identity written into the annotations.
 	Identity strategy.Identity
 	// FieldManager is the server-side apply field manager; "" means
 	// DefaultFieldManager.
 	FieldManager string
-	// ManagedBy is the managed-by label value; "" means DefaultManagedBy.
-	ManagedBy string
-	// Adopt says whether objects that are not ours are taken over.
+	// Owner is the installation whose labels the applier writes, and the
+	// only one whose objects it updates.
+	Owner inventory.Owner
+	// Adopt says whether objects no installation owns (written by kubectl,
+	// Helm or a person) are taken over. Another installation's objects are
+	// never adopted.
 	Adopt AdoptPolicy
 	// DryRun sends every write as a server-side dry run: nothing is
 	// persisted, and a recreate is only reported.
@@ -80,6 +89,12 @@ type Result struct {
 	// Fallback is true when server-side apply rejected the object and it
 	// was written with create or update instead.
 	Fallback bool `json:"fallback,omitempty"`
+	// Adopted is true when the object existed, belonged to no installation,
+	// and was taken over (Options.Adopt); Reason says from whom.
+	Adopted bool `json:"adopted,omitempty"`
+	// Shared is true for an existing object of a kind merged into rather
+	// than owned (kinds.Info.MergeIntoExisting): written, never deleted.
+	Shared bool `json:"shared,omitempty"`
 	// Object is the live object after the write, or the live object when
 	// nothing was written; nil for skipped objects.
 	Object *unstructured.Unstructured `json:"-"`
@@ -91,13 +106,27 @@ type ConflictError struct {
 	Ref strategy.ObjectRef
 	// ManagedBy is the live object's managed-by label ("" when absent).
 	ManagedBy string
+	// Installation names the other installation ("namespace/name") when
+	// the object is another installation's; "" otherwise.
+	Installation string
 }
 
 func (e *ConflictError) Error() string {
-	if e.ManagedBy == "" {
-		return fmt.Sprintf("%s exists and is not managed by installstrategy (no managed-by label); not overwritten", e.Ref)
+	switch {
+	case e.Installation != "":
+		return fmt.Sprintf("%s belongs to installation %s; not overwritten", e.Ref, e.Installation)
+	case e.ManagedBy == "":
+		return fmt.Sprintf("%s exists and was not applied by installstrategy (no managed-by label); not overwritten (adopt it to take it over)", e.Ref)
 	}
-	return fmt.Sprintf("%s exists and is managed by someone else (managed-by %q); not overwritten", e.Ref, e.ManagedBy)
+	return fmt.Sprintf("%s exists and is managed by someone else (managed-by %q); not overwritten (adopt it to take it over)", e.Ref, e.ManagedBy)
+}
+
+func conflictOf(ref strategy.ObjectRef, live *unstructured.Unstructured, claim inventory.Claim) *ConflictError {
+	e := &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[ManagedByLabel]}
+	if claim == inventory.ClaimOther {
+		e.Installation = inventory.OtherOwner(live.GetLabels())
+	}
+	return e
 }
 
 // NotServedError reports a kind the cluster does not serve.
@@ -126,9 +155,6 @@ type Applier struct {
 func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) *Applier {
 	if opts.FieldManager == "" {
 		opts.FieldManager = DefaultFieldManager
-	}
-	if opts.ManagedBy == "" {
-		opts.ManagedBy = DefaultManagedBy
 	}
 	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool)}
 }
@@ -223,32 +249,95 @@ func (a *Applier) Get(ctx context.Context, obj *unstructured.Unstructured) (*uns
 	return live, nil
 }
 
-// Decide compares a prepared object (see Prepare) with its live object (nil
-// when absent) and says what Apply would do, without writing.
+// Prepare returns the object Apply would write for obj given its live
+// object (nil when absent): with the owner's labels and identity (see
+// Prepare), or, for an existing object that no installation owns of a kind
+// the table merges into (kinds.Info.MergeIntoExisting), only the
+// strategy's own fields (see PrepareShared).
+func (a *Applier) Prepare(obj, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	obj = WithLive(obj, live)
+	if live != nil && a.shared(live) {
+		return PrepareShared(obj), nil
+	}
+	return Prepare(obj, a.opts.Identity, a.opts.Owner)
+}
+
+// shared reports whether a live object is merged into rather than owned.
+func (a *Applier) shared(live *unstructured.Unstructured) bool {
+	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
+	return info.MergeIntoExisting && ClaimOf(live, a.opts.Owner) == inventory.ClaimNone && a.opts.Adopt != AdoptAll
+}
+
+// Decide compares a prepared object (see Applier.Prepare) with its live
+// object (nil when absent) and says what Apply would do, without writing.
 func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	res := Result{Ref: strategy.RefOf(prepared), Object: live}
-	switch {
-	case live == nil:
+	if live == nil {
 		res.Action = ActionCreate
 		return res
-	case !IsOurs(live, a.opts.ManagedBy) && a.opts.Adopt != AdoptAll:
+	}
+	claim := ClaimOf(live, a.opts.Owner)
+	switch {
+	case claim == inventory.ClaimOther:
 		res.Action = ActionConflict
-		res.Reason = (&ConflictError{Ref: res.Ref, ManagedBy: live.GetLabels()[ManagedByLabel]}).Error()
+		res.Reason = conflictOf(res.Ref, live, claim).Error()
 		return res
+	case claim == inventory.ClaimNone && a.shared(live):
+		res.Shared = true
+	case claim == inventory.ClaimNone && a.opts.Adopt != AdoptAll:
+		res.Action = ActionConflict
+		res.Reason = conflictOf(res.Ref, live, claim).Error()
+		return res
+	case claim == inventory.ClaimNone:
+		res.Adopted = true
 	}
 	changes := Differences(prepared.Object, live.Object)
 	if len(changes) == 0 {
 		res.Action = ActionUnchanged
+		if res.Shared {
+			res.Reason = "existing, not an installation's: merged into, never deleted"
+		}
 		return res
 	}
 	res.Action = ActionUpdate
 	res.Changes = changes
-	if live.GetAnnotations()[AppliedHashAnnotation] != prepared.GetAnnotations()[AppliedHashAnnotation] {
+	switch {
+	case res.Adopted:
+		res.Reason = "adopted" + fromWhom(live)
+	case res.Shared:
+		res.Reason = "existing, not an installation's: the strategy's fields merged in, never deleted"
+	case claim == inventory.ClaimLegacy || claim == inventory.ClaimLegacyShared:
+		res.Reason = "relabelled for installation " + a.opts.Owner.String() + " (written by an older installstrategy)"
+	case live.GetAnnotations()[AppliedHashAnnotation] != prepared.GetAnnotations()[AppliedHashAnnotation]:
 		res.Reason = "strategy changed"
-	} else {
+	default:
 		res.Reason = "drift at " + changes[0].Path
 	}
 	return res
+}
+
+// fromWhom says who wrote an adopted object: its managed-by label and its
+// field managers.
+func fromWhom(live *unstructured.Unstructured) string {
+	var parts []string
+	if by := live.GetLabels()[ManagedByLabel]; by != "" {
+		parts = append(parts, "managed-by "+by)
+	}
+	seen := map[string]bool{}
+	var managers []string
+	for _, f := range live.GetManagedFields() {
+		if !seen[f.Manager] {
+			seen[f.Manager] = true
+			managers = append(managers, f.Manager)
+		}
+	}
+	if len(managers) > 0 {
+		parts = append(parts, "field managers "+strings.Join(managers, ", "))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " from " + strings.Join(parts, "; ")
 }
 
 // Apply makes the live object match obj (a strategy object): it prepares
@@ -275,7 +364,7 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Re
 	if err != nil {
 		return Result{Ref: ref}, fmt.Errorf("get %s: %w", ref, err)
 	}
-	if live != nil && live.GetDeletionTimestamp() != nil && !a.opts.DryRun && IsOurs(live, a.opts.ManagedBy) {
+	if live != nil && live.GetDeletionTimestamp() != nil && !a.opts.DryRun && IsOurs(live, a.opts.Owner) {
 		// Writing to an object being deleted would be lost: wait until it
 		// is gone, then create it anew.
 		if err := waitGone(ctx, ri, live.GetName(), live.GetUID()); err != nil {
@@ -283,7 +372,7 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Re
 		}
 		live = nil
 	}
-	prepared, err := Prepare(WithLive(obj, live), a.opts.Identity, a.opts.ManagedBy)
+	prepared, err := a.Prepare(obj, live)
 	if err != nil {
 		return Result{Ref: ref}, err
 	}
@@ -292,7 +381,7 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Re
 	case ActionUnchanged:
 		return res, nil
 	case ActionConflict:
-		return res, &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[ManagedByLabel]}
+		return res, conflictOf(ref, live, ClaimOf(live, a.opts.Owner))
 	}
 	out, fallback, err := a.write(ctx, ri, prepared, live)
 	if err != nil && isImmutable(err) && live != nil {
@@ -307,6 +396,13 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Re
 		return res, fmt.Errorf("apply %s: %w", ref, err)
 	}
 	res.Object, res.Fallback = out, fallback
+	if res.Adopted && !a.opts.DryRun {
+		// The object is ours now: fields other appliers set are ours too,
+		// so a later strategy that drops one removes it.
+		if res.Object, err = a.takeFields(ctx, ri, out); err != nil {
+			return res, fmt.Errorf("adopt %s: %w", ref, err)
+		}
+	}
 	if fallback {
 		if res.Reason != "" {
 			res.Reason += "; "
@@ -443,4 +539,73 @@ func (a *Applier) WaitGone(ctx context.Context, live *unstructured.Unstructured)
 		return fmt.Errorf("wait for %s to be gone: %w", strategy.RefOf(live), err)
 	}
 	return nil
+}
+
+// takeFields gives the applier's field manager the fields other managers
+// applied or updated on an adopted object (status subresource entries
+// stay), with one JSON patch guarded by the object's resourceVersion.
+func (a *Applier) takeFields(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	var keep []metav1.ManagedFieldsEntry
+	changed := false
+	for _, f := range obj.GetManagedFields() {
+		if f.Manager != a.opts.FieldManager && f.Subresource == "" {
+			changed = true
+			f.Manager = a.opts.FieldManager
+			f.Operation = metav1.ManagedFieldsOperationApply
+		}
+		keep = append(keep, f)
+	}
+	if !changed {
+		return obj, nil
+	}
+	// Entries of one manager and operation must be merged into one: keep
+	// the applier's own Apply entry, whose field set the next apply
+	// recomputes, and union the others into it.
+	merged, err := mergeManagedFields(keep, a.opts.FieldManager)
+	if err != nil {
+		return nil, err
+	}
+	patch, err := json.Marshal([]map[string]any{
+		{"op": "test", "path": "/metadata/resourceVersion", "value": obj.GetResourceVersion()},
+		{"op": "replace", "path": "/metadata/managedFields", "value": merged},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.opts.FieldManager})
+}
+
+// mergeManagedFields unions the field sets of entries that share a manager,
+// operation and subresource, so the list stays valid after renaming.
+func mergeManagedFields(entries []metav1.ManagedFieldsEntry, manager string) ([]metav1.ManagedFieldsEntry, error) {
+	type key struct{ manager, op, sub, api string }
+	var order []key
+	sets := map[key]*fieldpath.Set{}
+	first := map[key]metav1.ManagedFieldsEntry{}
+	for _, e := range entries {
+		k := key{e.Manager, string(e.Operation), e.Subresource, e.APIVersion}
+		set := &fieldpath.Set{}
+		if e.FieldsV1 != nil {
+			if err := set.FromJSON(bytes.NewReader(e.FieldsV1.Raw)); err != nil {
+				return nil, fmt.Errorf("managed fields of %s: %w", e.Manager, err)
+			}
+		}
+		if prev, ok := sets[k]; ok {
+			sets[k] = prev.Union(set)
+			continue
+		}
+		order = append(order, k)
+		sets[k], first[k] = set, e
+	}
+	out := make([]metav1.ManagedFieldsEntry, 0, len(order))
+	for _, k := range order {
+		e := first[k]
+		raw, err := sets[k].ToJSON()
+		if err != nil {
+			return nil, fmt.Errorf("managed fields of %s: %w", manager, err)
+		}
+		e.FieldsV1 = &metav1.FieldsV1{Raw: raw}
+		out = append(out, e)
+	}
+	return out, nil
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -52,6 +53,9 @@ func configMap(t *testing.T, ns, name string, data map[string]string) *unstructu
 	return toUnstructured(t, cm, corev1.SchemeGroupVersion.WithKind("ConfigMap"))
 }
 
+// testOwner is the installation of these tests' objects.
+var testOwner = inventory.Owner{Namespace: "apply-test", Name: "test"}
+
 func newApplier(t *testing.T, env *testenv.Env, opts apply.Options) (*apply.Applier, *applytest.Recorder) {
 	t.Helper()
 	cfg, rec := applytest.Record(env.Config)
@@ -79,7 +83,7 @@ func TestApplyCreateSkipUnchangedAndRepairDrift(t *testing.T) {
 	ctx := t.Context()
 	env := testenv.New(t)
 	ns := env.Namespace(ctx, t)
-	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+	a, rec := newApplier(t, env, apply.Options{Owner: testOwner, Identity: testID})
 
 	d := deployment(t, ns, "web", "example.com/r/web:v1")
 	cm := configMap(t, ns, "settings", map[string]string{"a": "1"})
@@ -90,7 +94,7 @@ func TestApplyCreateSkipUnchangedAndRepairDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if live.Labels[apply.ManagedByLabel] != apply.DefaultManagedBy || live.Annotations[apply.VersionAnnotation] != "v1.0.0" ||
+	if !testOwner.Owns(live.Labels) || live.Annotations[apply.VersionAnnotation] != "v1.0.0" ||
 		live.Spec.Template.Annotations[apply.IdentifierAnnotation] != "abc" || live.Spec.Template.Annotations[apply.RegistryAnnotation] != "example.com/r" {
 		t.Errorf("identity not injected: labels %v annotations %v template annotations %v", live.Labels, live.Annotations, live.Spec.Template.Annotations)
 	}
@@ -124,7 +128,7 @@ func TestApplyCreateSkipUnchangedAndRepairDrift(t *testing.T) {
 	}
 
 	// A new target identity is an update of object and template.
-	a2 := a.WithOptions(apply.Options{Identity: strategy.Identity{Version: "v1.1.0", Registry: "example.com/r", Identifier: "def"}})
+	a2 := a.WithOptions(apply.Options{Owner: testOwner, Identity: strategy.Identity{Version: "v1.1.0", Registry: "example.com/r", Identifier: "def"}})
 	res = mustApply(t, a2, d, apply.ActionUpdate)
 	if res.Reason != "strategy changed" {
 		t.Errorf("reason %q", res.Reason)
@@ -144,13 +148,13 @@ func TestApplyConflictWithUnmanagedObject(t *testing.T) {
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+	a, rec := newApplier(t, env, apply.Options{Owner: testOwner, Identity: testID})
 	res, err := a.Apply(ctx, configMap(t, ns, "settings", map[string]string{"a": "ours"}))
 	var conflict *apply.ConflictError
 	if !errors.As(err, &conflict) || res.Action != apply.ActionConflict || conflict.ManagedBy != "someone-else" {
 		t.Fatalf("apply: %v, %+v", err, res)
 	}
-	if want := `ConfigMap/` + ns + `/settings exists and is managed by someone else (managed-by "someone-else"); not overwritten`; err.Error() != want {
+	if want := `ConfigMap/` + ns + `/settings exists and is managed by someone else (managed-by "someone-else"); not overwritten (adopt it to take it over)`; err.Error() != want {
 		t.Errorf("conflict error %q, want %q", err, want)
 	}
 	if w := rec.Writes(); len(w) != 0 {
@@ -161,11 +165,58 @@ func TestApplyConflictWithUnmanagedObject(t *testing.T) {
 		t.Errorf("unmanaged object overwritten: %v", live.Data)
 	}
 
-	adopt := a.WithOptions(apply.Options{Identity: testID, Adopt: apply.AdoptAll})
-	mustApply(t, adopt, configMap(t, ns, "settings", map[string]string{"a": "ours"}), apply.ActionUpdate)
+	adopt := a.WithOptions(apply.Options{Owner: testOwner, Identity: testID, Adopt: apply.AdoptAll})
+	res = mustApply(t, adopt, configMap(t, ns, "settings", map[string]string{"a": "ours"}), apply.ActionUpdate)
+	if !res.Adopted || !strings.Contains(res.Reason, "adopted from managed-by someone-else") {
+		t.Errorf("adoption result %+v", res)
+	}
 	live, _ = env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
-	if live.Data["a"] != "ours" || live.Labels[apply.ManagedByLabel] != apply.DefaultManagedBy {
+	if live.Data["a"] != "ours" || !testOwner.Owns(live.Labels) {
 		t.Errorf("not adopted: %v %v", live.Labels, live.Data)
+	}
+
+	// Another installation's object is never adopted.
+	other := a.WithOptions(apply.Options{Owner: inventory.Owner{Namespace: ns, Name: "other"}, Identity: testID, Adopt: apply.AdoptAll})
+	res, err = other.Apply(ctx, configMap(t, ns, "settings", map[string]string{"a": "other"}))
+	if !errors.As(err, &conflict) || conflict.Installation != testOwner.Namespace+"/"+testOwner.Name {
+		t.Fatalf("other installation's apply: %v, %+v", err, res)
+	}
+	if want := "belongs to installation " + testOwner.String(); !strings.Contains(err.Error(), want) {
+		t.Errorf("conflict %q does not say %q", err, want)
+	}
+}
+
+// An object installed with `kubectl apply --server-side` (field manager
+// kubectl) is adopted: its fields become ours, so a later strategy that
+// drops one removes it.
+func TestAdoptTakesFieldOwnership(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+	theirs := configMap(t, ns, "settings", map[string]string{"a": "theirs", "b": "extra"})
+	if _, err := env.Dynamic.Resource(corev1.SchemeGroupVersion.WithResource("configmaps")).Namespace(ns).Apply(ctx, "settings", theirs, metav1.ApplyOptions{FieldManager: "kubectl"}); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := newApplier(t, env, apply.Options{Owner: testOwner, Identity: testID, Adopt: apply.AdoptAll})
+	res := mustApply(t, a, configMap(t, ns, "settings", map[string]string{"a": "ours"}), apply.ActionUpdate)
+	if !res.Adopted || !strings.Contains(res.Reason, "field managers kubectl") {
+		t.Errorf("adoption result %+v", res)
+	}
+	live, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range live.ManagedFields {
+		if f.Manager != apply.DefaultFieldManager {
+			t.Errorf("field manager %s still owns fields after adoption", f.Manager)
+		}
+	}
+	// The next strategy drops b: server-side apply removes it, since it is ours.
+	mustApply(t, a.WithOptions(apply.Options{Owner: testOwner, Identity: strategy.Identity{Version: "v2"}}), configMap(t, ns, "settings", map[string]string{"a": "ours"}), apply.ActionUpdate)
+	live, _ = env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	if _, ok := live.Data["b"]; ok || live.Data["a"] != "ours" {
+		t.Errorf("after the next apply data is %v, want only a=ours", live.Data)
 	}
 }
 
@@ -174,7 +225,7 @@ func TestApplyFallsBackWhenServerSideApplyRejects(t *testing.T) {
 	ctx := t.Context()
 	env := testenv.New(t)
 	ns := env.Namespace(ctx, t)
-	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+	a, rec := newApplier(t, env, apply.Options{Owner: testOwner, Identity: testID})
 	// The same containerPort twice, as in KubeVirt's virt-api.
 	ports := []corev1.ContainerPort{{Name: "https", ContainerPort: 8443, Protocol: corev1.ProtocolTCP}, {Name: "metrics", ContainerPort: 8443, Protocol: corev1.ProtocolTCP}}
 	d := deployment(t, ns, "api", "example.com/r/api:v1", ports...)
@@ -203,7 +254,7 @@ func TestApplyRecreatesOnImmutableFieldChange(t *testing.T) {
 	ctx := t.Context()
 	env := testenv.New(t)
 	ns := env.Namespace(ctx, t)
-	a, _ := newApplier(t, env, apply.Options{Identity: testID})
+	a, _ := newApplier(t, env, apply.Options{Owner: testOwner, Identity: testID})
 	d := deployment(t, ns, "web", "example.com/r/web:v1")
 	first := mustApply(t, a, d, apply.ActionCreate)
 
@@ -228,7 +279,7 @@ func TestApplyRecreatesOnImmutableFieldChange(t *testing.T) {
 func TestApplySkipsKindsNotServed(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
-	a, rec := newApplier(t, env, apply.Options{Identity: testID})
+	a, rec := newApplier(t, env, apply.Options{Owner: testOwner, Identity: testID})
 	route := &unstructured.Unstructured{}
 	route.SetAPIVersion("route.openshift.io/v1")
 	route.SetKind("Route")

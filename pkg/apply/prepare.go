@@ -17,17 +17,16 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// Labels and annotations the applier writes on every object it manages.
+// Labels and annotations the applier writes on every object it manages
+// (the installation's labels are pkg/inventory's).
 const (
 	// ManagedByLabel names the writer of an object.
-	ManagedByLabel = codec.ManagedByLabel
-	// DefaultManagedBy is the managed-by value when Options.ManagedBy is "".
-	DefaultManagedBy = codec.NativeManagedBy
+	ManagedByLabel = inventory.ManagedByLabel
 	// DefaultFieldManager is the server-side apply field manager when
 	// Options.FieldManager is "".
 	DefaultFieldManager = "installstrategy"
@@ -44,27 +43,18 @@ const (
 )
 
 // Prepare returns the object as the applier writes it: without status and
-// creation timestamps, with the managed-by label and the identity
-// annotations on the object and on its pod template, and with the
+// creation timestamps, with the owner's labels (pkg/inventory) and the
+// identity annotations on the object and on its pod template, and with the
 // AppliedHashAnnotation over all of that. obj is not modified.
-func Prepare(obj *unstructured.Unstructured, id strategy.Identity, managedBy string) (*unstructured.Unstructured, error) {
-	if managedBy == "" {
-		managedBy = DefaultManagedBy
-	}
-	u := obj.DeepCopy()
-	delete(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
-	unstructured.RemoveNestedField(u.Object, "metadata", "uid")
-	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
-	if u.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Secret"}) {
-		secretStringDataToData(u)
-	}
+func Prepare(obj *unstructured.Unstructured, id strategy.Identity, owner inventory.Owner) (*unstructured.Unstructured, error) {
+	u := strip(obj)
 	labels := u.GetLabels()
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels[ManagedByLabel] = managedBy
+	for k, v := range owner.Labels() {
+		labels[k] = v
+	}
 	u.SetLabels(labels)
 	ann := identityAnnotations(u.GetAnnotations(), id)
 	delete(ann, AppliedHashAnnotation)
@@ -96,6 +86,29 @@ func Prepare(obj *unstructured.Unstructured, id strategy.Identity, managedBy str
 	ann[AppliedHashAnnotation] = h
 	u.SetAnnotations(ann)
 	return u, nil
+}
+
+// PrepareShared returns the object as the applier writes it into an
+// existing object that is not an installation's, of a kind the table marks
+// kinds.Info.MergeIntoExisting (a Namespace made by someone else): the
+// strategy's own fields only — no owner labels, identity or applied hash —
+// so the object is never taken for ours and never deleted.
+func PrepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	return strip(obj)
+}
+
+// strip copies obj without what the server owns.
+func strip(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	u := obj.DeepCopy()
+	delete(u.Object, "status")
+	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
+	unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
+	unstructured.RemoveNestedField(u.Object, "metadata", "uid")
+	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	if u.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Secret"}) {
+		secretStringDataToData(u)
+	}
+	return u
 }
 
 // secretStringDataToData moves a Secret's stringData into data, as the API
@@ -137,16 +150,29 @@ func hashOf(u *unstructured.Unstructured) (string, error) {
 	return hex.EncodeToString(sum[:16]), nil
 }
 
-// IsOurs reports whether a live object was written by an applier with the
-// given managed-by value ("" means DefaultManagedBy): it carries the
-// managed-by label and the AppliedHashAnnotation. Strategy ConfigMaps of
-// pkg/store carry the same managed-by label but no applied hash, so they are
-// never ours.
-func IsOurs(live *unstructured.Unstructured, managedBy string) bool {
-	if managedBy == "" {
-		managedBy = DefaultManagedBy
+// ClaimOf says whom a live object belongs to, seen from owner: its labels
+// (inventory.Owner.ClaimOf), where the legacy claims also need the
+// AppliedHashAnnotation (an older installstrategy wrote both; strategy
+// ConfigMaps of pkg/store carry the managed-by value but no applied hash).
+func ClaimOf(live *unstructured.Unstructured, owner inventory.Owner) inventory.Claim {
+	c := owner.ClaimOf(live.GetLabels())
+	if c == inventory.ClaimLegacy || c == inventory.ClaimLegacyShared {
+		if _, ok := live.GetAnnotations()[AppliedHashAnnotation]; !ok {
+			return inventory.ClaimNone
+		}
 	}
-	if live.GetLabels()[ManagedByLabel] != managedBy {
+	return c
+}
+
+// IsOurs reports whether a live object is the owner's to update and to
+// delete: it carries the owner's labels, or the labels an older
+// installstrategy wrote for this owner, and the AppliedHashAnnotation.
+// (An object labelled by hand is still deleted only when it is in the
+// owner's inventory too; see pkg/reconcile.)
+func IsOurs(live *unstructured.Unstructured, owner inventory.Owner) bool {
+	if c := ClaimOf(live, owner); c == inventory.ClaimLegacy {
+		return true
+	} else if c != inventory.ClaimOurs {
 		return false
 	}
 	_, ok := live.GetAnnotations()[AppliedHashAnnotation]

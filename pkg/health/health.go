@@ -64,7 +64,7 @@ func (c *Checker) Check(ctx context.Context, live *unstructured.Unstructured) (S
 		st, err = c.deployment(ctx, live)
 	case kinds.HealthDaemonSet:
 		st, err = c.daemonSet(ctx, live)
-	case kinds.HealthStatefulSet, kinds.HealthJob:
+	case kinds.HealthStatefulSet, kinds.HealthJob, kinds.HealthKStatus:
 		st = fromKstatus(live)
 	default:
 		return st, fmt.Errorf("health of %s: unknown rule %q", ref, info.Health)

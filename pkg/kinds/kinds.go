@@ -43,6 +43,11 @@ type Info struct {
 	// status.storedVersions is kept (not served, not stored) when a
 	// strategy drops it, since the API server refuses to remove it.
 	KeepStoredVersions bool
+	// MergeIntoExisting marks kinds (Namespaces) whose existing objects
+	// that no installation owns are merged into rather than reported as
+	// conflicts: the strategy's labels and annotations are applied, the
+	// object is not taken over and never deleted.
+	MergeIntoExisting bool
 	// PruneOrder orders deletion of objects that a new strategy no longer
 	// holds: lower is deleted first. It is derived from Stage (see
 	// [PruneOrderOf]).
@@ -130,6 +135,10 @@ const (
 	HealthJob Health = "Job"
 	// HealthAPIService: condition Available.
 	HealthAPIService Health = "APIService"
+	// HealthKStatus: kstatus's generic rules (conditions Ready/Reconciling/
+	// Stalled, observedGeneration); the rule of every kind outside the
+	// table.
+	HealthKStatus Health = "kstatus"
 )
 
 // GroupVersionKind returns the kind with the version a strategy writes.
@@ -148,7 +157,7 @@ var podSpecTemplate = []string{"spec", "template"}
 // in the order KubeVirt's install strategy writes them; the others are placed
 // where an install would want them.
 var table = []Info{
-	{GroupKind: gk("", "Namespace"), Version: "v1", Resource: "namespaces", Stage: StageCRDs},
+	{GroupKind: gk("", "Namespace"), Version: "v1", Resource: "namespaces", Stage: StageCRDs, MergeIntoExisting: true},
 	{GroupKind: gk("", "ServiceAccount"), Version: "v1", Resource: "serviceaccounts", Namespaced: true, Stage: StageRBAC},
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRole"), Version: "v1", Resource: "clusterroles", Stage: StageRBAC},
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC},
@@ -176,6 +185,23 @@ var table = []Info{
 	{GroupKind: gk("route.openshift.io", "Route"), Version: "v1", Resource: "routes", Namespaced: true, OpenShiftOnly: true, Stage: StageServices},
 	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterInstancetype"), Version: "v1beta1", Resource: "virtualmachineclusterinstancetypes", Stage: StageCustomResources},
 	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterPreference"), Version: "v1beta1", Resource: "virtualmachineclusterpreferences", Stage: StageCustomResources},
+	// Built-in kinds KubeVirt does not write, after KubeVirt's (so its
+	// serialisation order is untouched), each in the stage before the
+	// kinds that need it: quotas and limits before the pods they admit,
+	// classes before the objects that name them.
+	{GroupKind: gk("", "ResourceQuota"), Version: "v1", Resource: "resourcequotas", Namespaced: true, Stage: StageConfig},
+	{GroupKind: gk("", "LimitRange"), Version: "v1", Resource: "limitranges", Namespaced: true, Stage: StageConfig},
+	{GroupKind: gk("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"), Version: "v1", Resource: "prioritylevelconfigurations", Stage: StageConfig},
+	{GroupKind: gk("flowcontrol.apiserver.k8s.io", "FlowSchema"), Version: "v1", Resource: "flowschemas", Stage: StageConfig},
+	{GroupKind: gk("storage.k8s.io", "StorageClass"), Version: "v1", Resource: "storageclasses", Stage: StageConfig},
+	{GroupKind: gk("storage.k8s.io", "CSIDriver"), Version: "v1", Resource: "csidrivers", Stage: StageConfig},
+	{GroupKind: gk("node.k8s.io", "RuntimeClass"), Version: "v1", Resource: "runtimeclasses", Stage: StageConfig},
+	{GroupKind: gk("", "PersistentVolume"), Version: "v1", Resource: "persistentvolumes", Stage: StageConfig},
+	{GroupKind: gk("", "PersistentVolumeClaim"), Version: "v1", Resource: "persistentvolumeclaims", Namespaced: true, Stage: StageConfig},
+	{GroupKind: gk("networking.k8s.io", "IngressClass"), Version: "v1", Resource: "ingressclasses", Stage: StageConfig},
+	{GroupKind: gk("networking.k8s.io", "Ingress"), Version: "v1", Resource: "ingresses", Namespaced: true, Stage: StageServices},
+	{GroupKind: gk("batch", "CronJob"), Version: "v1", Resource: "cronjobs", Namespaced: true, PodTemplate: []string{"spec", "jobTemplate", "spec", "template"}, Stage: StageWorkloads},
+	{GroupKind: gk("autoscaling", "HorizontalPodAutoscaler"), Version: "v2", Resource: "horizontalpodautoscalers", Namespaced: true, Stage: StageAdmission},
 }
 
 func gk(group, kind string) schema.GroupKind { return schema.GroupKind{Group: group, Kind: kind} }
@@ -183,7 +209,7 @@ func gk(group, kind string) schema.GroupKind { return schema.GroupKind{Group: gr
 // unknownInfo is what Lookup returns for a kind outside the table: a custom
 // resource.
 func unknownInfo(gk schema.GroupKind) Info {
-	return Info{GroupKind: gk, Order: UnknownOrder, Stage: StageCustomResources, PruneOrder: PruneOrderOf(StageCustomResources)}
+	return Info{GroupKind: gk, Order: UnknownOrder, Stage: StageCustomResources, Health: HealthKStatus, PruneOrder: PruneOrderOf(StageCustomResources)}
 }
 
 var (

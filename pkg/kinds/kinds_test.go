@@ -39,6 +39,19 @@ func TestStageAndHealthOfEveryKind(t *testing.T) {
 		"Route":                             {StageServices, HealthNone},
 		"VirtualMachineClusterInstancetype": {StageCustomResources, HealthNone},
 		"VirtualMachineClusterPreference":   {StageCustomResources, HealthNone},
+		"ResourceQuota":                     {StageConfig, HealthNone},
+		"LimitRange":                        {StageConfig, HealthNone},
+		"PriorityLevelConfiguration":        {StageConfig, HealthNone},
+		"FlowSchema":                        {StageConfig, HealthNone},
+		"StorageClass":                      {StageConfig, HealthNone},
+		"CSIDriver":                         {StageConfig, HealthNone},
+		"RuntimeClass":                      {StageConfig, HealthNone},
+		"PersistentVolume":                  {StageConfig, HealthNone},
+		"PersistentVolumeClaim":             {StageConfig, HealthNone},
+		"IngressClass":                      {StageConfig, HealthNone},
+		"Ingress":                           {StageServices, HealthNone},
+		"CronJob":                           {StageWorkloads, HealthNone},
+		"HorizontalPodAutoscaler":           {StageAdmission, HealthNone},
 	}
 	all := All()
 	if len(all) != len(want) {
@@ -56,6 +69,9 @@ func TestStageAndHealthOfEveryKind(t *testing.T) {
 		if info.KeepStoredVersions != (info.GroupKind.Kind == "CustomResourceDefinition") {
 			t.Errorf("%s: KeepStoredVersions %v", info.GroupKind, info.KeepStoredVersions)
 		}
+		if info.MergeIntoExisting != (info.GroupKind.Kind == "Namespace") {
+			t.Errorf("%s: MergeIntoExisting %v", info.GroupKind, info.MergeIntoExisting)
+		}
 		if info.PruneOrder != PruneOrderOf(info.Stage) {
 			t.Errorf("%s: prune order %d, want %d", info.GroupKind, info.PruneOrder, PruneOrderOf(info.Stage))
 		}
@@ -64,7 +80,7 @@ func TestStageAndHealthOfEveryKind(t *testing.T) {
 
 func TestUnknownKindIsACustomResource(t *testing.T) {
 	info, ok := Lookup(schema.GroupKind{Group: "example.com", Kind: "Widget"})
-	if ok || info.Stage != StageCustomResources || info.Order != UnknownOrder {
+	if ok || info.Stage != StageCustomResources || info.Order != UnknownOrder || info.Health != HealthKStatus {
 		t.Errorf("Lookup(Widget) = %+v, %v", info, ok)
 	}
 }

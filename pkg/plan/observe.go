@@ -9,12 +9,14 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -31,9 +33,9 @@ type ObserveOptions struct {
 	// PruneCRDs lets prune delete CustomResourceDefinitions (and so every
 	// custom resource of them). Without it they are reported as kept.
 	PruneCRDs bool
-	// EmptyKinds are kinds known to have no objects of ours (their CRDs
-	// were created by this run); Prunable does not list them.
-	EmptyKinds map[schema.GroupKind]bool
+	// Inventory is what the installation applied before; prune candidates
+	// come from it alone. nil means nothing was applied before.
+	Inventory *inventory.Inventory
 	// Desired, when set, returns the object that would really be applied
 	// for a strategy object (pkg/reconcile fills certificates and CA
 	// bundles in); nil compares the strategy objects as they are.
@@ -140,7 +142,7 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 		return err
 	}
 	it.Live = live
-	prepared, err := apply.Prepare(apply.WithLive(obj, live), a.Options().Identity, a.Options().ManagedBy)
+	prepared, err := a.Prepare(obj, live)
 	if err != nil {
 		return err
 	}
@@ -173,36 +175,131 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 	return nil
 }
 
-// Prunable lists the live objects that are ours (apply.IsOurs with the
-// applier's managed-by value, and carrying identity annotations) but not in
-// the strategy, in deletion order (kinds.Info.PruneOrder), in every
-// namespace: the managed-by value is the scope of an installation, so every
-// installation sharing a cluster needs its own. Kinds searched:
-// every kind of the kind table the cluster serves, and the kinds of CRDs
-// that are ours. CRDs are reported as skipped unless opts.PruneCRDs.
+// Prunable lists what prune would delete: the objects of the inventory
+// (opts.Inventory) that the strategy no longer holds, in deletion order
+// (kinds.Info.PruneOrder). An entry is deleted only while its live object
+// still carries the installation's labels and applied hash
+// (apply.IsOurs); one that does not is listed as skipped, and one that is
+// gone is not listed. CRDs are skipped unless opts.PruneCRDs; a Namespace
+// is skipped while it holds objects that are not the installation's
+// (ForeignObjects).
 func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts ObserveOptions) ([]Item, error) {
-	managedBy := a.Options().ManagedBy
-	target := s.Index()
+	return deletable(ctx, a, s.Index(), opts, "not in the target strategy")
+}
+
+// Removable lists what an uninstall deletes: every object of the
+// inventory, with the rules of Prunable.
+func Removable(ctx context.Context, a *apply.Applier, opts ObserveOptions) ([]Item, error) {
+	return deletable(ctx, a, nil, opts, "uninstall")
+}
+
+func deletable(ctx context.Context, a *apply.Applier, target map[strategy.ObjectRef]*unstructured.Unstructured, opts ObserveOptions, why string) ([]Item, error) {
+	if opts.Inventory == nil {
+		return nil, nil
+	}
+	owner := a.Options().Owner
+	var refs []strategy.ObjectRef
+	for _, ref := range opts.Inventory.Refs() {
+		if _, ok := target[ref]; !ok {
+			refs = append(refs, ref)
+		}
+	}
+	items := make([]*Item, len(refs))
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(opts.parallelism())
+	for i, ref := range refs {
+		g.Go(func() error {
+			live, err := getRef(gctx, a, ref)
+			if err != nil || live == nil {
+				return err
+			}
+			it := &Item{Ref: ref, Action: apply.ActionDelete, Reason: why, Live: live}
+			switch {
+			case !apply.IsOurs(live, owner):
+				it.Action, it.Reason = apply.ActionSkip, "no longer carries the labels of installation "+owner.String()+": left alone"
+			case ref.GroupKind() == crdGroupKind && !opts.PruneCRDs:
+				it.Action, it.Reason = apply.ActionSkip, "CRD kept: pruning CRDs needs the explicit flag"
+			}
+			items[i] = it
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	var out []Item
+	for _, it := range items {
+		if it != nil {
+			out = append(out, *it)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		ii, _ := kinds.Lookup(out[i].Ref.GroupKind())
+		ij, _ := kinds.Lookup(out[j].Ref.GroupKind())
+		if ii.PruneOrder != ij.PruneOrder {
+			return ii.PruneOrder < ij.PruneOrder
+		}
+		return out[i].Ref.Less(out[j].Ref)
+	})
+	return out, nil
+}
+
+// getRef reads the live object of a reference at the version the cluster
+// prefers; a kind no longer served has none.
+func getRef(ctx context.Context, a *apply.Applier, ref strategy.ObjectRef) (*unstructured.Unstructured, error) {
+	gvr, namespaced, err := a.GroupVersionResource(ref.GroupKind(), "")
+	var notServed *apply.NotServedError
+	if errors.As(err, &notServed) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	ri := a.Dynamic().Resource(gvr)
+	var live *unstructured.Unstructured
+	if namespaced {
+		live, err = ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+	} else {
+		live, err = ri.Get(ctx, ref.Name, metav1.GetOptions{})
+	}
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get %s: %w", ref, err)
+	}
+	return live, nil
+}
+
+// LegacyObjects lists the objects an older installstrategy applied for an
+// Installation, marked only by its managed-by value
+// (inventory.LegacyManagedBy) and the applied hash: the first inventory of
+// such an installation starts from them. Kinds searched: every kind of the
+// kind table the cluster serves, and the kinds of the legacy CRDs found.
+func LegacyObjects(ctx context.Context, a *apply.Applier) ([]strategy.ObjectRef, error) {
+	owner := a.Options().Owner
+	if owner.Kind != inventory.KindInstallation {
+		return nil, nil
+	}
+	managedBy := inventory.LegacyManagedBy(owner.Namespace, owner.Name)
 	type kind struct {
 		gk      schema.GroupKind
 		version string
 	}
 	var search []kind
+	known := map[schema.GroupKind]bool{}
 	for _, info := range kinds.All() {
 		search = append(search, kind{info.GroupKind, info.Version})
+		known[info.GroupKind] = true
 	}
-	crds, err := listOurs(ctx, a, crdGroupKind, "v1", managedBy)
+	crds, err := listLegacy(ctx, a, crdGroupKind, "v1", managedBy)
 	if err != nil {
 		return nil, err
-	}
-	known := map[schema.GroupKind]bool{}
-	for _, k := range search {
-		known[k.gk] = true
 	}
 	for _, c := range crds {
 		var crd apiextensionsv1.CustomResourceDefinition
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(c.Object, &crd); err != nil {
-			return nil, fmt.Errorf("prune: %s: %w", strategy.RefOf(c), err)
+			return nil, fmt.Errorf("legacy objects: %s: %w", strategy.RefOf(c), err)
 		}
 		gk := schema.GroupKind{Group: crd.Spec.Group, Kind: crd.Spec.Names.Kind}
 		if known[gk] {
@@ -216,34 +313,22 @@ func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts 
 	}
 	var (
 		mu  sync.Mutex
-		out []Item
+		out []strategy.ObjectRef
 	)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(opts.parallelism())
+	g.SetLimit(8)
 	for _, k := range search {
-		if opts.EmptyKinds[k.gk] {
-			continue
-		}
 		g.Go(func() error {
-			objs, err := listOurs(gctx, a, k.gk, k.version, managedBy)
+			objs, err := listLegacy(gctx, a, k.gk, k.version, managedBy)
 			if err != nil {
 				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()
 			for _, o := range objs {
-				ref := strategy.RefOf(o)
-				if _, ok := target[ref]; ok {
-					continue
+				if apply.IsOurs(o, owner) {
+					out = append(out, strategy.RefOf(o))
 				}
-				if _, ok := o.GetAnnotations()[apply.VersionAnnotation]; !ok {
-					continue
-				}
-				it := Item{Ref: ref, Action: apply.ActionDelete, Reason: "not in the target strategy", Live: o}
-				if k.gk == crdGroupKind && !opts.PruneCRDs {
-					it.Action, it.Reason = apply.ActionSkip, "CRD not in the target strategy, kept: pruning CRDs needs the explicit flag"
-				}
-				out = append(out, it)
 			}
 			return nil
 		})
@@ -251,20 +336,12 @@ func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts 
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	sort.Slice(out, func(i, j int) bool {
-		ii, _ := kinds.Lookup(out[i].Ref.GroupKind())
-		ij, _ := kinds.Lookup(out[j].Ref.GroupKind())
-		if ii.PruneOrder != ij.PruneOrder {
-			return ii.PruneOrder < ij.PruneOrder
-		}
-		return out[i].Ref.Less(out[j].Ref)
-	})
 	return out, nil
 }
 
-// listOurs lists the objects of a kind that are ours, in every namespace.
-// A kind the cluster does not serve has none.
-func listOurs(ctx context.Context, a *apply.Applier, gk schema.GroupKind, version string, managedBy string) ([]*unstructured.Unstructured, error) {
+// listLegacy lists the objects of a kind with a managed-by value, in every
+// namespace. A kind the cluster does not serve has none.
+func listLegacy(ctx context.Context, a *apply.Applier, gk schema.GroupKind, version string, managedBy string) ([]*unstructured.Unstructured, error) {
 	gvr, _, err := a.GroupVersionResource(gk, version)
 	var notServed *apply.NotServedError
 	if errors.As(err, &notServed) {
@@ -275,15 +352,13 @@ func listOurs(ctx context.Context, a *apply.Applier, gk schema.GroupKind, versio
 	}
 	l, err := a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: apply.ManagedByLabel + "=" + managedBy})
 	if err != nil {
-		return nil, fmt.Errorf("prune: list %s: %w", gk, err)
+		return nil, fmt.Errorf("list %s: %w", gk, err)
 	}
-	var out []*unstructured.Unstructured
+	out := make([]*unstructured.Unstructured, 0, len(l.Items))
 	for i := range l.Items {
 		o := &l.Items[i]
 		o.SetGroupVersionKind(gk.WithVersion(version))
-		if apply.IsOurs(o, managedBy) {
-			out = append(out, o)
-		}
+		out = append(out, o)
 	}
 	return out, nil
 }

@@ -45,7 +45,7 @@ func BenchmarkApplyKubeVirt(b *testing.B) {
 		b.Helper()
 		cctx := context.WithoutCancel(ctx)
 		_ = exec.CommandContext(cctx, kubectl, "--kubeconfig", kubeconfig, "delete", "-f", path, "--ignore-not-found", "--wait=true").Run()
-		if _, err := reconcile.Uninstall(cctx, env.Config, reconcile.UninstallOptions{ManagedBy: kubevirtManagedBy, Wait: true}); err != nil {
+		if _, err := reconcile.Uninstall(cctx, env.Config, reconcile.UninstallOptions{Owner: kubevirtOwner, Wait: true}); err != nil {
 			b.Fatal(err)
 		}
 		_ = env.Kube.CoreV1().Namespaces().Delete(cctx, "kubevirt", metav1.DeleteOptions{})
@@ -120,7 +120,7 @@ func BenchmarkApplyKubeVirt(b *testing.B) {
 				requests.Store(0)
 				b.StartTimer()
 				start := time.Now()
-				res, err := reconcile.Run(ctx, cfg, bc.s, reconcile.Options{ManagedBy: kubevirtManagedBy, NoWait: true, Interval: 100 * time.Millisecond, StageDeadline: 2 * time.Minute,
+				res, err := reconcile.Run(ctx, cfg, bc.s, reconcile.Options{Owner: kubevirtOwner, NoWait: true, Interval: 100 * time.Millisecond, StageDeadline: 2 * time.Minute,
 					OnEvent: func(e reconcile.Event) {
 						if e.Type == reconcile.EventStepReady || e.Type == reconcile.EventStepStarted {
 							b.Logf("%6dms %s %s", time.Since(start).Milliseconds(), e.Type, e.Step)

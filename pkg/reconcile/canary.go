@@ -196,7 +196,7 @@ func (r *run) failCanary(ctx context.Context, ds *appsv1.DaemonSet, ref strategy
 		Reason:         FailedUpdateReason,
 		Message:        "rollout stopped: " + why,
 		Type:           corev1.EventTypeWarning,
-		Source:         corev1.EventSource{Component: r.opts.ManagedBy},
+		Source:         corev1.EventSource{Component: "installstrategy"},
 		FirstTimestamp: now, LastTimestamp: now, Count: 1,
 	}
 	canaryErr := &CanaryError{DaemonSet: ref, Err: &health.DegradedError{Reason: health.ReasonFailed, Objects: []health.Status{{Ref: ref, Failed: true, Reason: why}}}}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/certs"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -179,8 +180,21 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 	}
 	exists := err == nil
 	if exists {
-		if by := live.Labels[apply.ManagedByLabel]; by != c.r.opts.ManagedBy {
-			return certs.Pair{}, fmt.Errorf("ca secret %s/%s exists and is managed by %q, not %q", ns, c.opts.CASecret, by, c.r.opts.ManagedBy)
+		switch c.r.opts.Owner.ClaimOf(live.Labels) {
+		case inventory.ClaimOurs:
+		case inventory.ClaimLegacy, inventory.ClaimLegacyShared:
+			// Written by an older installstrategy for this installation:
+			// relabelled in place, the CA kept.
+			if !c.readOnly {
+				upd := live.DeepCopy()
+				upd.Labels = c.r.opts.Owner.Labels()
+				if _, err := secrets.Update(ctx, upd, metav1.UpdateOptions{FieldManager: c.r.opts.FieldManager}); err != nil {
+					return certs.Pair{}, fmt.Errorf("relabel ca secret %s/%s: %w", ns, c.opts.CASecret, err)
+				}
+			}
+		default:
+			return certs.Pair{}, fmt.Errorf("ca secret %s/%s exists and is not installation %s's (managed-by %q, installation %q); not overwritten",
+				ns, c.opts.CASecret, c.r.opts.Owner, live.Labels[apply.ManagedByLabel], inventory.OtherOwner(live.Labels))
 		}
 		p := certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
 		// A serving certificate never outlives its CA, so a CA inside the
@@ -191,12 +205,12 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 			return p, nil
 		}
 	}
-	p, err := certs.NewCA(c.r.opts.ManagedBy+"-ca", now, c.opts.CAValidity)
+	p, err := certs.NewCA("installstrategy-"+c.r.opts.Owner.Namespace+"-"+c.r.opts.Owner.Name+"-ca", now, c.opts.CAValidity)
 	if err != nil || c.readOnly {
 		return p, err
 	}
 	sec := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: c.opts.CASecret, Namespace: ns, Labels: map[string]string{apply.ManagedByLabel: c.r.opts.ManagedBy}},
+		ObjectMeta: metav1.ObjectMeta{Name: c.opts.CASecret, Namespace: ns, Labels: c.r.opts.Owner.Labels()},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{certs.CertKey: p.Cert, certs.KeyKey: p.Key},
 	}

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -24,8 +25,10 @@ func ExampleRun() {
 		observed strategy.Identity
 	)
 	opts := reconcile.Options{
-		Observed:  observed,
-		ManagedBy: "installstrategy-sample",
+		Observed: observed,
+		// The installation: its labels mark what Run applies, its
+		// inventory ConfigMap in the namespace records it.
+		Owner: inventory.Owner{Namespace: "sample", Name: "sample"},
 		OnEvent: func(e reconcile.Event) {
 			fmt.Println(e.Type, e.Step, e.Ref, e.Action, e.Reason)
 		},

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -22,7 +24,7 @@ import (
 // test binaries: a lock file), under a managed-by value of their own, and
 // uninstall at the end.
 
-const kubevirtManagedBy = "installstrategy-kubevirt-test"
+var kubevirtOwner = inventory.Owner{Namespace: "kubevirt", Name: "kubevirt-test"}
 
 func kubevirtStrategy(t testing.TB, version string) *strategy.Strategy {
 	t.Helper()
@@ -69,10 +71,10 @@ func newKubeVirtEnv(t *testing.T) *kubevirtEnv {
 	cfg, rec := applytest.Record(env.Config)
 	t.Cleanup(func() {
 		ctx := context.WithoutCancel(t.Context())
-		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{ManagedBy: kubevirtManagedBy, Wait: true}); err != nil {
+		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: kubevirtOwner, Wait: true}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
-		if err := env.Kube.CoreV1().Namespaces().Delete(ctx, "kubevirt", metav1.DeleteOptions{}); err != nil {
+		if err := env.Kube.CoreV1().Namespaces().Delete(ctx, "kubevirt", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("cleanup: %v", err)
 		}
 		testenv.WaitFor(ctx, t, "namespace kubevirt gone", func(ctx context.Context) (bool, string, error) {
@@ -85,7 +87,7 @@ func newKubeVirtEnv(t *testing.T) *kubevirtEnv {
 	})
 	return &kubevirtEnv{env: env, rec: rec, run: func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error) {
 		opts.Observed = observed
-		opts.ManagedBy = kubevirtManagedBy
+		opts.Owner = kubevirtOwner
 		opts.Interval = 300 * time.Millisecond
 		opts.StageDeadline = 2 * time.Minute
 		return reconcile.Run(t.Context(), cfg, s, opts)

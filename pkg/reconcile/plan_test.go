@@ -22,7 +22,7 @@ func TestPlanOfUpgradeWritesNothing(t *testing.T) {
 	}
 
 	cfg, rec := recordedConfig(se)
-	p, err := reconcile.Plan(ctx, cfg, v2, reconcile.Options{Observed: v1.Identity, ManagedBy: sampleManagedBy})
+	p, err := reconcile.Plan(ctx, cfg, v2, reconcile.Options{Observed: v1.Identity, Owner: sampleOwner(se.ns)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,33 +16,37 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// Options tunes Run. The zero value installs for a fresh cluster (nothing
-// observed: the create path), waits up to 5 minutes per step, prunes
-// everything but CRDs, and adopts nothing.
+// Options tunes Run. Owner is required; the zero value of the rest installs
+// for a fresh cluster (nothing observed: the create path), waits up to 5
+// minutes per step, prunes everything but CRDs, and adopts nothing.
 type Options struct {
 	// Observed is the identity the cluster runs now; it chooses the
 	// workload path (plan.ChoosePath). Zero means a fresh install.
 	Observed strategy.Identity
-	// ManagedBy is the managed-by label value that marks objects as ours
-	// (and scopes prune); "" means apply.DefaultManagedBy. Give every
-	// installation sharing a cluster its own value.
-	ManagedBy string
+	// Owner is the installation: its labels mark what Run applies, its
+	// inventory (a ConfigMap in Owner.Namespace) records it, and prune
+	// deletes only from that inventory. Owner.Namespace is also the
+	// namespace of namespaced objects that name none.
+	Owner inventory.Owner
+	// OwnerReference, when set, is put on the inventory ConfigMap (the
+	// operator names its Installation, so the inventory goes with it).
+	OwnerReference *metav1.OwnerReference
 	// FieldManager is the server-side apply field manager; "" means
 	// apply.DefaultFieldManager.
 	FieldManager string
@@ -78,9 +82,6 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
-	if o.ManagedBy == "" {
-		o.ManagedBy = apply.DefaultManagedBy
-	}
 	if o.FieldManager == "" {
 		o.FieldManager = apply.DefaultFieldManager
 	}
@@ -138,8 +139,12 @@ type Result struct {
 	Applied []apply.Result
 	// Pruned lists the deleted objects, in deletion order.
 	Pruned []strategy.ObjectRef
-	// Kept lists objects prune left alone (CRDs without PruneCRDs).
+	// Kept lists objects prune left alone: CRDs without PruneCRDs,
+	// Namespaces that hold objects that are not the installation's, and
+	// objects that no longer carry its labels.
 	Kept []strategy.ObjectRef
+	// Adopted lists the objects taken over from no installation.
+	Adopted []strategy.ObjectRef
 	// RolledOver is true when every step was ready and prune ran.
 	RolledOver bool
 }
@@ -174,6 +179,8 @@ type run struct {
 	kube    kubernetes.Interface
 	checker *health.Checker
 	certs   *certState
+	inv     *inventory.Inventory
+	invs    *inventory.Store
 	mu      sync.Mutex
 	res     *Result
 }
@@ -193,12 +200,25 @@ func (r *run) emit(e Event) {
 // result so far and an error naming the step when a step fails; conflicts
 // with objects that are not ours are joined into the error at the end (the
 // rest of the strategy is still applied, but nothing is pruned).
+//
+// The installation's inventory is written before the first object (what
+// it held plus everything s holds, so a run that stops half-way still
+// knows what it may have created) and again after prune (what s holds).
 func Run(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*Result, error) {
-	r, err := newRun(cfg, s, opts)
+	r, err := newRun(ctx, cfg, s, opts)
 	if err != nil {
 		return nil, err
 	}
-	if err := r.ensureNamespaces(ctx); err != nil {
+	if err := r.ensureOwnerNamespace(ctx); err != nil {
+		return r.res, err
+	}
+	refs, err := r.recordable()
+	if err != nil {
+		return r.res, err
+	}
+	r.inv.Add(refs...)
+	r.inv.Version = s.Identity.Version
+	if err := r.invs.Write(ctx, r.inv); err != nil {
 		return r.res, err
 	}
 	r.certs, err = newCertState(ctx, r, r.opts.Certificates, false)
@@ -222,13 +242,19 @@ func Run(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Optio
 			return r.res, &StepError{Step: plan.PruneStep, Err: err}
 		}
 	}
+	if err := r.recordApplied(ctx); err != nil {
+		return r.res, &StepError{Step: plan.PruneStep, Err: err}
+	}
 	r.res.RolledOver = true
 	return r.res, nil
 }
 
-func newRun(cfg *rest.Config, s *strategy.Strategy, opts Options) (*run, error) {
+func newRun(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*run, error) {
 	opts.defaults()
-	a, err := apply.NewForConfig(cfg, apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, ManagedBy: opts.ManagedBy, Adopt: opts.Adopt})
+	if err := opts.Owner.Validate(); err != nil {
+		return nil, fmt.Errorf("reconcile: %w", err)
+	}
+	a, err := apply.NewForConfig(cfg, apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt})
 	if err != nil {
 		return nil, err
 	}
@@ -238,11 +264,135 @@ func newRun(cfg *rest.Config, s *strategy.Strategy, opts Options) (*run, error) 
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
+	s, err = a.DefaultNamespaces(s, opts.Owner.Namespace)
+	if err != nil {
+		return nil, err
+	}
+	s = withImplicitNamespaces(s, opts.Owner.Namespace)
+	invs := inventory.NewStore(kube)
+	invs.FieldManager, invs.OwnerReference = opts.FieldManager, opts.OwnerReference
+	inv, err := invs.Get(ctx, opts.Owner)
+	if err != nil {
+		return nil, err
+	}
+	if !inv.Exists() {
+		// The first inventory of an installation an older installstrategy
+		// applied starts from what that version marked as its own.
+		legacy, err := plan.LegacyObjects(ctx, a)
+		if err != nil {
+			return nil, fmt.Errorf("inventory of %s: %w", opts.Owner, err)
+		}
+		inv.Add(legacy...)
+	}
 	return &run{
-		opts: opts, s: s, a: a, kube: kube,
+		opts: opts, s: s, a: a, kube: kube, inv: inv, invs: invs,
 		checker: &health.Checker{Kube: kube, Identity: s.Identity},
 		res:     &Result{Plan: plan.Build(s, plan.Options{Observed: opts.Observed, Roles: opts.Roles})},
 	}, nil
+}
+
+// ImplicitAnnotation marks a Namespace that no strategy object defines but
+// that the installation's objects (or its inventory) live in.
+const ImplicitAnnotation = "installstrategy.io/implicit"
+
+// withImplicitNamespaces adds a Namespace object for every namespace the
+// objects of s (and the owner's inventory) live in that s does not define:
+// created as the installation's own when absent, merged into (never
+// deleted) when someone else made it (kinds.Info.MergeIntoExisting).
+func withImplicitNamespaces(s *strategy.Strategy, ownerNS string) *strategy.Strategy {
+	defined := map[string]bool{}
+	for _, o := range s.Objects {
+		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+			defined[o.GetName()] = true
+		}
+	}
+	var add []*unstructured.Unstructured
+	need := func(ns string) {
+		if ns == "" || defined[ns] {
+			return
+		}
+		defined[ns] = true
+		ob := &unstructured.Unstructured{}
+		ob.SetAPIVersion("v1")
+		ob.SetKind("Namespace")
+		ob.SetName(ns)
+		ob.SetAnnotations(map[string]string{ImplicitAnnotation: "true"})
+		add = append(add, ob)
+	}
+	need(ownerNS)
+	for _, o := range s.Objects {
+		need(o.GetNamespace())
+	}
+	if len(add) == 0 {
+		return s
+	}
+	out := &strategy.Strategy{Identity: s.Identity, Objects: append(append([]*unstructured.Unstructured{}, s.Objects...), add...)}
+	out.Sort()
+	return out
+}
+
+// recordable returns what the inventory records before anything is
+// written: every strategy object of a kind the cluster serves (or a CRD of
+// the strategy defines), except Namespaces, which are recorded once they
+// are known to be the installation's (created by it, or its own), not
+// someone else's that it merged into (see recordNamespaces).
+func (r *run) recordable() ([]strategy.ObjectRef, error) {
+	crdKinds, err := plan.CRDKinds(r.s)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]strategy.ObjectRef, 0, len(r.s.Objects))
+	for _, o := range r.s.Objects {
+		ref := strategy.RefOf(o)
+		if ref.GroupKind() == namespaceKind {
+			continue
+		}
+		if _, defined := crdKinds[ref.GroupKind()]; !defined {
+			_, err := r.a.Mapping(ref, o.GroupVersionKind().Version)
+			var notServed *apply.NotServedError
+			if errors.As(err, &notServed) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+		}
+		out = append(out, ref)
+	}
+	return out, nil
+}
+
+// recordNamespaces adds the Namespaces of results that are the
+// installation's to the inventory, and writes it when that changed it.
+func (r *run) recordNamespaces(ctx context.Context, results ...apply.Result) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, res := range results {
+		if res.Ref.GroupKind() == namespaceKind && !res.Shared && res.Action != apply.ActionSkip && res.Action != apply.ActionConflict && res.Action != "" {
+			r.inv.Add(res.Ref)
+		}
+	}
+	return r.invs.Write(ctx, r.inv)
+}
+
+// ensureOwnerNamespace applies the owner's Namespace object (the
+// strategy's own, or an implicit one) before anything else: the inventory
+// lives there.
+func (r *run) ensureOwnerNamespace(ctx context.Context) error {
+	for _, o := range r.s.Objects {
+		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) && o.GetName() == r.opts.Owner.Namespace {
+			res, err := r.a.Apply(ctx, o)
+			r.emit(Event{Type: EventApplied, Step: "namespace", Ref: res.Ref, Action: res.Action, Reason: res.Reason})
+			if err != nil {
+				return fmt.Errorf("namespace of installation %s: %w", r.opts.Owner, err)
+			}
+			if !res.Shared {
+				r.inv.Add(res.Ref)
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // Plan returns what Run would do with the same arguments, without writing:
@@ -250,7 +400,7 @@ func newRun(cfg *rest.Config, s *strategy.Strategy, opts Options) (*run, error) 
 // tell where only the server knows), certificates and CA bundles as Run
 // would write them, and the prune list. Print it with (*plan.Plan).Print.
 func Plan(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*plan.Plan, error) {
-	r, err := newRun(cfg, s, opts)
+	r, err := newRun(ctx, cfg, s, opts)
 	if err != nil {
 		return nil, err
 	}
@@ -259,34 +409,44 @@ func Plan(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Opti
 		return nil, err
 	}
 	p := r.res.Plan
-	err = plan.Observe(ctx, r.a, p, s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, PruneCRDs: r.opts.PruneCRDs, Desired: r.certs.desired})
+	err = plan.Observe(ctx, r.a, p, r.s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, PruneCRDs: r.opts.PruneCRDs, Desired: r.certs.desired, Inventory: r.inv})
 	if r.opts.NoPrune {
 		p.Prune = nil
 	}
 	return p, err
 }
 
-// ensureNamespaces creates the namespaces the strategy's objects live in
-// when they do not exist (they are never pruned).
-func (r *run) ensureNamespaces(ctx context.Context) error {
-	seen := map[string]bool{}
-	for _, o := range r.s.Objects {
-		ns := o.GetNamespace()
-		if ns == "" || seen[ns] {
-			continue
-		}
-		seen[ns] = true
-		if _, err := r.kube.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{}); err == nil {
-			continue
-		} else if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace %s: %w", ns, err)
-		}
-		_, err := r.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{FieldManager: r.opts.FieldManager})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("create namespace %s: %w", ns, err)
+// recordApplied writes the inventory after prune: the strategy's objects
+// that were applied or are in conflict (not skipped for a kind not served,
+// not someone else's Namespace merged into), the CRDs prune kept, and what
+// it could not delete; without prune, what it held too.
+func (r *run) recordApplied(ctx context.Context) error {
+	next := inventory.New(r.opts.Owner)
+	if r.opts.NoPrune {
+		for ref, e := range r.inv.Entries {
+			next.Entries[ref] = e
 		}
 	}
-	return nil
+	next.Version = r.s.Identity.Version
+	for _, res := range r.res.Applied {
+		if res.Action == apply.ActionSkip || res.Shared {
+			continue
+		}
+		e := r.inv.Entries[res.Ref]
+		e.ObjectRef = res.Ref
+		next.Entries[res.Ref] = e
+	}
+	// What prune could not delete, and the CRDs it kept, are still in
+	// the inventory it left.
+	target := r.s.Index()
+	for ref, e := range r.inv.Entries {
+		if _, ok := next.Entries[ref]; !ok && target[ref] == nil {
+			next.Entries[ref] = e
+		}
+	}
+	r.inv.Entries = next.Entries
+	r.inv.Version = next.Version
+	return r.invs.Write(ctx, r.inv)
 }
 
 // step applies one step's objects, then waits until they are ready. It
@@ -329,7 +489,15 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	_ = g.Wait()
 	r.mu.Lock()
 	r.res.Applied = append(r.res.Applied, results...)
+	for _, res := range results {
+		if res.Adopted {
+			r.res.Adopted = append(r.res.Adopted, res.Ref)
+		}
+	}
 	r.mu.Unlock()
+	if err := r.recordNamespaces(ctx, results...); err != nil {
+		return conflicts, err
+	}
 	if err := errors.Join(errs...); err != nil {
 		return conflicts, err
 	}
@@ -345,13 +513,95 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 }
 
 // applyOne applies one object; DaemonSets on the update path go through
-// the canary rollout.
+// the canary rollout. A Job that completed before with the same applied
+// hash and was removed since (ttlSecondsAfterFinished) is not run again.
 func (r *run) applyOne(ctx context.Context, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
 	if step.Stage == kinds.StageWorkloads && obj.GetKind() == "DaemonSet" && obj.GetAPIVersion() == "apps/v1" &&
 		r.res.Plan.Path == plan.PathUpdate && !r.opts.Canary.Disabled && !r.opts.NoWait {
 		return r.canary(ctx, step, obj)
 	}
+	if res, done, err := r.completedJob(ctx, obj); done || err != nil {
+		return res, err
+	}
 	return r.a.Apply(ctx, obj)
+}
+
+// completedJob reports a Job the inventory records as completed with the
+// applied hash obj has now, and that no longer exists.
+func (r *run) completedJob(ctx context.Context, obj *unstructured.Unstructured) (apply.Result, bool, error) {
+	ref := strategy.RefOf(obj)
+	info, _ := kinds.Lookup(ref.GroupKind())
+	r.mu.Lock()
+	e := r.inv.Entries[ref]
+	r.mu.Unlock()
+	if info.Health != kinds.HealthJob || e.Hash == "" {
+		return apply.Result{}, false, nil
+	}
+	live, err := r.a.Get(ctx, obj)
+	if err != nil || live != nil {
+		return apply.Result{}, false, err
+	}
+	prepared, err := r.a.Prepare(obj, nil)
+	if err != nil {
+		return apply.Result{Ref: ref}, true, err
+	}
+	if prepared.GetAnnotations()[apply.AppliedHashAnnotation] != e.Hash {
+		return apply.Result{}, false, nil
+	}
+	return apply.Result{Ref: ref, Action: apply.ActionUnchanged, Reason: "completed before, removed since (ttlSecondsAfterFinished): not run again"}, true, nil
+}
+
+// getter reads live objects for the health checks. A Job this run wrote
+// that is gone was removed by its ttlSecondsAfterFinished, which only
+// happens once it finished: its Events (Completed, or a failure) say how.
+func (r *run) getter(results []apply.Result) health.Getter {
+	uids := map[strategy.ObjectRef]types.UID{}
+	for _, res := range results {
+		if res.Object != nil {
+			uids[res.Ref] = res.Object.GetUID()
+		}
+	}
+	return func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		live, err := r.a.Get(ctx, obj)
+		if err != nil || live != nil {
+			return live, err
+		}
+		ref := strategy.RefOf(obj)
+		info, _ := kinds.Lookup(ref.GroupKind())
+		if uid := uids[ref]; info.Health == kinds.HealthJob && uid != "" {
+			return r.finishedJob(ctx, obj, uid)
+		}
+		return nil, nil
+	}
+}
+
+// finishedJob returns obj with the Complete or Failed condition its
+// Events report for the Job with uid, or nil when they report neither.
+func (r *run) finishedJob(ctx context.Context, obj *unstructured.Unstructured, uid types.UID) (*unstructured.Unstructured, error) {
+	evs, err := r.kube.CoreV1().Events(obj.GetNamespace()).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.uid=" + string(uid)})
+	if err != nil {
+		return nil, fmt.Errorf("events of %s: %w", strategy.RefOf(obj), err)
+	}
+	cond := ""
+	msg := ""
+	for _, ev := range evs.Items {
+		switch {
+		case ev.Reason == "Completed":
+			cond, msg = "Complete", ev.Message
+		case ev.Type == "Warning" && (ev.Reason == "BackoffLimitExceeded" || ev.Reason == "DeadlineExceeded" || ev.Reason == "PodFailurePolicy" || ev.Reason == "MaxFailedIndexesExceeded"):
+			cond, msg = "Failed", ev.Reason+": "+ev.Message
+		}
+		if cond == "Failed" {
+			break
+		}
+	}
+	if cond == "" {
+		return nil, nil
+	}
+	out := obj.DeepCopy()
+	out.SetUID(uid)
+	_ = unstructured.SetNestedSlice(out.Object, []any{map[string]any{"type": cond, "status": "True", "message": msg}}, "status", "conditions")
+	return out, nil
 }
 
 // wait waits until the written objects of a step are ready.
@@ -364,6 +614,10 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 		switch results[i].Action {
 		case apply.ActionSkip, apply.ActionConflict:
 			continue
+		case apply.ActionUnchanged:
+			if results[i].Object == nil {
+				continue // a completed Job removed since
+			}
 		}
 		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
 		if info.Health == kinds.HealthNone || (info.Health == kinds.HealthAPIService && !r.opts.WaitForAPIServices) {
@@ -374,47 +628,52 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 	if len(waitFor) == 0 {
 		return nil
 	}
-	return r.checker.Wait(ctx, r.a.Get, waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval})
-}
-
-// prune deletes what the strategy no longer holds, in the kind table's
-// prune order, waiting for each group to be gone before the next.
-func (r *run) prune(ctx context.Context) error {
-	r.emit(Event{Type: EventStepStarted, Step: plan.PruneStep})
-	// Kinds whose CRDs this run created have no objects of ours to list.
-	crdKinds, err := plan.CRDKinds(r.s)
-	if err != nil {
+	if err := r.checker.Wait(ctx, r.getter(results), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval}); err != nil {
 		return err
 	}
-	byName := map[string]schema.GroupKind{}
-	for gk, name := range crdKinds {
-		byName[name] = gk
-	}
-	empty := map[schema.GroupKind]bool{}
-	for _, res := range r.res.Applied {
-		if gk, ok := byName[res.Ref.Name]; ok && res.Action == apply.ActionCreate && res.Ref.Kind == "CustomResourceDefinition" {
-			empty[gk] = true
+	// Jobs that completed are recorded with their applied hash: a resync
+	// after their TTL removed them does not run them again.
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, o := range objs {
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		if info.Health != kinds.HealthJob || results[i].Object == nil {
+			continue
+		}
+		if h := results[i].Object.GetAnnotations()[apply.AppliedHashAnnotation]; h != "" {
+			r.inv.Entries[results[i].Ref] = inventory.Entry{ObjectRef: results[i].Ref, Hash: h}
 		}
 	}
-	items, err := plan.Prunable(ctx, r.a, r.s, plan.ObserveOptions{PruneCRDs: r.opts.PruneCRDs, Parallelism: r.opts.Parallelism, EmptyKinds: empty})
+	return nil
+}
+
+// prune deletes what the strategy no longer holds and the installation's
+// inventory does, in the kind table's prune order (see deleteItems).
+func (r *run) prune(ctx context.Context) error {
+	r.emit(Event{Type: EventStepStarted, Step: plan.PruneStep})
+	items, err := plan.Prunable(ctx, r.a, r.s, plan.ObserveOptions{PruneCRDs: r.opts.PruneCRDs, Parallelism: r.opts.Parallelism, Inventory: r.inv})
 	if err != nil {
 		return err
 	}
 	r.res.Plan.Prune = items
-	var errs []error
+	// Entries whose objects are gone leave the inventory.
+	listed := map[strategy.ObjectRef]bool{}
 	for _, it := range items {
-		if it.Action != apply.ActionDelete {
-			r.res.Kept = append(r.res.Kept, it.Ref)
-			continue
-		}
-		if err := r.a.Delete(ctx, it.Live); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		r.res.Pruned = append(r.res.Pruned, it.Ref)
-		r.emit(Event{Type: EventPruned, Step: plan.PruneStep, Ref: it.Ref, Action: apply.ActionDelete, Reason: it.Reason})
+		listed[it.Ref] = true
 	}
-	if err := errors.Join(errs...); err != nil {
+	target := r.s.Index()
+	for ref := range r.inv.Entries {
+		if target[ref] == nil && !listed[ref] {
+			delete(r.inv.Entries, ref)
+		}
+	}
+	deleted, kept, err := deleteItems(ctx, r.a, r.kube, r.inv, r.opts.Certificates.CASecret, items, func(e Event) {
+		e.Step = plan.PruneStep
+		r.emit(e)
+	})
+	r.res.Pruned = append(r.res.Pruned, deleted...)
+	r.res.Kept = append(r.res.Kept, kept...)
+	if err != nil {
 		return err
 	}
 	r.emit(Event{Type: EventStepReady, Step: plan.PruneStep})

@@ -25,6 +25,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -35,9 +36,11 @@ import (
 // time, across test binaries too (testenv.Lock), and remove those objects
 // at the end.
 
-// sampleManagedBy scopes the sample installations of these tests (prune
-// searches every namespace for objects with the managed-by value).
-const sampleManagedBy = "installstrategy-sample-test"
+// sampleOwner is the installation of the sample product in a test
+// namespace.
+func sampleOwner(ns string) inventory.Owner {
+	return inventory.Owner{Namespace: ns, Name: "sample-test"}
+}
 
 func sample(t *testing.T, ns, version string) *strategy.Strategy {
 	t.Helper()
@@ -66,7 +69,7 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 	se := &sampleEnv{env: env, ns: ns, rec: rec, cfg: env.Config}
 	se.run = func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error) {
 		opts.Observed = observed
-		opts.ManagedBy = sampleManagedBy
+		opts.Owner = sampleOwner(ns)
 		if opts.Interval == 0 {
 			opts.Interval = 200 * time.Millisecond
 		}
@@ -79,7 +82,7 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 		return reconcile.Run(t.Context(), cfg, s, opts)
 	}
 	t.Cleanup(func() {
-		if _, err := reconcile.Uninstall(context.WithoutCancel(t.Context()), env.Config, reconcile.UninstallOptions{ManagedBy: sampleManagedBy, Wait: true}); err != nil {
+		if _, err := reconcile.Uninstall(context.WithoutCancel(t.Context()), env.Config, reconcile.UninstallOptions{Owner: sampleOwner(ns), Wait: true}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
@@ -165,7 +168,7 @@ func TestSampleInstallUpgradeRollback(t *testing.T) {
 	res, err := se.run(v1, strategy.Identity{}, reconcile.Options{})
 	assertRolledOver(t, se, res, err)
 	ws := se.rec.Writes()
-	assertOrder(t, ws, "/customresourcedefinitions", "/clusterroles", "/configmaps", "/services",
+	assertOrder(t, ws, "/customresourcedefinitions", "/clusterroles", "/configmaps/sample-config", "/services",
 		"/deployments/sample-api", "/deployments/sample-controller", "/daemonsets/sample-handler", "/validatingwebhookconfigurations")
 	sec, err := se.env.Kube.CoreV1().Secrets(ns).Get(ctx, "sample-api-certs", metav1.GetOptions{})
 	if err != nil || len(sec.Data["tls.crt"]) == 0 || len(sec.Data["tls.key"]) == 0 {
@@ -183,8 +186,9 @@ func TestSampleInstallUpgradeRollback(t *testing.T) {
 	if w := se.rec.Writes(); len(w) != 0 {
 		t.Errorf("no-op resync wrote %d times: %v", len(w), w)
 	}
-	if n := res.Count(apply.ActionUnchanged); n != len(v1.Objects) {
-		t.Errorf("%d of %d objects unchanged", n, len(v1.Objects))
+	// Every strategy object, and the namespace they live in.
+	if n := res.Count(apply.ActionUnchanged); n != len(v1.Objects)+1 || len(res.Applied) != n {
+		t.Errorf("%d of %d objects unchanged", n, len(v1.Objects)+1)
 	}
 
 	// Upgrade: the update path, canary on the DaemonSet, prune.

@@ -11,67 +11,86 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// UninstallOptions tunes Uninstall. The zero value deletes the objects
-// marked with apply.DefaultManagedBy, CRDs included.
+// UninstallOptions tunes Uninstall. Owner is required; the zero value of
+// the rest deletes CRDs too and does not wait.
 type UninstallOptions struct {
-	// ManagedBy is the managed-by value of the installation; "" means
-	// apply.DefaultManagedBy.
-	ManagedBy string
+	// Owner is the installation to remove.
+	Owner inventory.Owner
 	// KeepCRDs leaves CRDs (and so the users' custom resources).
 	KeepCRDs bool
 	// Wait waits until every deleted object is gone.
 	Wait bool
-	// OnEvent, when set, is called for every deleted object.
+	// OnEvent, when set, is called for every deleted or kept object.
 	OnEvent func(Event)
 	// CASecret names the Secret that keeps the installation's CA (see
 	// CertOptions.CASecret); "" means DefaultCASecret.
 	CASecret string
 }
 
-// Uninstall deletes every object that is ours (see plan.Prunable), in
-// prune order: webhooks and
-// APIServices first, CRDs last. It returns the deleted objects.
+// Uninstall deletes what the installation's inventory lists and still
+// carries its labels, in prune order (webhooks and APIServices first, then
+// custom resources, workloads, …, Namespaces and CRDs last; a Namespace only
+// when it holds nothing that is not the installation's), then its CA Secret
+// and its inventory. It returns the deleted objects. An installation an
+// older installstrategy applied, which has no inventory yet, is removed by
+// what that version marked as its own (plan.LegacyObjects).
 func Uninstall(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]strategy.ObjectRef, error) {
-	a, err := apply.NewForConfig(cfg, apply.Options{ManagedBy: opts.ManagedBy})
+	if err := opts.Owner.Validate(); err != nil {
+		return nil, fmt.Errorf("uninstall: %w", err)
+	}
+	a, err := apply.NewForConfig(cfg, apply.Options{Owner: opts.Owner})
 	if err != nil {
 		return nil, err
 	}
-	items, err := plan.Prunable(ctx, a, &strategy.Strategy{}, plan.ObserveOptions{PruneCRDs: !opts.KeepCRDs})
+	kcfg := rest.CopyConfig(cfg)
+	kcfg.WarningHandler = rest.NoWarnings{}
+	kube, err := kubernetes.NewForConfig(kcfg)
 	if err != nil {
 		return nil, fmt.Errorf("uninstall: %w", err)
 	}
-	var (
-		deleted []strategy.ObjectRef
-		errs    []error
-	)
-	for _, it := range items {
-		if it.Action != apply.ActionDelete {
-			continue
+	invs := inventory.NewStore(kube)
+	inv, err := invs.Get(ctx, opts.Owner)
+	if err != nil {
+		return nil, fmt.Errorf("uninstall: %w", err)
+	}
+	if !inv.Exists() {
+		legacy, err := plan.LegacyObjects(ctx, a)
+		if err != nil {
+			return nil, fmt.Errorf("uninstall: %w", err)
 		}
-		if err := a.Delete(ctx, it.Live); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		deleted = append(deleted, it.Ref)
+		inv.Add(legacy...)
+	}
+	items, err := plan.Removable(ctx, a, plan.ObserveOptions{PruneCRDs: !opts.KeepCRDs, Inventory: inv})
+	if err != nil {
+		return nil, fmt.Errorf("uninstall: %w", err)
+	}
+	emit := func(e Event) {
 		if opts.OnEvent != nil {
-			opts.OnEvent(Event{Type: EventPruned, Step: "uninstall", Ref: it.Ref, Action: apply.ActionDelete})
+			e.Step = "uninstall"
+			opts.OnEvent(e)
 		}
 	}
-	// The CA Secret carries the managed-by label but no identity (it is
-	// not a strategy object), so prune never lists it; its key must not
-	// outlive the installation.
-	caRefs, err := deleteCASecrets(ctx, cfg, opts)
-	deleted = append(deleted, caRefs...)
+	var errs []error
+	// The CA Secret is the installation's bookkeeping, not a strategy
+	// object: its key must not outlive the installation, and it goes
+	// before the namespace it may be in is checked for foreign objects.
+	deleted, err := deleteCASecrets(ctx, kube, opts)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	d, _, err := deleteItems(ctx, a, kube, inv, opts.CASecret, items, emit)
+	deleted = append(deleted, d...)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	if opts.Wait {
 		for _, it := range items {
-			if it.Action == apply.ActionDelete {
+			if it.Action == apply.ActionDelete && contains(d, it.Ref) {
 				if err := a.WaitGone(ctx, it.Live); err != nil {
 					errs = append(errs, err)
 				}
@@ -81,40 +100,54 @@ func Uninstall(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]
 	if err := errors.Join(errs...); err != nil {
 		return deleted, fmt.Errorf("uninstall: %w", err)
 	}
+	if opts.KeepCRDs && len(inv.Entries) > 0 {
+		// The kept CRDs stay recorded, so a later uninstall can remove them.
+		if err := invs.Write(ctx, inv); err != nil && !apierrors.IsNotFound(err) {
+			return deleted, fmt.Errorf("uninstall: %w", err)
+		}
+		return deleted, nil
+	}
+	if err := invs.Delete(ctx, opts.Owner); err != nil {
+		return deleted, fmt.Errorf("uninstall: %w", err)
+	}
 	return deleted, nil
 }
 
-// deleteCASecrets deletes, in every namespace, the CA Secret of the
-// installation marked with opts.ManagedBy.
-func deleteCASecrets(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]strategy.ObjectRef, error) {
+func contains(refs []strategy.ObjectRef, ref strategy.ObjectRef) bool {
+	for _, r := range refs {
+		if r == ref {
+			return true
+		}
+	}
+	return false
+}
+
+// deleteCASecrets deletes the installation's CA Secret, in every namespace
+// (the CA lives where the strategy's TLS Secrets are).
+func deleteCASecrets(ctx context.Context, kube kubernetes.Interface, opts UninstallOptions) ([]strategy.ObjectRef, error) {
 	name := opts.CASecret
 	if name == "" {
 		name = DefaultCASecret
 	}
-	managedBy := opts.ManagedBy
-	if managedBy == "" {
-		managedBy = apply.DefaultManagedBy
-	}
-	kube, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("uninstall: %w", err)
-	}
-	list, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{
-		LabelSelector: apply.ManagedByLabel + "=" + managedBy,
-		FieldSelector: "metadata.name=" + name,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("uninstall: list ca secrets: %w", err)
+	selectors := []string{opts.Owner.Selector()}
+	if opts.Owner.Kind == inventory.KindInstallation {
+		selectors = append(selectors, apply.ManagedByLabel+"="+inventory.LegacyManagedBy(opts.Owner.Namespace, opts.Owner.Name))
 	}
 	var refs []strategy.ObjectRef
 	var errs []error
-	for _, sec := range list.Items {
-		err := kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("uninstall: delete ca secret %s/%s: %w", sec.Namespace, sec.Name, err))
-			continue
+	for _, sel := range selectors {
+		list, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: sel, FieldSelector: "metadata.name=" + name})
+		if err != nil {
+			return refs, fmt.Errorf("uninstall: list ca secrets: %w", err)
 		}
-		refs = append(refs, strategy.ObjectRef{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name})
+		for _, sec := range list.Items {
+			err := kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				errs = append(errs, fmt.Errorf("uninstall: delete ca secret %s/%s: %w", sec.Namespace, sec.Name, err))
+				continue
+			}
+			refs = append(refs, strategy.ObjectRef{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name})
+		}
 	}
 	return refs, errors.Join(errs...)
 }

@@ -58,7 +58,13 @@ type Document struct {
 	// InList is the number of items of the List this object came from, 0
 	// when the document was the object itself.
 	InList int
-	Object *unstructured.Unstructured
+	// Item is the 1-based position of the object in its List (0 when the
+	// document was the object itself).
+	Item int
+	// ListKind is the kind of the List this object came from ("List",
+	// "ConfigMapList", …), "" when the document was the object itself.
+	ListKind string
+	Object   *unstructured.Unstructured
 }
 
 // ReadDocuments cuts a text into documents (see Parse for the separator
@@ -114,8 +120,12 @@ func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
 	out := make([]Document, 0, total)
 	for i, r := range results {
 		d := &docs[i]
-		for _, o := range r.objs {
-			out = append(out, Document{Index: d.Index, Line: d.Line, Offset: d.Offset, InList: r.listLen, Object: o})
+		for j, o := range r.objs {
+			doc := Document{Index: d.Index, Line: d.Line, Offset: d.Offset, InList: r.listLen, Object: o}
+			if r.listKind != "" {
+				doc.Item, doc.ListKind = j+1, r.listKind
+			}
+			out = append(out, doc)
 		}
 	}
 	return out, nil
@@ -139,11 +149,14 @@ func Parse(text []byte, opts ParseOptions) (*Strategy, []Warning, error) {
 	for _, d := range docs {
 		if d.InList > 0 && d.Index != lastList {
 			lastList = d.Index
-			warnings = append(warnings, Warning{Code: WarnListExpanded, Document: d.Index, Line: d.Line, Object: ObjectRef{Kind: "List"},
+			warnings = append(warnings, Warning{Code: WarnListExpanded, Document: d.Index, Line: d.Line, Object: ObjectRef{Kind: d.ListKind},
 				Message: fmt.Sprintf("replaced by its %d items", d.InList)})
 		}
 		w, err := checkObject(d.Object)
 		if err != nil {
+			if d.Item > 0 {
+				err = fmt.Errorf("%s item %d: %w", d.ListKind, d.Item, err)
+			}
 			errs = append(errs, &ParseError{Document: d.Index, Line: d.Line, Offset: d.Offset, Err: err})
 			continue
 		}
@@ -159,9 +172,10 @@ func Parse(text []byte, opts ParseOptions) (*Strategy, []Warning, error) {
 }
 
 type docResult struct {
-	objs    []*unstructured.Unstructured
-	listLen int
-	err     error
+	objs     []*unstructured.Unstructured
+	listLen  int
+	listKind string
+	err      error
 }
 
 // assemble checks objects across documents (duplicates, unknown kinds) and
@@ -221,22 +235,53 @@ func decodeDocument(d document) docResult {
 	if !ok {
 		return fail(d.Line, fmt.Errorf("not an object but %s", describe(value)))
 	}
-	if kind, _ := m["kind"].(string); kind == "List" && m["apiVersion"] == "v1" {
+	if kind, ok := listKind(m); ok {
 		items, ok := m["items"].([]any)
 		if !ok && m["items"] != nil {
-			return fail(d.Line, errors.New("List has items that are not a list"))
+			return fail(d.Line, fmt.Errorf("%s has items that are not a list", kind))
 		}
-		r := docResult{listLen: len(items)}
+		r := docResult{listLen: len(items), listKind: kind}
 		for i, it := range items {
 			im, ok := it.(map[string]any)
 			if !ok {
-				return fail(d.Line, fmt.Errorf("List item %d is not an object", i))
+				return fail(d.Line, fmt.Errorf("%s item %d is not an object", kind, i+1))
+			}
+			// A typed list's items may leave out what the list says
+			// (kubectl accepts that): the list's apiVersion, and its kind
+			// without "List".
+			if kind != "List" {
+				if _, has := im["apiVersion"]; !has {
+					im["apiVersion"] = m["apiVersion"]
+				}
+				if _, has := im["kind"]; !has {
+					im["kind"] = strings.TrimSuffix(kind, "List")
+				}
 			}
 			r.objs = append(r.objs, &unstructured.Unstructured{Object: im})
 		}
 		return r
 	}
 	return docResult{objs: []*unstructured.Unstructured{{Object: m}}}
+}
+
+// listKind reports a list document: kind "List" in v1, or any kind ending
+// in "List" (ConfigMapList, RoleList, …) that holds items and names no
+// object of its own (a list has no metadata.name).
+func listKind(m map[string]any) (string, bool) {
+	kind, _ := m["kind"].(string)
+	if kind == "List" {
+		return kind, m["apiVersion"] == "v1"
+	}
+	if len(kind) <= len("List") || !strings.HasSuffix(kind, "List") {
+		return "", false
+	}
+	if _, has := m["items"]; !has {
+		return "", false
+	}
+	if md, ok := m["metadata"].(map[string]any); ok && md["name"] != nil {
+		return "", false
+	}
+	return kind, true
 }
 
 // checkObject validates the identifying fields and applies the repairs of

@@ -193,3 +193,70 @@ data: {v: "2"}
 		t.Errorf("order %v: known kinds first in table order, unknown after by group then kind", order)
 	}
 }
+
+// kubectl accepts List and typed lists (ConfigMapList, RoleList, …); their
+// items are the objects, and each expansion is reported.
+func TestListDocumentsAreExpanded(t *testing.T) {
+	text := `apiVersion: v1
+kind: ConfigMapList
+items:
+- metadata: {name: a, namespace: ns}
+  data: {k: v}
+- apiVersion: v1
+  kind: ConfigMap
+  metadata: {name: b, namespace: ns}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleList
+metadata: {resourceVersion: ""}
+items:
+- metadata: {name: reader, namespace: ns}
+  rules: []
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: ServiceAccount
+  metadata: {name: sa, namespace: ns}
+`
+	s, warnings, err := Parse([]byte(text), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, o := range s.Objects {
+		got = append(got, o.GetAPIVersion()+" "+RefOf(o).String())
+	}
+	want := []string{"v1 ServiceAccount/ns/sa", "rbac.authorization.k8s.io/v1 Role.rbac.authorization.k8s.io/ns/reader", "v1 ConfigMap/ns/a", "v1 ConfigMap/ns/b"}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("objects:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	expanded := map[string]int{}
+	for _, w := range warnings {
+		if w.Code == WarnListExpanded {
+			expanded[w.Object.Kind] = w.Document
+		}
+	}
+	if expanded["ConfigMapList"] != 1 || expanded["RoleList"] != 2 || expanded["List"] != 3 {
+		t.Errorf("expansion warnings %v", warnings)
+	}
+}
+
+func TestListItemErrorNamesTheItem(t *testing.T) {
+	text := "---\napiVersion: v1\nkind: ConfigMapList\nitems:\n- metadata: {name: a}\n- metadata: {}\n"
+	_, _, err := Parse([]byte(text), ParseOptions{})
+	var pe *ParseError
+	if !errors.As(err, &pe) || pe.Document != 1 || pe.Line != 2 || !strings.Contains(err.Error(), "ConfigMapList item 2: ConfigMap has no metadata.name") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// An object whose kind merely ends in "List" is an object, not a list.
+func TestKindEndingInListWithANameIsAnObject(t *testing.T) {
+	text := "apiVersion: example.com/v1\nkind: AllowList\nmetadata: {name: x}\nitems: [a]\n"
+	s, _, err := Parse([]byte(text), ParseOptions{})
+	if err != nil || len(s.Objects) != 1 || s.Objects[0].GetKind() != "AllowList" {
+		t.Fatalf("parse: %v %v", s, err)
+	}
+}

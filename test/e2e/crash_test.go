@@ -14,10 +14,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -103,7 +102,7 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 // store keeps one strategy for the target identity.
 func checkConverged(ctx context.Context, t *testing.T, e *e2e, version string) {
 	t.Helper()
-	managedBy := controller.ManagedBy(e.ns, "sample")
+	owner := inventory.Owner{Namespace: e.ns, Name: "sample", Kind: inventory.KindInstallation}
 	// Every kind either version has, namespaced or cluster-scoped: a
 	// leftover of the other version counts as much as a missing object.
 	// The target's objects are the ones wanted.
@@ -138,7 +137,7 @@ func checkConverged(ctx context.Context, t *testing.T, e *e2e, version string) {
 		if info.Namespaced {
 			res = e.env.Dynamic.Resource(gvr).Namespace(e.ns)
 		}
-		list, err := res.List(ctx, metav1.ListOptions{LabelSelector: apply.ManagedByLabel + "=" + managedBy})
+		list, err := res.List(ctx, metav1.ListOptions{LabelSelector: owner.Selector()})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,10 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 )
 
 func TestInstallAndUpgrade(t *testing.T) {
@@ -52,8 +51,8 @@ func TestInstallAndUpgrade(t *testing.T) {
 		}
 	}
 	var d appsv1.Deployment
-	if !e.exists(ctx, t, &d, "sample-api") || d.Labels[apply.ManagedByLabel] != controller.ManagedBy(e.ns, "sample") {
-		t.Errorf("deployment sample-api labels %v, want managed by %s", d.Labels, controller.ManagedBy(e.ns, "sample"))
+	if owner := (inventory.Owner{Namespace: e.ns, Name: "sample", Kind: inventory.KindInstallation}); !e.exists(ctx, t, &d, "sample-api") || !owner.Owns(d.Labels) {
+		t.Errorf("deployment sample-api labels %v, want those of installation %s", d.Labels, owner)
 	}
 	if !e.exists(ctx, t, &corev1.ConfigMap{}, "sample-legacy-settings") {
 		t.Error("v1.0.0's configmap sample-legacy-settings is missing")
@@ -184,7 +183,7 @@ func TestSecondInstallationIsNotActive(t *testing.T) {
 	}
 	var d appsv1.Deployment
 	e.exists(ctx, t, &d, "sample-api")
-	if d.Labels[apply.ManagedByLabel] != controller.ManagedBy(e.ns, "first") || d.Spec.Template.Spec.Containers[0].Image != "registry.example/sample/sample-api:v1.0.0" {
+	if !(inventory.Owner{Namespace: e.ns, Name: "first"}).Owns(d.Labels) || d.Spec.Template.Spec.Containers[0].Image != "registry.example/sample/sample-api:v1.0.0" {
 		t.Errorf("sample-api changed hands: labels %v image %s", d.Labels, d.Spec.Template.Spec.Containers[0].Image)
 	}
 }

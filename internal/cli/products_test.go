@@ -1,0 +1,269 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/installstrategy/installstrategy/internal/productdata"
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// productInstall is one product of shared/testdata/products as a plugin
+// installation: its encoded strategies and where it goes.
+type productInstall struct {
+	productdata.Product
+	// ns is the -n namespace: the product's own Namespace object, else the
+	// namespace its namespaced objects name, else a test namespace.
+	ns string
+	// encoded holds the strategy ConfigMap file of each version.
+	encoded map[string]string
+	// name is the installation name apply picks by default.
+	name string
+	// timings of the steps, for docs/PRODUCTS.md.
+	timings []string
+}
+
+// encodeProduct encodes every version of a product with the plugin, as a
+// user would: `encode FILE --version V`.
+func encodeProduct(ctx context.Context, t *testing.T, env *testenv.Env, p productdata.Product) *productInstall {
+	t.Helper()
+	pi := &productInstall{Product: p, encoded: map[string]string{}}
+	dir := t.TempDir()
+	for _, v := range p.Versions {
+		code, out, errOut := run(t, nil, "encode", p.Path(v), "--version", v)
+		if code != 0 {
+			t.Fatalf("%s %s: encode: exit %d: %s", p.Name, v, code, errOut)
+		}
+		f := filepath.Join(dir, p.Name+"-"+v+".yaml")
+		if err := os.WriteFile(f, []byte(out), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		pi.encoded[v] = f
+	}
+	text, err := os.ReadFile(p.Path(p.Versions[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := strategy.Parse(text, strategy.ParseOptions{})
+	if err != nil {
+		t.Fatalf("%s: %v", p.Name, err)
+	}
+	namespaces := map[string]bool{}
+	var own []string
+	for _, o := range s.Objects {
+		if o.GetKind() == "Namespace" {
+			own = append(own, o.GetName())
+		}
+		if o.GetNamespace() != "" {
+			namespaces[o.GetNamespace()] = true
+		}
+	}
+	switch {
+	case len(own) == 1:
+		pi.ns, pi.name = own[0], own[0]
+	case len(namespaces) == 1:
+		for ns := range namespaces {
+			pi.ns, pi.name = ns, ns
+		}
+	default:
+		pi.ns = env.Namespace(ctx, t)
+		pi.name = pi.ns
+	}
+	return pi
+}
+
+func (pi *productInstall) owner() inventory.Owner {
+	return inventory.Owner{Namespace: pi.ns, Name: pi.name, Kind: inventory.KindPlugin}
+}
+
+// step runs one plugin command of the product and checks its exit code.
+func (pi *productInstall) step(t *testing.T, what string, wantCode int, args ...string) string {
+	t.Helper()
+	start := time.Now()
+	code, out, errOut := run(t, nil, append(args, "-n", pi.ns, "--kubeconfig", kubeconfigPath())...)
+	pi.timings = append(pi.timings, fmt.Sprintf("%s %.1fs", what, time.Since(start).Seconds()))
+	if code != wantCode {
+		t.Fatalf("%s: %s: %v: exit %d, want %d\n%s%s", pi.Name, what, args, code, wantCode, tail(out), errOut)
+	}
+	return out
+}
+
+func (pi *productInstall) apply(t *testing.T, v string) string {
+	t.Helper()
+	return pi.step(t, "apply "+v, 0, "apply", pi.encoded[v], "--wait", "--timeout", "3m")
+}
+
+// clean checks that plan and diff --live of version v find nothing to do.
+func (pi *productInstall) clean(t *testing.T, v string) {
+	t.Helper()
+	pi.step(t, "plan "+v, 0, "plan", pi.encoded[v])
+	pi.step(t, "diff --live "+v, 0, "diff", "--live", pi.encoded[v])
+}
+
+// liveVersions returns the resourceVersion of every object of the
+// installation's inventory, and of the inventory itself: a run that
+// writes nothing changes none of them.
+func liveVersions(ctx context.Context, t *testing.T, env *testenv.Env, owner inventory.Owner) map[strategy.ObjectRef]string {
+	t.Helper()
+	inv, err := inventory.NewStore(env.Kube).Get(ctx, owner)
+	if err != nil || !inv.Exists() {
+		t.Fatalf("inventory of %s: %v (exists %v)", owner, err, inv != nil && inv.Exists())
+	}
+	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	out := map[strategy.ObjectRef]string{}
+	cm, err := env.Kube.CoreV1().ConfigMaps(owner.Namespace).Get(ctx, inventory.ConfigMapName(owner), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out[strategy.ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}] = cm.ResourceVersion
+	for _, ref := range inv.Refs() {
+		m, err := mapper.RESTMapping(schema.GroupKind{Group: ref.Group, Kind: ref.Kind})
+		if err != nil {
+			t.Fatalf("%s: %v", ref, err)
+		}
+		ri := env.Dynamic.Resource(m.Resource)
+		var rv string
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			live, err := ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("%s of the inventory of %s: %v", ref, owner, err)
+			}
+			rv = live.GetResourceVersion()
+			if !owner.Owns(live.GetLabels()) {
+				t.Errorf("%s is in the inventory of %s but carries labels %v", ref, owner, live.GetLabels())
+			}
+		} else {
+			live, err := ri.Get(ctx, ref.Name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatalf("%s of the inventory of %s: %v", ref, owner, err)
+			}
+			rv = live.GetResourceVersion()
+			if !owner.Owns(live.GetLabels()) {
+				t.Errorf("%s is in the inventory of %s but carries labels %v", ref, owner, live.GetLabels())
+			}
+		}
+		out[ref] = rv
+	}
+	return out
+}
+
+func sameVersions(t *testing.T, what string, before, after map[strategy.ObjectRef]string) {
+	t.Helper()
+	var changed []string
+	for ref, rv := range before {
+		if after[ref] != rv {
+			changed = append(changed, fmt.Sprintf("%s %s -> %s", ref, rv, orGone(after[ref])))
+		}
+	}
+	for ref := range after {
+		if _, ok := before[ref]; !ok {
+			changed = append(changed, ref.String()+" added")
+		}
+	}
+	sort.Strings(changed)
+	if len(changed) > 0 {
+		t.Errorf("%s changed %d objects:\n  %s", what, len(changed), strings.Join(changed, "\n  "))
+	}
+}
+
+func orGone(rv string) string {
+	if rv == "" {
+		return "gone"
+	}
+	return rv
+}
+
+// uninstallProduct removes a plugin installation with the plugin and checks
+// that its inventory's objects are gone (Namespaces it made included).
+func uninstallProduct(ctx context.Context, t *testing.T, env *testenv.Env, pi *productInstall) {
+	t.Helper()
+	before := liveVersions(ctx, t, env, pi.owner())
+	pi.step(t, "uninstall", 0, "uninstall", pi.name, "--wait")
+	dc, _ := discovery.NewDiscoveryClientForConfig(env.Config)
+	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	for ref := range before {
+		m, err := mapper.RESTMapping(schema.GroupKind{Group: ref.Group, Kind: ref.Kind})
+		if meta.IsNoMatchError(err) {
+			continue // its CRD went first
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		ri := env.Dynamic.Resource(m.Resource)
+		var gerr error
+		if m.Scope.Name() == meta.RESTScopeNameNamespace {
+			_, gerr = ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		} else {
+			var live interface{ GetDeletionTimestamp() *metav1.Time }
+			live, gerr = ri.Get(ctx, ref.Name, metav1.GetOptions{})
+			if gerr == nil && ref.Kind == "Namespace" && live.GetDeletionTimestamp() != nil {
+				continue // terminating: its content is being removed
+			}
+		}
+		if !apierrors.IsNotFound(gerr) {
+			t.Errorf("%s: %s survived the uninstall (%v)", pi.Name, ref, gerr)
+		}
+	}
+}
+
+// TestClusterProducts: every product of shared/testdata/products, with the
+// plugin's default flags apart from -n: apply --wait, re-apply (no write at
+// all), plan and diff --live clean, upgrade to each later version and back
+// to the first, clean after each, then uninstall.
+func TestClusterProducts(t *testing.T) {
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	var report []string
+	for _, p := range productdata.All(t) {
+		t.Run(p.Name, func(t *testing.T) {
+			pi := encodeProduct(ctx, t, env, p)
+			first := p.Versions[0]
+			out := pi.apply(t, first)
+			if !strings.Contains(out, "installation "+pi.owner().String()) {
+				t.Errorf("apply does not name its installation %s:\n%s", pi.owner(), tail(out))
+			}
+			pi.clean(t, first)
+
+			before := liveVersions(ctx, t, env, pi.owner())
+			out = pi.apply(t, first)
+			sum := summaryCounts(t, out)
+			if sum["created"]+sum["updated"]+sum["recreated"]+sum["pruned"] != 0 || sum["conflicts"] != 0 {
+				t.Errorf("re-apply of %s: %v\n%s", first, sum, tail(out))
+			}
+			sameVersions(t, "re-apply of "+first, before, liveVersions(ctx, t, env, pi.owner()))
+
+			for _, v := range p.Versions[1:] {
+				pi.apply(t, v)
+				pi.clean(t, v)
+			}
+			if len(p.Versions) > 1 {
+				pi.apply(t, first) // roll back
+				pi.clean(t, first)
+			}
+			uninstallProduct(ctx, t, env, pi)
+			report = append(report, fmt.Sprintf("| %s | %s | %s |", p.Name, strings.Join(p.Versions, ", "), strings.Join(pi.timings, "; ")))
+		})
+	}
+	t.Logf("product timings:\n%s", strings.Join(report, "\n"))
+}

@@ -1,0 +1,75 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
+)
+
+func newUninstallCommand(o *options) *cobra.Command {
+	var keepCRDs, wait bool
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "uninstall NAME",
+		Short: "Remove what a plugin installation applied",
+		Long: `Remove the objects the installation NAME (of apply --name, in namespace -n)
+applied: exactly what its inventory lists that still carries its labels, in
+the reconciler's delete order — webhooks and APIServices first, so nothing
+calls a backend that is gone, then custom resources, workloads, services,
+configuration, RBAC, and Namespaces and CRDs last. A Namespace is deleted only
+when it holds nothing that is not the installation's; CRDs (and so every custom
+resource of them) are deleted unless --keep-crds. Objects of other
+installations, and objects labelled by hand, are never touched. The CA Secret
+and the inventory go last.
+
+An installation an Installation drives is removed by deleting the Installation.`,
+		Example: `  kubectl installstrategy uninstall sample -n sample --wait`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			c, err := o.cluster()
+			if err != nil {
+				return err
+			}
+			owner := inventory.Owner{Namespace: c.namespace, Name: args[0], Kind: inventory.KindPlugin}
+			if err := owner.Validate(); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			inv, err := inventory.NewStore(c.kube).Get(ctx, owner)
+			if err != nil {
+				return err
+			}
+			if !inv.Exists() {
+				return fmt.Errorf("installation %s: not found (no configmap/%s in namespace %s)", owner, inventory.ConfigMapName(owner), owner.Namespace)
+			}
+			out := o.streams.Out
+			deleted, err := reconcile.Uninstall(ctx, c.config, reconcile.UninstallOptions{
+				Owner: owner, KeepCRDs: keepCRDs, Wait: wait,
+				OnEvent: func(e reconcile.Event) {
+					if e.Action == apply.ActionDelete {
+						fmt.Fprintf(out, "  delete %s\n", e.Ref)
+					} else {
+						fmt.Fprintf(out, "  kept   %s (%s)\n", e.Ref, e.Reason)
+					}
+				},
+			})
+			fmt.Fprintf(out, "installation %s: %d objects deleted\n", owner, len(deleted))
+			if errors.Is(err, context.DeadlineExceeded) {
+				return fmt.Errorf("uninstall %s: not finished within --timeout %s: %w", owner, timeout, err)
+			}
+			return err
+		},
+	}
+	cmd.Flags().BoolVar(&keepCRDs, "keep-crds", false, "leave the installation's CustomResourceDefinitions (and so all their custom resources)")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every deleted object is gone")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	return cmd
+}

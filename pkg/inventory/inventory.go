@@ -1,0 +1,245 @@
+package inventory
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// Keys of the inventory ConfigMap.
+const (
+	// InventoryLabel marks inventory ConfigMaps.
+	InventoryLabel = "installstrategy.io/inventory"
+	// OwnerKindAnnotation records who drives the installation
+	// (KindInstallation or KindPlugin).
+	OwnerKindAnnotation = "installstrategy.io/owner-kind"
+	// OwnerNameAnnotation records the installation's full name (the name
+	// label may hold a hash).
+	OwnerNameAnnotation = "installstrategy.io/installation"
+	// ObjectsKey is the data key holding the entries as JSON.
+	ObjectsKey = "objects"
+	// NamePrefix starts every inventory ConfigMap's name.
+	NamePrefix = "installstrategy-inventory-"
+)
+
+// Entry is one object an installation applied.
+type Entry struct {
+	strategy.ObjectRef
+	// Hash is the applied hash of a Job that completed, so a resync knows
+	// the Job ran even after its TTL removed it; empty otherwise.
+	Hash string `json:"completedHash,omitempty"`
+}
+
+// Inventory is what one installation has applied.
+type Inventory struct {
+	Owner Owner
+	// Entries by object.
+	Entries map[strategy.ObjectRef]Entry
+	// Version is the target version recorded with the last write.
+	Version string
+	// resourceVersion of the ConfigMap read, "" for a new inventory.
+	resourceVersion string
+	// ownerRefs of the ConfigMap read.
+	ownerRefs []metav1.OwnerReference
+	// stored is what the ConfigMap read or last written holds (entries and
+	// version), so a write of the same content is skipped.
+	stored string
+}
+
+// New returns an empty inventory of an owner.
+func New(o Owner) *Inventory {
+	return &Inventory{Owner: o, Entries: map[strategy.ObjectRef]Entry{}}
+}
+
+// Has reports whether ref is in the inventory.
+func (inv *Inventory) Has(ref strategy.ObjectRef) bool {
+	_, ok := inv.Entries[ref]
+	return ok
+}
+
+// Add records refs (keeping what is known of them).
+func (inv *Inventory) Add(refs ...strategy.ObjectRef) {
+	for _, r := range refs {
+		if _, ok := inv.Entries[r]; !ok {
+			inv.Entries[r] = Entry{ObjectRef: r}
+		}
+	}
+}
+
+// Refs returns the entries' references, sorted.
+func (inv *Inventory) Refs() []strategy.ObjectRef {
+	out := make([]strategy.ObjectRef, 0, len(inv.Entries))
+	for r := range inv.Entries {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Less(out[j]) })
+	return out
+}
+
+// Exists reports whether the inventory was read from the cluster (or
+// written to it).
+func (inv *Inventory) Exists() bool { return inv.resourceVersion != "" }
+
+// ConfigMapName returns the name of an owner's inventory ConfigMap.
+func ConfigMapName(o Owner) string {
+	name := NamePrefix + o.Name
+	if len(name) <= 253 {
+		return name
+	}
+	sum := sha256.Sum256([]byte(o.Name))
+	return NamePrefix + hex.EncodeToString(sum[:])[:40]
+}
+
+// OwnerKindError reports an inventory written for another kind of owner: a
+// plugin apply meeting an Installation's inventory, or the reverse.
+type OwnerKindError struct {
+	Owner Owner
+	Kind  string
+}
+
+func (e *OwnerKindError) Error() string {
+	if e.Kind == KindInstallation {
+		return fmt.Sprintf("installation %s is driven by the operator (Installation %s); change the Installation instead", e.Owner, e.Owner)
+	}
+	return fmt.Sprintf("installation %s was applied by the kubectl plugin, not by an Installation; uninstall it with the plugin or choose another name", e.Owner)
+}
+
+// Store reads and writes inventories.
+type Store struct {
+	kube kubernetes.Interface
+	// FieldManager names the writer; "" means "installstrategy".
+	FieldManager string
+	// OwnerReference, when set, is put on inventories written (the
+	// operator sets its Installation, so the inventory goes with it).
+	OwnerReference *metav1.OwnerReference
+}
+
+// NewStore returns a store over a typed client.
+func NewStore(kube kubernetes.Interface) *Store { return &Store{kube: kube} }
+
+// Get reads an owner's inventory. A missing one is returned empty (see
+// Inventory.Exists); one written for another kind of owner is an
+// *OwnerKindError.
+func (s *Store) Get(ctx context.Context, o Owner) (*Inventory, error) {
+	cm, err := s.kube.CoreV1().ConfigMaps(o.Namespace).Get(ctx, ConfigMapName(o), metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return New(o), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inventory of %s: %w", o, err)
+	}
+	return decode(o, cm)
+}
+
+func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
+	if k := cm.Annotations[OwnerKindAnnotation]; k != o.kind() {
+		return nil, &OwnerKindError{Owner: o, Kind: k}
+	}
+	inv := New(o)
+	inv.resourceVersion = cm.ResourceVersion
+	inv.ownerRefs = cm.OwnerReferences
+	inv.Version = cm.Annotations[VersionAnnotation]
+	inv.stored = inv.Version + "\n" + cm.Data[ObjectsKey]
+	var entries []Entry
+	if data := cm.Data[ObjectsKey]; data != "" {
+		if err := json.Unmarshal([]byte(data), &entries); err != nil {
+			return nil, fmt.Errorf("inventory of %s: configmap %s/%s: data.%s: %w", o, cm.Namespace, cm.Name, ObjectsKey, err)
+		}
+	}
+	for _, e := range entries {
+		inv.Entries[e.ObjectRef] = e
+	}
+	return inv, nil
+}
+
+// VersionAnnotation records the version of the strategy last recorded.
+const VersionAnnotation = "installstrategy.io/version"
+
+// Write stores an inventory: creates it, or updates the one read (a
+// concurrent change is a conflict error). Nothing is written when the
+// stored inventory already holds the same entries and version.
+func (s *Store) Write(ctx context.Context, inv *Inventory) error {
+	o := inv.Owner
+	entries := make([]Entry, 0, len(inv.Entries))
+	for _, r := range inv.Refs() {
+		entries = append(entries, inv.Entries[r])
+	}
+	data, err := json.Marshal(entries)
+	if err != nil {
+		return fmt.Errorf("inventory of %s: %w", o, err)
+	}
+	content := inv.Version + "\n" + string(data)
+	if inv.resourceVersion != "" && content == inv.stored {
+		return nil
+	}
+	labels := o.Labels()
+	labels[InventoryLabel] = ""
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: ConfigMapName(o), Namespace: o.Namespace, Labels: labels,
+			Annotations:     map[string]string{OwnerKindAnnotation: o.kind(), OwnerNameAnnotation: o.Name, VersionAnnotation: inv.Version},
+			ResourceVersion: inv.resourceVersion,
+			OwnerReferences: inv.ownerRefs,
+		},
+		Data: map[string]string{ObjectsKey: string(data)},
+	}
+	if s.OwnerReference != nil && len(cm.OwnerReferences) == 0 {
+		cm.OwnerReferences = []metav1.OwnerReference{*s.OwnerReference}
+	}
+	fm := s.FieldManager
+	if fm == "" {
+		fm = ManagedBy
+	}
+	var out *corev1.ConfigMap
+	if inv.resourceVersion == "" {
+		out, err = s.kube.CoreV1().ConfigMaps(o.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: fm})
+	} else {
+		out, err = s.kube.CoreV1().ConfigMaps(o.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: fm})
+	}
+	if err != nil {
+		return fmt.Errorf("write inventory %s/%s: %w", o.Namespace, cm.Name, err)
+	}
+	inv.resourceVersion = out.ResourceVersion
+	inv.ownerRefs = out.OwnerReferences
+	inv.stored = content
+	return nil
+}
+
+// Delete removes an owner's inventory (absent is fine).
+func (s *Store) Delete(ctx context.Context, o Owner) error {
+	err := s.kube.CoreV1().ConfigMaps(o.Namespace).Delete(ctx, ConfigMapName(o), metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete inventory of %s: %w", o, err)
+	}
+	return nil
+}
+
+// List returns every inventory in a namespace ("" for all), with the owners
+// their annotations name.
+func (s *Store) List(ctx context.Context, namespace string) ([]*Inventory, error) {
+	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: InventoryLabel})
+	if err != nil {
+		return nil, fmt.Errorf("list inventories: %w", err)
+	}
+	var out []*Inventory
+	for i := range l.Items {
+		cm := &l.Items[i]
+		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[OwnerNameAnnotation], Kind: cm.Annotations[OwnerKindAnnotation]}
+		inv, err := decode(o, cm)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, inv)
+	}
+	return out, nil
+}

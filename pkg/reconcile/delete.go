@@ -1,0 +1,148 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+var namespaceKind = schema.GroupKind{Kind: "Namespace"}
+
+// deleteItems is the one delete path of prune and uninstall: it deletes the
+// items whose action is delete, in their order (the kind table's prune
+// order: webhooks and APIServices first, Namespaces and CRDs last), and
+// keeps the rest. A Namespace is deleted only when it holds nothing but
+// the installation's objects (see foreignObjects); otherwise it is kept,
+// and reported. Deleted and kept objects leave the inventory.
+func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, caSecret string, items []plan.Item, emit func(Event)) (deleted, kept []strategy.ObjectRef, err error) {
+	var errs []error
+	for _, it := range items {
+		if it.Action != apply.ActionDelete {
+			kept = append(kept, it.Ref)
+			if !strings.HasPrefix(it.Reason, "CRD kept") {
+				delete(inv.Entries, it.Ref)
+			}
+			continue
+		}
+		if it.Ref.GroupKind() == namespaceKind {
+			foreign, err := foreignObjects(ctx, a, kube, inv, bookkeeping(inv.Owner, caSecret), it.Ref.Name)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if len(foreign) > 0 {
+				kept = append(kept, it.Ref)
+				delete(inv.Entries, it.Ref)
+				emit(Event{Type: EventPruned, Ref: it.Ref, Action: apply.ActionSkip,
+					Reason: "namespace kept: it holds objects that are not this installation's, e.g. " + strings.Join(foreign, ", ")})
+				continue
+			}
+		}
+		if err := a.Delete(ctx, it.Live); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(inv.Entries, it.Ref)
+		deleted = append(deleted, it.Ref)
+		emit(Event{Type: EventPruned, Ref: it.Ref, Action: apply.ActionDelete, Reason: it.Reason})
+	}
+	return deleted, kept, errors.Join(errs...)
+}
+
+// foreignObjects names up to three objects in a namespace that are not the
+// installation's: not in its inventory, not being deleted, not owned by
+// another object (pods of a ReplicaSet go with it), and not made by
+// Kubernetes for every namespace (the default ServiceAccount, the
+// kube-root-ca.crt ConfigMap, Events, Endpoints of Services). Every
+// namespaced kind the cluster serves and can list is searched.
+func foreignObjects(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, ours map[strategy.ObjectRef]bool, ns string) ([]string, error) {
+	lists, err := kube.Discovery().ServerPreferredNamespacedResources()
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("namespace %s: discover its kinds: %w", ns, err)
+	}
+	var found []string
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, res := range l.APIResources {
+			if strings.Contains(res.Name, "/") || !canList(res.Verbs) || systemMade(gv.Group, res.Kind) {
+				continue
+			}
+			ul, err := a.Dynamic().Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 50})
+			if err != nil {
+				return nil, fmt.Errorf("namespace %s: list %s: %w", ns, res.Name, err)
+			}
+			for i := range ul.Items {
+				o := &ul.Items[i]
+				ref := strategy.ObjectRef{Group: gv.Group, Kind: res.Kind, Namespace: ns, Name: o.GetName()}
+				if inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || len(o.GetOwnerReferences()) > 0 || everyNamespaceHas(ref) {
+					continue
+				}
+				found = append(found, ref.String())
+				if len(found) == 3 {
+					return found, nil
+				}
+			}
+		}
+	}
+	sort.Strings(found)
+	return found, nil
+}
+
+func canList(verbs []string) bool {
+	for _, v := range verbs {
+		if v == "list" {
+			return true
+		}
+	}
+	return false
+}
+
+var systemKinds = map[schema.GroupKind]bool{
+	{Kind: "Event"}: true, {Group: "events.k8s.io", Kind: "Event"}: true,
+	{Kind: "Endpoints"}: true, {Group: "discovery.k8s.io", Kind: "EndpointSlice"}: true,
+}
+
+// systemMade reports kinds whose objects Kubernetes makes by itself
+// (Events, Endpoints and EndpointSlices of Services, node/lease-like
+// bookkeeping).
+func systemMade(group, kind string) bool {
+	return systemKinds[schema.GroupKind{Group: group, Kind: kind}]
+}
+
+// everyNamespaceHas reports the objects Kubernetes puts in every
+// namespace.
+func everyNamespaceHas(ref strategy.ObjectRef) bool {
+	switch {
+	case ref.Kind == "ServiceAccount" && ref.Group == "" && ref.Name == "default":
+		return true
+	case ref.Kind == "ConfigMap" && ref.Group == "" && ref.Name == "kube-root-ca.crt":
+		return true
+	}
+	return false
+}
+
+// bookkeeping returns the installation's own objects that are not strategy
+// objects: its inventory ConfigMap and its CA Secret.
+func bookkeeping(owner inventory.Owner, caSecret string) map[strategy.ObjectRef]bool {
+	if caSecret == "" {
+		caSecret = DefaultCASecret
+	}
+	return map[strategy.ObjectRef]bool{
+		{Kind: "ConfigMap", Namespace: owner.Namespace, Name: inventory.ConfigMapName(owner)}: true,
+		{Kind: "Secret", Namespace: owner.Namespace, Name: caSecret}:                          true,
+	}
+}
