@@ -456,6 +456,12 @@ func printLiveDiff(w io.Writer, p *plan.Plan) (int, error) {
 		}
 	}
 	for _, it := range p.Prune {
+		if it.Action != apply.ActionDelete {
+			// What apply would leave too (CRDs without --prune-crds,
+			// objects no longer labelled ours): shown, not a difference.
+			fmt.Fprintf(w, "kept     %s: %s\n", it.Ref, it.Reason)
+			continue
+		}
 		differences++
 		fmt.Fprintf(w, "extra    %s\n", it.Ref)
 	}
