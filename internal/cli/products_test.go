@@ -157,6 +157,9 @@ func liveVersions(ctx context.Context, t *testing.T, env *testenv.Env, owner inv
 	}
 	out[strategy.ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}] = cm.ResourceVersion
 	for _, ref := range inv.Refs() {
+		if inv.Entries[ref].Hash != "" {
+			continue // a completed Job, removed by its TTL
+		}
 		m, err := mapper.RESTMapping(schema.GroupKind{Group: ref.Group, Kind: ref.Kind})
 		if err != nil {
 			t.Fatalf("%s: %v", ref, err)

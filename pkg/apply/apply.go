@@ -256,16 +256,20 @@ func (a *Applier) Get(ctx context.Context, obj *unstructured.Unstructured) (*uns
 // strategy's own fields (see PrepareShared).
 func (a *Applier) Prepare(obj, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	obj = WithLive(obj, live)
-	if live != nil && a.shared(live) {
+	if live != nil && a.shared(obj, live) {
 		return PrepareShared(obj), nil
 	}
 	return Prepare(obj, a.opts.Identity, a.opts.Owner)
 }
 
-// shared reports whether a live object is merged into rather than owned.
-func (a *Applier) shared(live *unstructured.Unstructured) bool {
+// shared reports whether a live object is merged into rather than owned:
+// no installation owns it, its kind is merged into (Namespaces), and it is
+// not adopted — an implicit object (ImplicitAnnotation: a namespace the
+// strategy's objects live in but that it does not define) never is.
+func (a *Applier) shared(obj, live *unstructured.Unstructured) bool {
 	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
-	return info.MergeIntoExisting && ClaimOf(live, a.opts.Owner) == inventory.ClaimNone && a.opts.Adopt != AdoptAll
+	implicit := obj.GetAnnotations()[ImplicitAnnotation] != ""
+	return info.MergeIntoExisting && ClaimOf(live, a.opts.Owner) == inventory.ClaimNone && (a.opts.Adopt != AdoptAll || implicit)
 }
 
 // Decide compares a prepared object (see Applier.Prepare) with its live
@@ -277,12 +281,14 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		return res
 	}
 	claim := ClaimOf(live, a.opts.Owner)
+	_, owned := prepared.GetAnnotations()[AppliedHashAnnotation]
 	switch {
 	case claim == inventory.ClaimOther:
 		res.Action = ActionConflict
 		res.Reason = conflictOf(res.Ref, live, claim).Error()
 		return res
-	case claim == inventory.ClaimNone && a.shared(live):
+	case claim == inventory.ClaimNone && !owned:
+		// Prepared by PrepareShared.
 		res.Shared = true
 	case claim == inventory.ClaimNone && a.opts.Adopt != AdoptAll:
 		res.Action = ActionConflict
@@ -541,14 +547,17 @@ func (a *Applier) WaitGone(ctx context.Context, live *unstructured.Unstructured)
 	return nil
 }
 
-// takeFields gives the applier's field manager the fields other managers
-// applied or updated on an adopted object (status subresource entries
-// stay), with one JSON patch guarded by the object's resourceVersion.
+// takeFields gives the applier's field manager the fields the previous
+// installer set on an adopted object — server-side appliers (kubectl apply
+// --server-side, Helm 4, Flux) and kubectl's and Helm's client-side writes —
+// with one JSON patch guarded by the object's resourceVersion. Fields of
+// controllers (kube-controller-manager's revision annotation, status) stay
+// theirs.
 func (a *Applier) takeFields(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	var keep []metav1.ManagedFieldsEntry
 	changed := false
 	for _, f := range obj.GetManagedFields() {
-		if f.Manager != a.opts.FieldManager && f.Subresource == "" {
+		if f.Manager != a.opts.FieldManager && f.Subresource == "" && installerManager(f) {
 			changed = true
 			f.Manager = a.opts.FieldManager
 			f.Operation = metav1.ManagedFieldsOperationApply
@@ -573,6 +582,11 @@ func (a *Applier) takeFields(ctx context.Context, ri dynamic.ResourceInterface, 
 		return nil, err
 	}
 	return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.opts.FieldManager})
+}
+
+// installerManager reports field managers of tools that install manifests.
+func installerManager(f metav1.ManagedFieldsEntry) bool {
+	return f.Operation == metav1.ManagedFieldsOperationApply || strings.HasPrefix(f.Manager, "kubectl") || strings.HasPrefix(f.Manager, "helm")
 }
 
 // mergeManagedFields unions the field sets of entries that share a manager,

@@ -37,6 +37,10 @@ const (
 	RegistryAnnotation = "installstrategy.io/install-strategy-registry"
 	// IdentifierAnnotation records the target deployment identifier.
 	IdentifierAnnotation = "installstrategy.io/install-strategy-identifier"
+	// ImplicitAnnotation marks an object the reconciler adds to a strategy
+	// (a Namespace its objects live in that it does not define): created
+	// as the installation's when absent, never adopted when it exists.
+	ImplicitAnnotation = "installstrategy.io/implicit"
 	// AppliedHashAnnotation holds the hash of what was last applied; with the
 	// managed-by label it marks an object as written by the reconciler.
 	AppliedHashAnnotation = "installstrategy.io/applied-hash"
@@ -94,7 +98,12 @@ func Prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 // strategy's own fields only — no owner labels, identity or applied hash —
 // so the object is never taken for ours and never deleted.
 func PrepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	return strip(obj)
+	u := strip(obj)
+	if ann := u.GetAnnotations(); ann[ImplicitAnnotation] != "" {
+		delete(ann, ImplicitAnnotation)
+		u.SetAnnotations(ann)
+	}
+	return u
 }
 
 // strip copies obj without what the server owns.

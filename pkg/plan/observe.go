@@ -146,6 +146,10 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 	if err != nil {
 		return err
 	}
+	if live == nil && CompletedJob(opts.Inventory, prepared) {
+		it.Action, it.Reason = apply.ActionUnchanged, CompletedJobReason
+		return nil
+	}
 	res := a.Decide(prepared, live)
 	it.Action, it.Reason, it.Changes = res.Action, res.Reason, res.Changes
 	if opts.NoDryRun || (res.Action != apply.ActionCreate && res.Action != apply.ActionUpdate) {
@@ -173,6 +177,21 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 		it.Reason = dres.Reason
 	}
 	return nil
+}
+
+// CompletedJobReason says why a Job that is gone is not run again.
+const CompletedJobReason = "completed before, removed since (ttlSecondsAfterFinished): not run again"
+
+// CompletedJob reports whether prepared (as the applier writes it) is a Job
+// the inventory records as completed with the same applied hash: once its
+// ttlSecondsAfterFinished removed it, it is done, not missing.
+func CompletedJob(inv *inventory.Inventory, prepared *unstructured.Unstructured) bool {
+	if inv == nil {
+		return false
+	}
+	info, _ := kinds.Lookup(prepared.GroupVersionKind().GroupKind())
+	e := inv.Entries[strategy.RefOf(prepared)]
+	return info.Health == kinds.HealthJob && e.Hash != "" && e.Hash == prepared.GetAnnotations()[apply.AppliedHashAnnotation]
 }
 
 // Prunable lists what prune would delete: the objects of the inventory

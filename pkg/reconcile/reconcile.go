@@ -291,10 +291,6 @@ func newRun(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Op
 	}, nil
 }
 
-// ImplicitAnnotation marks a Namespace that no strategy object defines but
-// that the installation's objects (or its inventory) live in.
-const ImplicitAnnotation = "installstrategy.io/implicit"
-
 // withImplicitNamespaces adds a Namespace object for every namespace the
 // objects of s (and the owner's inventory) live in that s does not define:
 // created as the installation's own when absent, merged into (never
@@ -316,7 +312,7 @@ func withImplicitNamespaces(s *strategy.Strategy, ownerNS string) *strategy.Stra
 		ob.SetAPIVersion("v1")
 		ob.SetKind("Namespace")
 		ob.SetName(ns)
-		ob.SetAnnotations(map[string]string{ImplicitAnnotation: "true"})
+		ob.SetAnnotations(map[string]string{apply.ImplicitAnnotation: "true"})
 		add = append(add, ob)
 	}
 	need(ownerNS)
@@ -527,14 +523,13 @@ func (r *run) applyOne(ctx context.Context, step plan.Step, obj *unstructured.Un
 }
 
 // completedJob reports a Job the inventory records as completed with the
-// applied hash obj has now, and that no longer exists.
+// applied hash obj has now, and that no longer exists (plan.CompletedJob).
 func (r *run) completedJob(ctx context.Context, obj *unstructured.Unstructured) (apply.Result, bool, error) {
 	ref := strategy.RefOf(obj)
-	info, _ := kinds.Lookup(ref.GroupKind())
 	r.mu.Lock()
 	e := r.inv.Entries[ref]
 	r.mu.Unlock()
-	if info.Health != kinds.HealthJob || e.Hash == "" {
+	if e.Hash == "" {
 		return apply.Result{}, false, nil
 	}
 	live, err := r.a.Get(ctx, obj)
@@ -545,10 +540,13 @@ func (r *run) completedJob(ctx context.Context, obj *unstructured.Unstructured) 
 	if err != nil {
 		return apply.Result{Ref: ref}, true, err
 	}
-	if prepared.GetAnnotations()[apply.AppliedHashAnnotation] != e.Hash {
+	r.mu.Lock()
+	done := plan.CompletedJob(r.inv, prepared)
+	r.mu.Unlock()
+	if !done {
 		return apply.Result{}, false, nil
 	}
-	return apply.Result{Ref: ref, Action: apply.ActionUnchanged, Reason: "completed before, removed since (ttlSecondsAfterFinished): not run again"}, true, nil
+	return apply.Result{Ref: ref, Action: apply.ActionUnchanged, Reason: plan.CompletedJobReason}, true, nil
 }
 
 // getter reads live objects for the health checks. A Job this run wrote
