@@ -13,13 +13,19 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
 
 	"github.com/installstrategy/installstrategy/internal/productdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -39,6 +45,11 @@ type productInstall struct {
 	timings []string
 	// cleanup is set once the removal is registered.
 	cleanup bool
+	// installed and removed are set once it was installed, uninstalled.
+	installed, removed bool
+	// manifests is the upstream file of the first version ("" for the
+	// sample product).
+	manifests string
 }
 
 // remove uninstalls the product if its inventory is still there.
@@ -56,7 +67,7 @@ func (pi *productInstall) remove(t *testing.T) {
 // user would: `encode FILE --version V`.
 func encodeProduct(ctx context.Context, t *testing.T, env *testenv.Env, p productdata.Product) *productInstall {
 	t.Helper()
-	pi := &productInstall{Product: p, encoded: map[string]string{}}
+	pi := &productInstall{Product: p, encoded: map[string]string{}, manifests: p.Path(p.Versions[0])}
 	dir := t.TempDir()
 	for _, v := range p.Versions {
 		code, out, errOut := run(t, nil, "encode", p.Path(v), "--version", v)
@@ -141,6 +152,26 @@ func (pi *productInstall) clean(t *testing.T, v string) {
 // writes nothing changes none of them.
 func liveVersions(ctx context.Context, t *testing.T, env *testenv.Env, owner inventory.Owner) map[strategy.ObjectRef]string {
 	t.Helper()
+	return inventoryObjects(ctx, t, env, owner, func(u *unstructured.Unstructured) string { return u.GetResourceVersion() })
+}
+
+// writtenBy returns, for every object of the installation's inventory,
+// what only a writer of the object changes: its generation (its
+// resourceVersion for kinds without one), applied hash and labels. A
+// controller's status update changes none of them.
+func writtenBy(ctx context.Context, t *testing.T, env *testenv.Env, owner inventory.Owner) map[strategy.ObjectRef]string {
+	t.Helper()
+	return inventoryObjects(ctx, t, env, owner, func(u *unstructured.Unstructured) string {
+		gen := fmt.Sprint(u.GetGeneration())
+		if u.GetGeneration() == 0 {
+			gen = "rv " + u.GetResourceVersion()
+		}
+		return fmt.Sprintf("%s hash %s labels %v", gen, u.GetAnnotations()[apply.AppliedHashAnnotation], u.GetLabels())
+	})
+}
+
+func inventoryObjects(ctx context.Context, t *testing.T, env *testenv.Env, owner inventory.Owner, key func(*unstructured.Unstructured) string) map[strategy.ObjectRef]string {
+	t.Helper()
 	inv, err := inventory.NewStore(env.Kube).Get(ctx, owner)
 	if err != nil || !inv.Exists() {
 		t.Fatalf("inventory of %s: %v (exists %v)", owner, err, inv != nil && inv.Exists())
@@ -155,7 +186,7 @@ func liveVersions(ctx context.Context, t *testing.T, env *testenv.Env, owner inv
 	if err != nil {
 		t.Fatal(err)
 	}
-	out[strategy.ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}] = cm.ResourceVersion
+	out[strategy.ObjectRef{Kind: "ConfigMap", Namespace: cm.Namespace, Name: cm.Name}] = "rv " + cm.ResourceVersion
 	for _, ref := range inv.Refs() {
 		if inv.Entries[ref].Hash != "" {
 			continue // a completed Job, removed by its TTL
@@ -164,28 +195,18 @@ func liveVersions(ctx context.Context, t *testing.T, env *testenv.Env, owner inv
 		if err != nil {
 			t.Fatalf("%s: %v", ref, err)
 		}
-		ri := env.Dynamic.Resource(m.Resource)
-		var rv string
+		var ri dynamic.ResourceInterface = env.Dynamic.Resource(m.Resource)
 		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			live, err := ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("%s of the inventory of %s: %v", ref, owner, err)
-			}
-			rv = live.GetResourceVersion()
-			if !owner.Owns(live.GetLabels()) {
-				t.Errorf("%s is in the inventory of %s but carries labels %v", ref, owner, live.GetLabels())
-			}
-		} else {
-			live, err := ri.Get(ctx, ref.Name, metav1.GetOptions{})
-			if err != nil {
-				t.Fatalf("%s of the inventory of %s: %v", ref, owner, err)
-			}
-			rv = live.GetResourceVersion()
-			if !owner.Owns(live.GetLabels()) {
-				t.Errorf("%s is in the inventory of %s but carries labels %v", ref, owner, live.GetLabels())
-			}
+			ri = env.Dynamic.Resource(m.Resource).Namespace(ref.Namespace)
 		}
-		out[ref] = rv
+		live, err := ri.Get(ctx, ref.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("%s of the inventory of %s: %v", ref, owner, err)
+		}
+		if !owner.Owns(live.GetLabels()) {
+			t.Errorf("%s is in the inventory of %s but carries labels %v", ref, owner, live.GetLabels())
+		}
+		out[ref] = key(live)
 	}
 	return out
 }
@@ -289,4 +310,152 @@ func TestClusterProducts(t *testing.T) {
 		})
 	}
 	t.Logf("product timings:\n%s", strings.Join(report, "\n"))
+}
+
+// sampleInstall is the sample product (v1.0.0 and v1.1.0) as a plugin
+// installation in a test namespace.
+func sampleInstall(ctx context.Context, t *testing.T, env *testenv.Env) *productInstall {
+	t.Helper()
+	ns := env.Namespace(ctx, t)
+	pi := &productInstall{Product: productdata.Product{Name: "sample", Versions: []string{"v1.0.0", "v1.1.0"}}, ns: ns, name: ns, encoded: map[string]string{}}
+	for _, v := range pi.Versions {
+		s, err := generate.Sample(&identity.Config{Namespace: ns, Registry: "registry.example/sample", Version: v}, generate.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := codec.Encode(s, codec.EncodeOptions{Namespace: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		y, err := codec.MarshalYAML(cm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pi.encoded[v] = writeFile(t, "sample-"+v+".yaml", string(y))
+	}
+	return pi
+}
+
+// guardsNamespaces reports a product whose admission webhooks refuse
+// namespace writes when their backend does not answer (failurePolicy Fail,
+// the default): under kwok no backend ever answers, so while it is
+// installed no namespace can be created or changed.
+func guardsNamespaces(t *testing.T, pi *productInstall) bool {
+	t.Helper()
+	if pi.manifests == "" {
+		return false
+	}
+	text, err := os.ReadFile(pi.manifests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, _, err := strategy.Parse(text, strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range s.Objects {
+		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			continue
+		}
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for _, h := range hooks {
+			hm, _ := h.(map[string]any)
+			if fp, _ := hm["failurePolicy"].(string); fp == "Ignore" {
+				continue
+			}
+			rules, _ := hm["rules"].([]any)
+			for _, r := range rules {
+				res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
+				for _, x := range res {
+					if x == "namespaces" || x == "*" {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// TestClusterProductsSideBySide: every product and the sample product
+// installed in one cluster with default flags; each one's upgrade, rollback
+// and uninstall leaves every other installation's objects as they were.
+func TestClusterProductsSideBySide(t *testing.T) {
+	testenv.Lock(t, testenv.SampleProductLock)
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	defer cancel()
+	all := []*productInstall{sampleInstall(ctx, t, env)}
+	for _, p := range productdata.All(t) {
+		all = append(all, encodeProduct(ctx, t, env, p))
+	}
+	// Products that guard namespaces go last and leave first: under kwok
+	// their webhooks have no backend, so while one is installed every
+	// namespace write fails — and an upgrade writes each product's
+	// Namespace (its identity annotations change). In a real cluster the
+	// webhook answers; here the others upgrade and roll back before the
+	// guards arrive, and the guards then upgrade beside all of them.
+	sort.SliceStable(all, func(i, j int) bool {
+		return !guardsNamespaces(t, all[i]) && guardsNamespaces(t, all[j])
+	})
+	others := func(pi *productInstall) map[string]map[strategy.ObjectRef]string {
+		out := map[string]map[strategy.ObjectRef]string{}
+		for _, o := range all {
+			if o != pi && o.installed && !o.removed {
+				out[o.Name] = writtenBy(ctx, t, env, o.owner())
+			}
+		}
+		return out
+	}
+	untouched := func(what string, before map[string]map[strategy.ObjectRef]string) {
+		t.Helper()
+		for name, objs := range before {
+			for _, o := range all {
+				if o.Name == name {
+					sameVersions(t, what+": installation "+o.owner().String()+" ("+name+")", objs, writtenBy(ctx, t, env, o.owner()))
+				}
+			}
+		}
+	}
+	upgradeAndBack := func(pi *productInstall) {
+		t.Helper()
+		if len(pi.Versions) < 2 {
+			return
+		}
+		last := pi.Versions[len(pi.Versions)-1]
+		before := others(pi)
+		pi.apply(t, last)
+		untouched(pi.Name+" upgrade to "+last, before)
+		pi.apply(t, pi.Versions[0])
+		pi.clean(t, pi.Versions[0])
+		untouched(pi.Name+" rollback to "+pi.Versions[0], before)
+	}
+	guards := 0
+	for _, pi := range all {
+		if guardsNamespaces(t, pi) {
+			guards++
+			continue
+		}
+		before := others(pi)
+		pi.apply(t, pi.Versions[0])
+		pi.installed = true
+		untouched(pi.Name+" install", before)
+	}
+	for _, pi := range all[:len(all)-guards] {
+		upgradeAndBack(pi)
+	}
+	for _, pi := range all[len(all)-guards:] {
+		before := others(pi)
+		pi.apply(t, pi.Versions[0])
+		pi.installed = true
+		untouched(pi.Name+" install", before)
+		upgradeAndBack(pi)
+	}
+	for i := len(all) - 1; i >= 0; i-- {
+		pi := all[i]
+		before := others(pi)
+		uninstallProduct(ctx, t, env, pi)
+		pi.removed = true
+		untouched(pi.Name+" uninstall", before)
+	}
 }
