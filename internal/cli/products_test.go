@@ -47,7 +47,7 @@ type productInstall struct {
 	cleanup bool
 	// installed and removed are set once it was installed, uninstalled.
 	installed, removed bool
-	// manifests is the upstream file of the first version ("" for the
+	// manifests is set for a product of shared/testdata ("" for the
 	// sample product).
 	manifests string
 }
@@ -336,45 +336,8 @@ func sampleInstall(ctx context.Context, t *testing.T, env *testenv.Env) *product
 	return pi
 }
 
-// guardsNamespaces reports a product whose admission webhooks refuse
-// namespace writes when their backend does not answer (failurePolicy Fail,
-// the default): under kwok no backend ever answers, so while it is
-// installed no namespace can be created or changed.
 func guardsNamespaces(t *testing.T, pi *productInstall) bool {
-	t.Helper()
-	if pi.manifests == "" {
-		return false
-	}
-	text, err := os.ReadFile(pi.manifests)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, _, err := strategy.Parse(text, strategy.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, o := range s.Objects {
-		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
-			continue
-		}
-		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
-		for _, h := range hooks {
-			hm, _ := h.(map[string]any)
-			if fp, _ := hm["failurePolicy"].(string); fp == "Ignore" {
-				continue
-			}
-			rules, _ := hm["rules"].([]any)
-			for _, r := range rules {
-				res, _, _ := unstructured.NestedStringSlice(r.(map[string]any), "resources")
-				for _, x := range res {
-					if x == "namespaces" || x == "*" {
-						return true
-					}
-				}
-			}
-		}
-	}
-	return false
+	return pi.manifests != "" && pi.GuardsNamespaces(t)
 }
 
 // TestClusterProductsSideBySide: every product and the sample product

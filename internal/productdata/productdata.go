@@ -12,9 +12,11 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/installstrategy/installstrategy/internal/shareddata"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // Product is one project's manifests.
@@ -75,4 +77,43 @@ func less(a, b string) bool {
 		return a < b
 	}
 	return va.LessThan(vb)
+}
+
+// GuardsNamespaces reports a product whose admission webhooks refuse
+// namespace writes when their backend does not answer (failurePolicy Fail,
+// the default, on namespaces): under kwok no backend answers, so while it
+// is installed no namespace can be created or changed in the cluster.
+func (p Product) GuardsNamespaces(tb testing.TB) bool {
+	tb.Helper()
+	text, err := os.ReadFile(p.Path(p.Versions[0]))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s, _, err := strategy.Parse(text, strategy.ParseOptions{})
+	if err != nil {
+		tb.Fatalf("%s: %v", p.Name, err)
+	}
+	for _, o := range s.Objects {
+		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			continue
+		}
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for _, h := range hooks {
+			hm, _ := h.(map[string]any)
+			if fp, _ := hm["failurePolicy"].(string); fp == "Ignore" {
+				continue
+			}
+			rules, _ := hm["rules"].([]any)
+			for _, r := range rules {
+				rm, _ := r.(map[string]any)
+				res, _, _ := unstructured.NestedStringSlice(rm, "resources")
+				for _, x := range res {
+					if x == "namespaces" || x == "*" {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
 }

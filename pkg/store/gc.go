@@ -22,7 +22,8 @@ type GCResult struct {
 // GC deletes the strategies of a namespace other than the one in use, once
 // the caller knows the target is rolled out: every strategy that does not
 // match inUse, and older strategies that do (the one Find returns for inUse
-// is never deleted). Both forms count, since lookups consider both. It also
+// is never deleted). A strategy stored after the one in use is kept: it is
+// likely the next target, published before an Installation names it. Both forms count, since lookups consider both. It also
 // deletes chunks that no head lists and that are older than
 // OrphanChunkAge (left by a writer that stopped between its chunks and its
 // head).
@@ -38,12 +39,17 @@ func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identit
 	listedChunks := map[string]bool{}
 	var errs []error
 	for _, l := range all {
+		if l.Matches(inUse) {
+			e := l.Entry
+			res.Kept = &e
+			break
+		}
+	}
+	for _, l := range all {
 		for _, c := range l.Chunks {
 			listedChunks[c.Name] = true
 		}
-		if res.Kept == nil && l.Matches(inUse) {
-			e := l.Entry
-			res.Kept = &e
+		if res.Kept != nil && (l.Entry.UID == res.Kept.UID || l.Entry.Created.After(res.Kept.Created)) {
 			continue
 		}
 		if err := s.Delete(ctx, l.Entry); err != nil {

@@ -558,6 +558,9 @@ func TestGC(t *testing.T) {
 	publish(big(t, 4, 4, 16<<10))
 	time.Sleep(1100 * time.Millisecond)
 	kept := publish(inUse)
+	// The next target, published before an Installation names it: kept.
+	time.Sleep(1100 * time.Millisecond)
+	next := publish(sample(t, "v1.2.0"))
 	orphan, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: store.ChunkGenerateName, Labels: map[string]string{store.ChunkLabel: ""}},
 		Data:       map[string]string{store.ChunkKey: "left behind"},
@@ -577,7 +580,7 @@ func TestGC(t *testing.T) {
 	if res.Kept == nil || res.Kept.Name != kept.Name || len(res.Deleted) != 3 || len(res.OrphanChunks) != 0 {
 		t.Fatalf("GC result %+v", res)
 	}
-	if got, want := names(configMaps(t, env, ns)), []string{kept.Name, orphan.Name}; !slices.Equal(got, slices.Sorted(slices.Values(want))) {
+	if got, want := names(configMaps(t, env, ns)), []string{kept.Name, next.Name, orphan.Name}; !slices.Equal(got, slices.Sorted(slices.Values(want))) {
 		t.Fatalf("after GC: %q, want %q", got, want)
 	}
 	clk.SetTime(clk.Now().Add(store.DefaultOrphanChunkAge + time.Minute))
@@ -588,11 +591,15 @@ func TestGC(t *testing.T) {
 	if len(res.OrphanChunks) != 1 || len(res.Deleted) != 0 {
 		t.Fatalf("second GC result %+v", res)
 	}
-	if got := names(configMaps(t, env, ns)); !slices.Equal(got, []string{kept.Name}) {
-		t.Fatalf("after the second GC: %q, want only %s", got, kept.Name)
+	if got, want := names(configMaps(t, env, ns)), slices.Sorted(slices.Values([]string{kept.Name, next.Name})); !slices.Equal(got, want) {
+		t.Fatalf("after the second GC: %q, want %q", got, want)
 	}
 	if _, err := st.Load(ctx, ns, inUse.Identity); err != nil {
 		t.Fatal(err)
+	}
+	// Once the next target is in use, the older one goes.
+	if res, err := st.GC(ctx, ns, next.Identity); err != nil || len(res.Deleted) != 1 || res.Deleted[0].Name != kept.Name {
+		t.Fatalf("GC with the next target in use: %+v %v", res, err)
 	}
 }
 
