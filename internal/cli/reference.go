@@ -18,7 +18,8 @@ func WriteReference(w io.Writer) error {
 	b.WriteString("# kubectl installstrategy: command reference\n\n")
 	b.WriteString("Generated from the commands' help by `go test ./internal/cli -run TestReference -update`; do not edit by hand.\n\n")
 	b.WriteString(root.Long + "\n\n")
-	b.WriteString("Exit status: 0 on success, 1 on error; `diff` follows diff(1) (0 same, 1 different, 2 error) and `verify` exits 1 when a check fails.\n\n")
+	b.WriteString("Exit status: 0 on success, 2 on a usage error (an unknown command or flag, a bad flag value, a wrong number of arguments), 1 on any other error; " +
+		"`diff` and `plan` follow diff(1) (0 same, 1 different, 2 any error) and `verify` exits 1 when a check fails.\n\n")
 	b.WriteString("## Commands\n\n")
 	for _, c := range root.Commands() {
 		if !c.IsAvailableCommand() {
