@@ -109,3 +109,16 @@ func TestMistakes(t *testing.T) {
 		t.Errorf("get --output-dir x created x")
 	}
 }
+
+// TestCompletion: cobra's completion command (docs/CLI.md, "Shell
+// completion") prints a script, and completes the plugin's verbs.
+func TestCompletion(t *testing.T) {
+	code, out, errOut := run(t, nil, "completion", "bash")
+	if code != 0 || !strings.Contains(out, "__start_kubectl-installstrategy") {
+		t.Fatalf("completion bash: exit %d %s", code, errOut)
+	}
+	code, out, _ = run(t, nil, "__complete", "dec")
+	if code != 0 || !strings.HasPrefix(out, "decode\t") {
+		t.Fatalf("__complete dec: exit %d %q", code, out)
+	}
+}
