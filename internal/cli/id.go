@@ -28,7 +28,9 @@ without a namespace is refused: every deployment config names its install
 namespace, so an empty one ({}) is a mistake, not a config.
 
 --algorithm kubevirt reproduces KubeVirt's identifier (hex SHA-1 over the
-config's fields in declaration order); native (the default) is installstrategy's
+config's fields in declaration order) for every release line from v1.5: the
+config's version picks the field list (v1.5 and v1.6 hash image shasums too,
+v1.8 and later the virt-template images); native (the default) is installstrategy's
 documented sha256 over the config's canonical JSON. With --check, the config's
 own "id" field is verified against the algorithms and the one that reproduces it
 is named; a mismatch exits 1.`,

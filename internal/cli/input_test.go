@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -232,4 +233,34 @@ func listing(t *testing.T, dir string) string {
 	}
 	sort.Strings(lines)
 	return strings.Join(lines, "\n")
+}
+
+// TestIDReleaseLines: id --algorithm kubevirt prints KubeVirt's own IDs of
+// every release line from v1.5 (pkg/identity's vectors), and --check names
+// the algorithm.
+func TestIDReleaseLines(t *testing.T) {
+	data, err := os.ReadFile("../../pkg/identity/testdata/kubevirt-release-ids.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vectors []struct {
+		Release string         `json:"release"`
+		Config  map[string]any `json:"config"`
+		ID      string         `json:"id"`
+	}
+	if err := json.Unmarshal(data, &vectors); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range vectors {
+		cfg, _ := json.Marshal(v.Config)
+		code, out, errOut := run(t, cfg, "id", "--config", "-", "--algorithm", "kubevirt")
+		if code != 0 || strings.TrimSpace(out) != v.ID {
+			t.Errorf("%s %s: exit %d, %q, want %s %s", v.Release, cfg, code, out, v.ID, errOut)
+		}
+		v.Config["id"] = v.ID
+		cfg, _ = json.Marshal(v.Config)
+		if code, out, _ := run(t, cfg, "id", "--config", "-", "--check"); code != 0 || !strings.Contains(out, "kubevirt algorithm") {
+			t.Errorf("%s --check: exit %d %q", v.Release, code, out)
+		}
+	}
 }
