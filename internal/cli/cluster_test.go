@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -247,18 +248,56 @@ func TestClusterStrategyReferences(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut := run(t, all, "decode", "-")
-	if code != 1 || out != "" || !strings.Contains(errOut, "kubectl installstrategy get cm/"+head+" -n "+ns) || !strings.Contains(errOut, "skipped ConfigMap "+ns+"/"+chunk) {
-		t.Fatalf("decode of the namespace's ConfigMaps: exit %d %q\n%s", code, out, errOut)
+	// The whole namespace, head and chunks: reassembled offline, checked
+	// as the store checks it, kube-root-ca.crt named as skipped.
+	code, offline, errOut := run(t, all, "decode", "-")
+	if code != 0 || !strings.Contains(errOut, "skipped ConfigMap "+ns+"/kube-root-ca.crt") || strings.Contains(errOut, chunk) {
+		t.Fatalf("decode of the namespace's ConfigMaps: exit %d\n%s", code, errOut)
+	}
+	if code, out, errOut := run(t, all, "verify", "-"); code != 0 || !strings.Contains(out, "OK    digest: sha256:") || strings.Contains(out, chunk) {
+		t.Fatalf("verify of the namespace's ConfigMaps: exit %d\n%s%s", code, out, errOut)
+	}
+	// The head without one of its chunks, or with an edited chunk.
+	var partial, edited []any
+	for _, it := range items {
+		md := it.(map[string]any)["metadata"].(metav1.ObjectMeta)
+		if md.Name == chunk {
+			c := it.(map[string]any)
+			data := maps.Clone(c["data"].(map[string]string))
+			data["part"] = "A" + data["part"][1:]
+			edited = append(edited, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": data})
+			continue
+		}
+		partial = append(partial, it)
+		edited = append(edited, it)
+	}
+	for name, list := range map[string][]any{"without chunk": partial, "edited chunk": edited} {
+		b, err := sigsyaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": list})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"without chunk": " of 3 (" + chunk + "): not among the ConfigMaps given", "edited chunk": "edited: part hashes to"}[name]
+		if code, out, errOut := run(t, b, "decode", "-"); code != 1 || out != "" || !strings.Contains(errOut, want) {
+			t.Fatalf("%s: exit %d, want %q in\n%s", name, code, want, errOut)
+		}
+	}
+	// A head alone names the command that reads it from the cluster.
+	for _, it := range items {
+		if md := it.(map[string]any)["metadata"].(metav1.ObjectMeta); md.Name == head {
+			b, _ := sigsyaml.Marshal(it)
+			if code, _, errOut := run(t, b, "decode", "-"); code != 1 || !strings.Contains(errOut, "kubectl installstrategy get cm/"+head+" -n "+ns) {
+				t.Fatalf("a head alone: exit %d %s", code, errOut)
+			}
+		}
 	}
 
-	code, out, errOut = run(t, nil, append([]string{"verify", "cm/" + head}, clusterArgs(ns)...)...)
+	code, out, errOut := run(t, nil, append([]string{"verify", "cm/" + head}, clusterArgs(ns)...)...)
 	if code != 0 || !strings.Contains(out, "chunks, each matching the head's record") || !strings.Contains(out, "OK    parse: 3 objects") {
 		t.Fatalf("verify cm/: exit %d\n%s%s", code, out, errOut)
 	}
 	code, got, errOut := run(t, nil, append([]string{"get", "cm/" + head}, clusterArgs(ns)...)...)
-	if code != 0 || !strings.Contains(got, "name: blob-2") {
-		t.Fatalf("get cm/: exit %d %s", code, errOut)
+	if code != 0 || !strings.Contains(got, "name: blob-2") || got != offline {
+		t.Fatalf("get cm/: exit %d (same as the offline reassembly: %v) %s", code, got == offline, errOut)
 	}
 	// plan takes the strategy as its argument: the three ConfigMaps would
 	// be created (exit 1, "would change").

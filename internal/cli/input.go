@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -62,9 +64,42 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 	if err != nil {
 		return nil, err
 	}
+	if cm, err = assembleHead(in, cm); err != nil {
+		return nil, err
+	}
 	o.printSkipped(in)
 	l, err := codec.LoadConfigMap(in.Source, cm, dopts, strategy.ParseOptions{})
 	return l, explainChunkedHead(err, cm)
+}
+
+// assembleHead reassembles the head of a chunked strategy from the chunk
+// ConfigMaps given with it (kubectl get cm -o yaml of its namespace), as
+// the store does when it reads one from the cluster; the chunks used are
+// no longer listed as skipped. A head given without its chunks is returned
+// as it is (decoding it names the command that reads it).
+func assembleHead(in *codec.Input, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	raw, chunked := cm.Annotations[codec.NativeChunksAnnotation]
+	if !chunked || len(in.Chunks) == 0 {
+		return cm, nil
+	}
+	whole, err := store.Assemble(cm, in.Chunks)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", in.Source, err)
+	}
+	var listed []struct{ Name string }
+	_ = json.Unmarshal([]byte(raw), &listed) // Assemble parsed it already
+	used := map[string]bool{}
+	for _, c := range listed {
+		used[c.Name] = true
+	}
+	kept := in.Skipped[:0]
+	for _, s := range in.Skipped {
+		if !(s.Chunk && s.Namespace == cm.Namespace && used[s.Name]) {
+			kept = append(kept, s)
+		}
+	}
+	in.Skipped = kept
+	return whole, nil
 }
 
 // explainChunkedHead adds to the error of decoding a chunked strategy's

@@ -117,7 +117,8 @@ installstrategy, which adds a sha256 digest that every read verifies.
 Every command that reads a strategy takes FILE, "-" (standard input) or cm/NAME
 (a strategy ConfigMap in the cluster, namespace -n; chunks reassembled). A file
 may hold strategy ConfigMaps (YAML or JSON, a List, or kubectl get output; other
-objects in it are skipped and named, and several strategies need --name) or a
+objects in it are skipped and named, a chunked strategy's head is reassembled
+from the chunks beside it, and several strategies need --name) or a
 plain manifests text (documents separated by --- lines). Objects read from a
 cluster that are not strategies (a Secret, an ordinary ConfigMap, a chunk of a
 stored strategy) are refused with what they are.`,

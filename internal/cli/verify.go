@@ -92,19 +92,22 @@ func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check 
 	if err != nil {
 		return []Check{{Name: "read", Status: "fail", Detail: explainNotStrategy(err).Error()}}
 	}
-	var checks []Check
-	for _, s := range in.Skipped {
-		checks = append(checks, Check{Name: s.Object(), Status: "skip", Detail: s.Reason})
-	}
 	if in.Strategy != nil {
 		checks := []Check{{Name: "read", Status: "ok", Detail: "manifests text (not a ConfigMap: no encoding or digest to check)"}}
 		return append(checks, parseChecks(in.Strategy, in.Warnings)...)
 	}
+	var checks []Check
+	// A chunked head given with its chunks is reassembled first, and the
+	// chunks are not listed as skipped then.
 	for _, cm := range in.ConfigMaps {
-		info := codec.DescribeConfigMap(cm)
 		prefix := ""
 		if len(in.ConfigMaps) > 1 {
 			prefix = cm.Name + ": "
+		}
+		cm, err := assembleHead(in, cm)
+		if err != nil {
+			checks = append(checks, Check{Name: prefix + "chunks", Status: "fail", Detail: err.Error()})
+			continue
 		}
 		text, info, err := codec.Decode(cm, dopts)
 		if err != nil {
@@ -138,6 +141,9 @@ func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check 
 			c.Name = prefix + c.Name
 			checks = append(checks, c)
 		}
+	}
+	for _, s := range in.Skipped {
+		checks = append(checks, Check{Name: s.Object(), Status: "skip", Detail: s.Reason})
 	}
 	return checks
 }

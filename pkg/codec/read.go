@@ -26,6 +26,10 @@ type Input struct {
 	// ConfigMaps (kubectl get cm -o yaml prints kube-root-ca.crt beside
 	// them): they are not used, and a reader should say so.
 	Skipped []Skipped
+	// Chunks are the chunk ConfigMaps among Skipped: a chunked strategy's
+	// head given with its chunks can be reassembled from them (see
+	// pkg/store's Assemble).
+	Chunks []*corev1.ConfigMap
 	// Text, Strategy and Warnings are set when the input was a manifests
 	// text.
 	Text     []byte
@@ -141,6 +145,12 @@ func ParseInput(source string, data []byte, popts strategy.ParseOptions) (*Input
 		sk := skippedOf(d)
 		live = live || sk.Chunk || fromCluster(d.Object)
 		others = append(others, sk)
+		if sk.Chunk {
+			cm := &corev1.ConfigMap{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, cm); err == nil {
+				in.Chunks = append(in.Chunks, cm)
+			}
+		}
 	}
 	if len(in.ConfigMaps) > 0 {
 		in.Skipped = others
