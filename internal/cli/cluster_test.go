@@ -309,4 +309,13 @@ func TestClusterStrategyReferences(t *testing.T) {
 	if code != 0 || !strings.Contains(out, ns) || !strings.Contains(out, head) {
 		t.Fatalf("list -A: exit %d\n%s%s", code, out, errOut)
 	}
+	// A user who may not list ConfigMaps: the message names the scope.
+	code, _, errOut = run(t, nil, append([]string{"list", "-A", "--as", "nobody"}, clusterArgs(ns)...)...)
+	if code != 1 || !strings.Contains(errOut, "list configmaps in every namespace with label") || !strings.Contains(errOut, "forbidden") {
+		t.Fatalf("list -A as nobody: exit %d %s", code, errOut)
+	}
+	code, _, errOut = run(t, nil, append([]string{"list", "--as", "nobody"}, clusterArgs(ns)...)...)
+	if code != 1 || !strings.Contains(errOut, "list configmaps in namespace "+ns+" with label") {
+		t.Fatalf("list as nobody: exit %d %s", code, errOut)
+	}
 }
