@@ -11,6 +11,8 @@
 #   make fuzz           the fuzz targets, FUZZ_COUNT inputs each
 #   make bench          benchmarks beside their baselines
 #   make build          the plugin and operator binaries into _output/bin
+#   make release        release archives (linux, darwin; amd64, arm64),
+#                       SHA256SUMS and the krew manifest into _output/release
 #   make demo           a tour (see README.md)
 #   make deploy         install the operator into the cluster of $KUBECONFIG:
 #                       config/default with image IMG, server-side applied,
@@ -117,9 +119,31 @@ fuzz:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=5x ./pkg/codec
 
+# Build stamps: version, commit and the commit's date (not the build's, so
+# that rebuilding a commit gives the same binary), into internal/buildinfo.
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell TZ=UTC git log -1 --format=%cd --date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null || echo 1970-01-01T00:00:00Z)
+BUILDINFO := github.com/installstrategy/installstrategy/internal/buildinfo
+STAMP = -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
+
 .PHONY: build
 build: ## Build the plugin and the operator into _output/bin.
-	$(GO) build -o _output/bin/ ./cmd/...
+	$(GO) build -ldflags "$(STAMP)" -o _output/bin/ ./cmd/...
+
+# release: hack/release.sh builds the plugin and the operator for
+# RELEASE_PLATFORMS (stripped, -trimpath, CGO_ENABLED=0, stamped with
+# RELEASE_VERSION), one tarball each with LICENSE, SHA256SUMS, and the krew
+# manifest installstrategy.yaml generated from them by hack/krew, into
+# RELEASE_DIR. RELEASE_VERSION must be vMAJOR.MINOR.PATCH[-PRE] (krew's
+# rule); it defaults to the latest v* tag, else v0.0.0-<commit>.
+RELEASE_DIR ?= $(CURDIR)/_output/release
+RELEASE_PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+RELEASE_VERSION ?= $(shell git describe --tags --match 'v[0-9]*' --exact-match 2>/dev/null || echo v0.0.0-$$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown))
+
+.PHONY: release
+release: ## Release archives, SHA256SUMS and the krew manifest into $(RELEASE_DIR).
+	@VERSION="$(RELEASE_VERSION)" COMMIT="$(COMMIT)" BUILD_DATE="$(BUILD_DATE)" \
+		RELEASE_DIR="$(RELEASE_DIR)" RELEASE_PLATFORMS="$(RELEASE_PLATFORMS)" hack/release.sh
 
 # demo: hack/demo.sh builds what it needs, starts a cluster of its own in
 # _output/demo-cluster, runs the operator against it, installs the sample

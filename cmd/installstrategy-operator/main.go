@@ -13,6 +13,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/installstrategy/installstrategy/internal/buildinfo"
 	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -29,6 +31,9 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
+
+// stdout is where --version prints.
+var stdout io.Writer = os.Stdout
 
 // version is the operator's own version, stamped at build time with
 // -ldflags "-X main.version=v1.2.0"; empty in development builds, which
@@ -75,7 +80,12 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
 	verbosity := fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout")
 	fs.DurationVar(&mo.stageDeadline, "stage-deadline", reconcile.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
+	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
 	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		_, err := fmt.Fprintf(stdout, "installstrategy-operator %s\n", buildinfo.Get())
 		return err
 	}
 	if fs.NArg() > 0 {

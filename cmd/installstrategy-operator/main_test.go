@@ -110,3 +110,17 @@ func TestManagerMode(t *testing.T) {
 		t.Fatalf("manager: %v", err)
 	}
 }
+
+// TestVersionFlag: --version prints the build's version and exits 0
+// without a cluster. (The release test checks a stamped build.)
+func TestVersionFlag(t *testing.T) {
+	var b strings.Builder
+	stdout = &b
+	t.Cleanup(func() { stdout = os.Stdout })
+	if got := exitCode(discard, []string{"--version"}); got != 0 {
+		t.Fatalf("exit %d", got)
+	}
+	if !strings.HasPrefix(b.String(), "installstrategy-operator (devel) (") && !strings.HasPrefix(b.String(), "installstrategy-operator v") {
+		t.Fatalf("--version printed %q", b.String())
+	}
+}

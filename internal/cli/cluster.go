@@ -2,12 +2,18 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"strings"
+	"time"
 
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/klog/v2"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -51,7 +57,44 @@ func (o *options) cluster() (*cluster, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := reachable(o.ctx, kube, cfg.Host); err != nil {
+		return nil, err
+	}
 	return &cluster{config: cfg, kube: kube, dynamic: dyn, namespace: ns, store: st}, nil
+}
+
+// silenceKlog discards what client-go logs through klog (retries of an
+// unreachable server, discovery failures): the plugin reports errors
+// itself, in one line.
+func silenceKlog() { klog.SetLogger(logr.Discard()) }
+
+// probeTimeout bounds the first request to the API server.
+const probeTimeout = 15 * time.Second
+
+// reachable asks the API server for its version, so that a cluster that
+// does not answer fails the command at once, in one line naming the server,
+// instead of after the retries of whatever the command reads first. An
+// answer of any status (even 401 or 403) counts as reachable: the command's
+// own requests report those.
+func reachable(ctx context.Context, kube kubernetes.Interface, server string) error {
+	if ctx == nil {
+		return errors.New("cluster: no command context") // a programming error
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	err := kube.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
+	var status apierrors.APIStatus
+	if err == nil || errors.As(err, &status) {
+		return nil
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if ctx.Err() != nil {
+		err = fmt.Errorf("no answer within %s", probeTimeout)
+	}
+	return fmt.Errorf("cannot reach the cluster at %s: %w", server, err)
 }
 
 // clusterRef returns the ConfigMap name of a "cm/NAME" or "configmap/NAME"

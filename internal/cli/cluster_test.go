@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"strings"
 	"testing"
@@ -194,4 +195,127 @@ func installCRD(ctx context.Context, t *testing.T, env *testenv.Env, path string
 		t.Fatal(err)
 	}
 	env.WaitCRDEstablished(ctx, t, crd.Name)
+}
+
+// TestClusterStrategyReferences: what `kubectl get cm -o yaml` prints of a
+// namespace holding a chunked strategy is refused with the command that
+// reads it; cm/NAME reads it the same way in every verb (verify, get, plan
+// as its argument); list -A names no empty namespace.
+func TestClusterStrategyReferences(t *testing.T) {
+	env := testenv.New(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	ns := env.Namespace(ctx, t)
+	var text bytes.Buffer
+	for i := 0; i < 3; i++ {
+		buf := make([]byte, 384<<10)
+		if _, err := rand.Read(buf); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&text, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: blob-%d\n  namespace: %s\ndata:\n  blob: %s\n", i, ns, base64.StdEncoding.EncodeToString(buf))
+	}
+	path := t.TempDir() + "/big.yaml"
+	if err := os.WriteFile(path, text.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, nil, append([]string{"publish", path, "--version", "v2.0.0", "--identifier", "big-1"}, clusterArgs(ns)...)...); code != 0 || !strings.Contains(out, "chunks") {
+		t.Fatalf("publish: exit %d %q %s", code, out, errOut)
+	}
+	cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var head, chunk string
+	items := make([]any, 0, len(cms.Items))
+	for _, cm := range cms.Items {
+		if _, ok := cm.Labels[codec.NativeStrategyLabel]; ok {
+			head = cm.Name
+		}
+		if _, ok := cm.Labels[codec.NativeChunkLabel]; ok && chunk == "" {
+			chunk = cm.Name
+			one, err := sigsyaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": cm.ObjectMeta, "data": cm.Data})
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, _, errOut := run(t, one, "decode", "-")
+			if code != 1 || !strings.Contains(errOut, "a chunk (index") || !strings.Contains(errOut, "kubectl installstrategy list -n "+ns) {
+				t.Fatalf("decode of one chunk: exit %d %s", code, errOut)
+			}
+		}
+		items = append(items, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": cm.ObjectMeta, "data": cm.Data})
+	}
+	all, err := sigsyaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The whole namespace, head and chunks: reassembled offline, checked
+	// as the store checks it, kube-root-ca.crt named as skipped.
+	code, offline, errOut := run(t, all, "decode", "-")
+	if code != 0 || !strings.Contains(errOut, "skipped ConfigMap "+ns+"/kube-root-ca.crt") || strings.Contains(errOut, chunk) {
+		t.Fatalf("decode of the namespace's ConfigMaps: exit %d\n%s", code, errOut)
+	}
+	if code, out, errOut := run(t, all, "verify", "-"); code != 0 || !strings.Contains(out, "OK    digest: sha256:") || strings.Contains(out, chunk) {
+		t.Fatalf("verify of the namespace's ConfigMaps: exit %d\n%s%s", code, out, errOut)
+	}
+	// The head without one of its chunks, or with an edited chunk.
+	var partial, edited []any
+	for _, it := range items {
+		md := it.(map[string]any)["metadata"].(metav1.ObjectMeta)
+		if md.Name == chunk {
+			c := it.(map[string]any)
+			data := maps.Clone(c["data"].(map[string]string))
+			data["part"] = "A" + data["part"][1:]
+			edited = append(edited, map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md, "data": data})
+			continue
+		}
+		partial = append(partial, it)
+		edited = append(edited, it)
+	}
+	for name, list := range map[string][]any{"without chunk": partial, "edited chunk": edited} {
+		b, err := sigsyaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": list})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"without chunk": " of 3 (" + chunk + "): not among the ConfigMaps given", "edited chunk": "edited: part hashes to"}[name]
+		if code, out, errOut := run(t, b, "decode", "-"); code != 1 || out != "" || !strings.Contains(errOut, want) {
+			t.Fatalf("%s: exit %d, want %q in\n%s", name, code, want, errOut)
+		}
+	}
+	// A head alone names the command that reads it from the cluster.
+	for _, it := range items {
+		if md := it.(map[string]any)["metadata"].(metav1.ObjectMeta); md.Name == head {
+			b, _ := sigsyaml.Marshal(it)
+			if code, _, errOut := run(t, b, "decode", "-"); code != 1 || !strings.Contains(errOut, "kubectl installstrategy get cm/"+head+" -n "+ns) {
+				t.Fatalf("a head alone: exit %d %s", code, errOut)
+			}
+		}
+	}
+
+	code, out, errOut := run(t, nil, append([]string{"verify", "cm/" + head}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.Contains(out, "chunks, each matching the head's record") || !strings.Contains(out, "OK    parse: 3 objects") {
+		t.Fatalf("verify cm/: exit %d\n%s%s", code, out, errOut)
+	}
+	code, got, errOut := run(t, nil, append([]string{"get", "cm/" + head}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.Contains(got, "name: blob-2") || got != offline {
+		t.Fatalf("get cm/: exit %d (same as the offline reassembly: %v) %s", code, got == offline, errOut)
+	}
+	// plan takes the strategy as its argument: the three ConfigMaps would
+	// be created (exit 1, "would change").
+	code, out, errOut = run(t, nil, append([]string{"plan", "cm/" + head, "--managed-by", "refs-" + ns}, clusterArgs(ns)...)...)
+	if code != 1 || strings.Count(out, "blob-") < 3 {
+		t.Fatalf("plan cm/: exit %d\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, nil, append([]string{"list", "-A"}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.Contains(out, ns) || !strings.Contains(out, head) {
+		t.Fatalf("list -A: exit %d\n%s%s", code, out, errOut)
+	}
+	// A user who may not list ConfigMaps: the message names the scope.
+	code, _, errOut = run(t, nil, append([]string{"list", "-A", "--as", "nobody"}, clusterArgs(ns)...)...)
+	if code != 1 || !strings.Contains(errOut, "list configmaps in every namespace with label") || !strings.Contains(errOut, "forbidden") {
+		t.Fatalf("list -A as nobody: exit %d %s", code, errOut)
+	}
+	code, _, errOut = run(t, nil, append([]string{"list", "--as", "nobody"}, clusterArgs(ns)...)...)
+	if code != 1 || !strings.Contains(errOut, "list configmaps in namespace "+ns+" with label") {
+		t.Fatalf("list as nobody: exit %d %s", code, errOut)
+	}
 }

@@ -234,8 +234,9 @@ func sizeShort(n int) string {
 func newGetCommand(o *options) *cobra.Command {
 	var id strategy.Identity
 	var outputDir string
+	var force bool
 	cmd := &cobra.Command{
-		Use:   "get [NAME | --version V [--registry R] | --identifier ID]",
+		Use:   "get [NAME | cm/NAME | --version V [--registry R] | --identifier ID]",
 		Short: "Fetch a strategy from the cluster and print its manifests",
 		Long: `Fetch a stored strategy from the cluster (namespace -n) and print its manifests
 text, or write one file per object with --output-dir, like decode. Name it by its
@@ -250,7 +251,10 @@ recorded.`,
 			byName := len(args) == 1
 			byID := id != (strategy.Identity{})
 			if byName == byID {
-				return errors.New("give either a NAME or --identifier / --version [--registry]")
+				return usageError(errors.New("give either a NAME or --identifier / --version [--registry]"))
+			}
+			if force && outputDir == "" {
+				return usageError(errors.New("--force applies to --output-dir"))
 			}
 			c, err := o.cluster()
 			if err != nil {
@@ -260,7 +264,11 @@ recorded.`,
 			var e store.Entry
 			switch {
 			case byName:
-				e, err = c.entryByName(ctx, args[0])
+				name := args[0]
+				if n, ok := clusterRef(name); ok {
+					name = n
+				}
+				e, err = c.entryByName(ctx, name)
 			case id.Identifier != "":
 				e, err = c.store.Find(ctx, c.namespace, id)
 			default:
@@ -274,13 +282,14 @@ recorded.`,
 				return err
 			}
 			fmt.Fprintf(o.streams.ErrOut, "strategy %s: %s\n", e, identityString(e.Identity))
-			return o.writeDecoded(l, outputDir)
+			return o.writeDecoded(l, outputDir, force)
 		},
 	}
 	cmd.Flags().StringVar(&id.Version, "version", "", "find by version (with --registry for legacy strategies)")
 	cmd.Flags().StringVar(&id.Registry, "registry", "", "find by registry, with --version")
 	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "find by deployment identifier")
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write one file per object into this folder instead of printing the text")
+	cmd.Flags().BoolVar(&force, "force", false, "with --output-dir, remove .yaml, .yml and .json files of the folder that this get does not write (see decode)")
 	return cmd
 }
 
@@ -326,9 +335,9 @@ ConfigMap's annotations when publishing a ConfigMap file.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := codec.ParseFormat(format)
 			if err != nil {
-				return err
+				return usageError(err)
 			}
-			text, fromCM, warnings, err := o.publishInput(args[0])
+			text, fromCM, warnings, err := o.publishInput(cmd.Context(), args[0])
 			if err != nil {
 				return err
 			}
@@ -337,7 +346,7 @@ ConfigMap's annotations when publishing a ConfigMap file.`,
 				id = fromCM
 			}
 			if id.Version == "" {
-				return errors.New("the strategy needs a version: give --version")
+				return usageError(errors.New("the strategy needs a version: give --version"))
 			}
 			c, err := o.cluster()
 			if err != nil {
@@ -376,22 +385,17 @@ ConfigMap's annotations when publishing a ConfigMap file.`,
 
 // publishInput returns the canonical text to publish and, for a ConfigMap
 // input, the identity its annotations claim.
-func (o *options) publishInput(path string) ([]byte, strategy.Identity, []strategy.Warning, error) {
+func (o *options) publishInput(ctx context.Context, path string) ([]byte, strategy.Identity, []strategy.Warning, error) {
 	if path != "-" {
 		if st, err := os.Stat(path); err == nil && st.IsDir() {
 			text, warnings, err := readFolder(path)
 			return text, strategy.Identity{}, warnings, err
 		}
 	}
-	in, err := o.readInput(path)
-	if err != nil {
-		return nil, strategy.Identity{}, nil, err
+	if _, ok := clusterRef(path); ok {
+		return nil, strategy.Identity{}, nil, usageError(fmt.Errorf("%s is stored already; publish takes a FILE, DIR or -", path))
 	}
-	dopts, err := o.decodeOptions()
-	if err != nil {
-		return nil, strategy.Identity{}, nil, err
-	}
-	l, err := codec.LoadInput(in, dopts, strategy.ParseOptions{})
+	l, err := o.loadStrategy(ctx, path, pick{flag: ""})
 	if err != nil {
 		return nil, strategy.Identity{}, nil, err
 	}

@@ -76,15 +76,16 @@ func diffStrategies(a, b *strategy.Strategy, nameA, nameB string) (*Change, erro
 
 func newDiffCommand(o *options) *cobra.Command {
 	var summary, live bool
-	var output, from, to string
+	var output, from, to, fromName, toName string
 	var f reconcileFlags
 	cmd := &cobra.Command{
-		Use:   "diff A B | --from A --to B | --live STRATEGY",
+		Use:   "diff A B | --from A --to B | FILE --from-name X --to-name Y | --live STRATEGY",
 		Short: "Show the objects added, removed and changed between two strategies, or against the cluster",
 		Long: `Compare two strategies (files, standard input, or cm/NAME for a strategy
 ConfigMap in the cluster, in any mix): objects are matched by kind, namespace and
 name and compared in canonical form, so formatting and key order never count as
-changes.
+changes. When a file holds several strategy ConfigMaps (kubectl get cm -o yaml),
+--from-name and --to-name pick them; one FILE with both compares two of its own.
 
 With --live, compare one strategy with the objects in the cluster: what is
 missing, which fields drifted (a field-level diff of what the strategy sets,
@@ -104,11 +105,11 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
 			if output != "text" && output != "json" {
-				return fail(fmt.Errorf("--output %q: want text or json", output))
+				return usageError(fmt.Errorf("--output %q: want text or json", output))
 			}
 			if live {
 				if len(args) != 1 {
-					return fail(errors.New("--live takes one strategy"))
+					return usageError(errors.New("--live takes one strategy"))
 				}
 				p, _, err := o.observePlan(cmd.Context(), args[0], &f)
 				if err != nil {
@@ -126,14 +127,17 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 			if from != "" || to != "" {
 				args = append([]string{from, to}, args...)
 			}
-			if len(args) != 2 || args[0] == "" || args[1] == "" {
-				return fail(errors.New("give two strategies: A B, or --from A --to B"))
+			if len(args) == 1 && fromName != "" && toName != "" {
+				args = append(args, args[0])
 			}
-			la, err := o.loadStrategy(cmd.Context(), args[0], "")
+			if len(args) != 2 || args[0] == "" || args[1] == "" {
+				return usageError(errors.New("give two strategies: A B, --from A --to B, or FILE --from-name X --to-name Y"))
+			}
+			la, err := o.loadStrategy(cmd.Context(), args[0], pick{name: fromName, flag: "--from-name"})
 			if err != nil {
 				return fail(err)
 			}
-			lb, err := o.loadStrategy(cmd.Context(), args[1], "")
+			lb, err := o.loadStrategy(cmd.Context(), args[1], pick{name: toName, flag: "--to-name"})
 			if err != nil {
 				return fail(err)
 			}
@@ -162,6 +166,8 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 	cmd.Flags().StringVar(&from, "from", "", "the old strategy (instead of A)")
 	cmd.Flags().StringVar(&to, "to", "", "the new strategy (instead of B)")
 	cmd.Flags().BoolVar(&live, "live", false, "compare one strategy with the cluster")
+	cmd.Flags().StringVar(&fromName, "from-name", "", "the ConfigMap of the old strategy, when its file holds several")
+	cmd.Flags().StringVar(&toName, "to-name", "", "the ConfigMap of the new strategy, when its file holds several")
 	f.add(cmd)
 	return cmd
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -49,10 +50,13 @@ with a sha256 digest of the text that every read verifies.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := codec.ParseFormat(format)
 			if err != nil {
-				return err
+				return usageError(err)
 			}
 			if output != "yaml" && output != "json" {
-				return fmt.Errorf("--output %q: want yaml or json", output)
+				return usageError(fmt.Errorf("--output %q: want yaml or json", output))
+			}
+			if id.Version == "" {
+				return usageError(errors.New("--version is required: the strategy's product version"))
 			}
 			text, warnings, err := o.readManifests(args[0], keepText)
 			if err != nil {
@@ -90,7 +94,6 @@ with a sha256 digest of the text that every read verifies.`,
 	cmd.Flags().StringVar(&name, "name", "", "ConfigMap name (default: a generateName prefix)")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&keepText, "keep-text", false, "store the input text as it is instead of its canonical form")
-	_ = cmd.MarkFlagRequired("version")
 	return cmd
 }
 
@@ -99,7 +102,7 @@ func (o *options) readManifests(path string, keepText bool) ([]byte, []strategy.
 	if path != "-" {
 		if st, err := os.Stat(path); err == nil && st.IsDir() {
 			if keepText {
-				return nil, nil, fmt.Errorf("--keep-text needs a single file, %s is a folder", path)
+				return nil, nil, usageError(fmt.Errorf("--keep-text needs a single file, %s is a folder", path))
 			}
 			return readFolder(path)
 		}
@@ -112,6 +115,9 @@ func (o *options) readManifests(path string, keepText bool) ([]byte, []strategy.
 	if path == "-" {
 		source = "standard input"
 	}
+	if err := notAStrategy(source, data, path); err != nil {
+		return nil, nil, err
+	}
 	s, warnings, err := strategy.Parse(data, strategy.ParseOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", source, err)
@@ -121,6 +127,29 @@ func (o *options) readManifests(path string, keepText bool) ([]byte, []strategy.
 	}
 	text, err := s.Serialize()
 	return text, warnings, err
+}
+
+// notAStrategy refuses to encode a strategy ConfigMap: its manifests
+// would be wrapped a second time.
+func notAStrategy(source string, data []byte, path string) error {
+	docs, err := strategy.ReadDocuments(data, strategy.ParseOptions{})
+	if err != nil {
+		return nil // strategy.Parse reports it, with the place
+	}
+	for _, d := range docs {
+		if codec.IsStrategyConfigMap(d.Object) {
+			name := d.Object.GetName()
+			if name == "" {
+				name = d.Object.GetGenerateName() + "<generated>"
+			}
+			if ns := d.Object.GetNamespace(); ns != "" {
+				name = ns + "/" + name
+			}
+			return fmt.Errorf("%s: document %d (line %d): configmap %s is already a strategy; decode it first (kubectl installstrategy decode %s --output-dir DIR, then encode DIR)",
+				source, d.Index, d.Line, name, path)
+		}
+	}
+	return nil
 }
 
 // readFolder parses every manifest file of a folder, in name order, into one
@@ -148,6 +177,9 @@ func readFolder(dir string) ([]byte, []strategy.Warning, error) {
 			return nil, nil, fmt.Errorf("read %w", err)
 		}
 		// Each file is checked alone so errors name the file.
+		if err := notAStrategy(filepath.Join(dir, n), data, filepath.Join(dir, n)); err != nil {
+			return nil, nil, err
+		}
 		if _, _, err := strategy.Parse(data, strategy.ParseOptions{}); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", filepath.Join(dir, n), err)
 		}

@@ -48,7 +48,7 @@ type ObjectRow struct {
 func newInspectCommand(o *options) *cobra.Command {
 	var output, name string
 	cmd := &cobra.Command{
-		Use:   "inspect FILE|-",
+		Use:   "inspect FILE|-|cm/NAME",
 		Short: "Show a strategy's identity, sizes, kinds and objects",
 		Long: `Inspect a strategy ConfigMap (or a manifests text): its identity (version,
 registry, identifier), encoding and digest, its sizes (encoded, decoded, ratio,
@@ -62,7 +62,7 @@ while parsing are listed as warnings.`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
-			l, err := o.loadStrategy(cmd.Context(), args[0], name)
+			l, err := o.loadStrategy(cmd.Context(), args[0], pick{name: name, flag: "--name"})
 			if err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ func checkOutput(output string) error {
 	case "table", "yaml", "json":
 		return nil
 	}
-	return fmt.Errorf("--output %q: want table, yaml or json", output)
+	return usageError(fmt.Errorf("--output %q: want table, yaml or json", output))
 }
 
 func buildReport(source string, l *codec.Loaded) *Report {

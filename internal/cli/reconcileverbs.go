@@ -95,7 +95,7 @@ func (o *options) strategyArg(ctx context.Context, arg string) (*codec.Loaded, e
 			arg = "cm/" + arg
 		}
 	}
-	return o.loadStrategy(ctx, arg, "")
+	return o.loadStrategy(ctx, arg, pick{})
 }
 
 // owner returns the plugin installation of the flags: --name (else
@@ -255,23 +255,29 @@ func newPlanCommand(o *options) *cobra.Command {
 	var f reconcileFlags
 	var output, strategyArg string
 	cmd := &cobra.Command{
-		Use:   "plan --strategy FILE|NAME",
+		Use:   "plan FILE|-|cm/NAME|NAME",
 		Short: "Show what a reconcile of a strategy would do now, writing nothing",
 		Long: `Compare a strategy (a file, standard input, or a strategy ConfigMap NAME in the
 namespace) with the cluster and print what a reconcile would do, step by step:
 create, update (with the fields that change), recreate (immutable fields),
 unchanged, skip (kind not served, with the reason), conflict (an object that is
 not ours), and prune (objects we manage that the strategy no longer holds).
-Nothing is written: updates are checked with server-side dry runs.
+Nothing is written: updates are checked with server-side dry runs. The strategy
+is the argument, or --strategy (the older spelling).
 
 Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
-		Example: `  kubectl installstrategy plan --strategy sample-v1.1.0.yaml -n sample
-  kubectl installstrategy plan --strategy kubevirt-install-strategy-abcde -n kubevirt -o json`,
-		Args: cobra.NoArgs,
+		Example: `  kubectl installstrategy plan sample-v1.1.0.yaml -n sample
+  kubectl installstrategy plan cm/kubevirt-install-strategy-abcde -n kubevirt -o json`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
-			if strategyArg == "" {
-				return fail(errors.New("--strategy is required"))
+			switch {
+			case len(args) == 1 && strategyArg != "":
+				return usageError(errors.New("give the strategy once: as the argument or with --strategy"))
+			case len(args) == 1:
+				strategyArg = args[0]
+			case strategyArg == "":
+				return usageError(errors.New("give the strategy: plan FILE|-|cm/NAME"))
 			}
 			if err := checkOutput(output); err != nil {
 				return fail(err)

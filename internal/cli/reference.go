@@ -18,7 +18,8 @@ func WriteReference(w io.Writer) error {
 	b.WriteString("# kubectl installstrategy: command reference\n\n")
 	b.WriteString("Generated from the commands' help by `go test ./internal/cli -run TestReference -update`; do not edit by hand.\n\n")
 	b.WriteString(root.Long + "\n\n")
-	b.WriteString("Exit status: 0 on success, 1 on error; `diff` follows diff(1) (0 same, 1 different, 2 error) and `verify` exits 1 when a check fails.\n\n")
+	b.WriteString("Exit status: 0 on success, 2 on a usage error (an unknown command or flag, a bad flag value, a wrong number of arguments), 1 on any other error; " +
+		"`diff` and `plan` follow diff(1) (0 same, 1 different, 2 any error) and `verify` exits 1 when a check fails.\n\n")
 	b.WriteString("## Commands\n\n")
 	for _, c := range root.Commands() {
 		if !c.IsAvailableCommand() {
@@ -26,6 +27,7 @@ func WriteReference(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "- [`%s`](#%s): %s\n", c.Name(), c.Name(), c.Short)
 	}
+	b.WriteString(completionHelp)
 	b.WriteString("\n## Flags of every command\n\n```\n")
 	b.WriteString(root.PersistentFlags().FlagUsages())
 	b.WriteString("```\n")
@@ -44,6 +46,27 @@ func WriteReference(w io.Writer) error {
 	_, err := w.Write(out)
 	return err
 }
+
+// completionHelp documents cobra's completion command, which the command
+// tree gains only when it runs.
+const completionHelp = `
+## Shell completion
+
+` + "`kubectl-installstrategy completion bash|zsh|fish|powershell`" + ` prints a completion
+script (cobra's); commands and flags complete. Load it in the current shell, or
+install it for good:
+
+` + "```sh" + `
+source <(kubectl-installstrategy completion bash)                      # bash, this shell
+kubectl-installstrategy completion bash > /etc/bash_completion.d/kubectl-installstrategy
+kubectl-installstrategy completion zsh > "${fpath[1]}/_kubectl-installstrategy"
+kubectl-installstrategy completion fish > ~/.config/fish/completions/kubectl-installstrategy.fish
+` + "```" + `
+
+Completion of ` + "`kubectl installstrategy ...`" + ` (the plugin called through kubectl) needs
+kubectl 1.26 or newer and an executable named kubectl_complete-installstrategy on
+PATH that runs ` + "`kubectl-installstrategy __complete \"$@\"`" + `.
+`
 
 func writeCommand(b *bytes.Buffer, c *cobra.Command) {
 	fmt.Fprintf(b, "\n## %s\n\n%s\n\n```\n%s\n```\n", c.Name(), c.Short, c.UseLine())

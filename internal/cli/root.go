@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -46,9 +45,15 @@ func (e *ExitError) Error() string {
 
 func (e *ExitError) Unwrap() error { return e.Err }
 
+// usageError marks a mistake in how a command was called (a bad flag or
+// flag value, a wrong number of arguments): exit status 2.
+func usageError(err error) error { return &ExitError{Code: 2, Err: err} }
+
 // Main runs the plugin with args and returns the process exit code: 0 on
-// success, 1 on error (or the code of an *ExitError).
+// success, 2 on a usage error, 1 on any other error (or the code of an
+// *ExitError).
 func Main(args []string, streams Streams) int {
+	silenceKlog()
 	root := NewRootCommand(streams)
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -71,6 +76,9 @@ func Main(args []string, streams Streams) int {
 
 // options are the flags every command shares.
 type options struct {
+	// ctx is the running command's context (set before it runs), for
+	// the cluster connection's first request.
+	ctx            context.Context
 	streams        Streams
 	kube           *genericclioptions.ConfigFlags
 	maxDecodedSize string
@@ -79,7 +87,7 @@ type options struct {
 func (o *options) decodeOptions() (codec.DecodeOptions, error) {
 	q, err := resource.ParseQuantity(o.maxDecodedSize)
 	if err != nil || q.Sign() <= 0 {
-		return codec.DecodeOptions{}, fmt.Errorf("--max-decoded-size %q: want a positive size such as 64Mi", o.maxDecodedSize)
+		return codec.DecodeOptions{}, usageError(fmt.Errorf("--max-decoded-size %q: want a positive size such as 64Mi", o.maxDecodedSize))
 	}
 	return codec.DecodeOptions{MaxDecodedBytes: q.Value()}, nil
 }
@@ -106,15 +114,33 @@ It reads KubeVirt's own strategy ConfigMaps (kubectl get cm -n kubevirt
 kubevirt-install-strategy-xxxxx -o yaml) as well as the native form written by
 installstrategy, which adds a sha256 digest that every read verifies.
 
-Wherever a command takes FILE, "-" reads standard input, and the file may hold a
-strategy ConfigMap (YAML or JSON, a List, or kubectl get output) or a plain
-manifests text (documents separated by --- lines).`,
-		SilenceUsage:  true,
-		SilenceErrors: true,
-		CompletionOptions: cobra.CompletionOptions{
-			HiddenDefaultCmd: true,
+Every command that reads a strategy takes FILE, "-" (standard input) or cm/NAME
+(a strategy ConfigMap in the cluster, namespace -n; chunks reassembled). A file
+may hold strategy ConfigMaps (YAML or JSON, a List, or kubectl get output; other
+objects in it are skipped and named, a chunked strategy's head is reassembled
+from the chunks beside it, and several strategies need --name) or a
+plain manifests text (documents separated by --- lines). Objects read from a
+cluster that are not strategies (a Secret, an ordinary ConfigMap, a chunk of a
+stored strategy) are refused with what they are.`,
+		SilenceUsage:     true,
+		SilenceErrors:    true,
+		PersistentPreRun: func(cmd *cobra.Command, args []string) { o.ctx = cmd.Context() },
+		// A word that is no command is a usage error, with suggestions.
+		Args: cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return cmd.Help()
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+			if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+				msg += "; did you mean " + strings.Join(s, " or ") + "?"
+			}
+			return usageError(errors.New(msg + " (see --help)"))
 		},
 	}
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return usageError(fmt.Errorf("%s: %w (see %s --help)", cmd.CommandPath(), err, cmd.CommandPath()))
+	})
 	root.SetIn(streams.In)
 	root.SetOut(streams.Out)
 	root.SetErr(streams.ErrOut)
@@ -137,77 +163,26 @@ manifests text (documents separated by --- lines).`,
 		newUninstallCommand(o),
 		newVersionCommand(o),
 	)
+	for _, c := range root.Commands() {
+		wrapArgs(c)
+	}
 	return root
 }
 
-// loadStrategy reads FILE|- and returns the one strategy in it. name picks
-// a ConfigMap by name when the input holds several.
-//
-// A path of the form cm/NAME (or configmap/NAME) reads the strategy
-// ConfigMap NAME from the cluster (namespace -n), through the store, so a
-// chunked strategy is reassembled and verified.
-func (o *options) loadStrategy(ctx context.Context, path, name string) (*codec.Loaded, error) {
-	if cmName, ok := clusterRef(path); ok {
-		c, err := o.cluster()
-		if err != nil {
-			return nil, err
-		}
-		e, err := c.entryByName(ctx, cmName)
-		if err != nil {
-			return nil, err
-		}
-		return c.loadEntry(ctx, e)
-	}
-	in, err := o.readInput(path)
-	if err != nil {
-		return nil, err
-	}
-	dopts, err := o.decodeOptions()
-	if err != nil {
-		return nil, err
-	}
-	if in.Strategy != nil {
-		if name != "" {
-			return nil, fmt.Errorf("%s: --name applies to ConfigMaps, but the input is a manifests text", in.Source)
-		}
-		return codec.LoadInput(in, dopts, strategy.ParseOptions{})
-	}
-	cm, err := pickConfigMap(in, name)
-	if err != nil {
-		return nil, err
-	}
-	return codec.LoadConfigMap(in.Source, cm, dopts, strategy.ParseOptions{})
-}
-
-func (o *options) readInput(path string) (*codec.Input, error) {
-	data, err := codec.ReadFile(path, o.streams.In)
-	if err != nil {
-		return nil, err
-	}
-	source := path
-	if path == "-" {
-		source = "standard input"
-	}
-	return codec.ParseInput(source, data, strategy.ParseOptions{})
-}
-
-func pickConfigMap(in *codec.Input, name string) (*corev1.ConfigMap, error) {
-	if name == "" {
-		if len(in.ConfigMaps) == 1 {
-			return in.ConfigMaps[0], nil
-		}
-		var names []string
-		for _, cm := range in.ConfigMaps {
-			names = append(names, cm.Name)
-		}
-		return nil, fmt.Errorf("%s: holds %d strategy ConfigMaps (%s); pick one with --name", in.Source, len(in.ConfigMaps), strings.Join(names, ", "))
-	}
-	for _, cm := range in.ConfigMaps {
-		if cm.Name == name {
-			return cm, nil
+// wrapArgs makes a wrong number of arguments a usage error (exit 2).
+func wrapArgs(c *cobra.Command) {
+	if c.Args != nil {
+		check := c.Args
+		c.Args = func(cmd *cobra.Command, args []string) error {
+			if err := check(cmd, args); err != nil {
+				return usageError(fmt.Errorf("%s: %w (usage: %s)", cmd.CommandPath(), err, cmd.UseLine()))
+			}
+			return nil
 		}
 	}
-	return nil, fmt.Errorf("%s: no strategy ConfigMap named %q", in.Source, name)
+	for _, sub := range c.Commands() {
+		wrapArgs(sub)
+	}
 }
 
 // printWarnings writes parse warnings to standard error.

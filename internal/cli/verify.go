@@ -16,7 +16,8 @@ import (
 // Check is one verification step and its outcome.
 type Check struct {
 	Name string `json:"name"`
-	// Status is "ok", "warn" or "fail".
+	// Status is "ok", "warn", "fail", or "skip" for an object of the
+	// input that is not a strategy (and so not verified).
 	Status string `json:"status"`
 	Detail string `json:"detail"`
 }
@@ -25,7 +26,7 @@ func newVerifyCommand(o *options) *cobra.Command {
 	var strict bool
 	var output string
 	cmd := &cobra.Command{
-		Use:   "verify FILE|-",
+		Use:   "verify FILE|-|cm/NAME",
 		Short: "Check that a strategy decodes, matches its digest and parses",
 		Long: `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
 decodes (base64, gzip, size limit), the recorded digest matches (native form),
@@ -39,17 +40,23 @@ when there are warnings).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
-				return fmt.Errorf("--output %q: want text or json", output)
+				return usageError(fmt.Errorf("--output %q: want text or json", output))
 			}
 			dopts, err := o.decodeOptions()
 			if err != nil {
 				return err
 			}
-			data, err := codec.ReadFile(args[0], o.streams.In)
+			var checks []Check
+			if _, stored := clusterRef(args[0]); stored {
+				checks, err = o.verifyStored(cmd.Context(), args[0])
+			} else {
+				var data []byte
+				data, err = codec.ReadFile(args[0], o.streams.In)
+				checks = verifyInput(args[0], data, dopts)
+			}
 			if err != nil {
 				return err
 			}
-			checks := verifyInput(args[0], data, dopts)
 			if output == "json" {
 				enc := json.NewEncoder(o.streams.Out)
 				enc.SetIndent("", "  ")
@@ -83,18 +90,24 @@ when there are warnings).`,
 func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check {
 	in, err := codec.ParseInput(source, data, strategy.ParseOptions{})
 	if err != nil {
-		return []Check{{Name: "read", Status: "fail", Detail: err.Error()}}
+		return []Check{{Name: "read", Status: "fail", Detail: explainNotStrategy(err).Error()}}
 	}
 	if in.Strategy != nil {
 		checks := []Check{{Name: "read", Status: "ok", Detail: "manifests text (not a ConfigMap: no encoding or digest to check)"}}
 		return append(checks, parseChecks(in.Strategy, in.Warnings)...)
 	}
 	var checks []Check
+	// A chunked head given with its chunks is reassembled first, and the
+	// chunks are not listed as skipped then.
 	for _, cm := range in.ConfigMaps {
-		info := codec.DescribeConfigMap(cm)
 		prefix := ""
 		if len(in.ConfigMaps) > 1 {
 			prefix = cm.Name + ": "
+		}
+		cm, err := assembleHead(in, cm)
+		if err != nil {
+			checks = append(checks, Check{Name: prefix + "chunks", Status: "fail", Detail: err.Error()})
+			continue
 		}
 		text, info, err := codec.Decode(cm, dopts)
 		if err != nil {
@@ -103,7 +116,7 @@ func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check 
 			if errors.As(err, &de) {
 				name = de.Step
 			}
-			checks = append(checks, Check{Name: prefix + name, Status: "fail", Detail: err.Error()})
+			checks = append(checks, Check{Name: prefix + name, Status: "fail", Detail: explainChunkedHead(err, cm).Error()})
 			continue
 		}
 		checks = append(checks, Check{Name: prefix + "encoding", Status: "ok", Detail: fmt.Sprintf("%s, %s decoded from %s", info.Encoding, bytesString(info.DecodedBytes), bytesString(info.EncodedBytes))})
@@ -128,6 +141,9 @@ func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check 
 			c.Name = prefix + c.Name
 			checks = append(checks, c)
 		}
+	}
+	for _, s := range in.Skipped {
+		checks = append(checks, Check{Name: s.Object(), Status: "skip", Detail: s.Reason})
 	}
 	return checks
 }

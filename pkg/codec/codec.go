@@ -205,7 +205,7 @@ func Decode(cm *corev1.ConfigMap, opts DecodeOptions) ([]byte, Info, error) {
 	raw, ok := cm.Data[ManifestsKey]
 	if !ok {
 		if _, chunked := cm.Annotations[NativeChunksAnnotation]; chunked {
-			return fail("configmap", -1, fmt.Errorf("this is the head of a strategy stored in chunks (annotation %s); its text is in the chunk ConfigMaps, read it from the cluster through the store", NativeChunksAnnotation))
+			return fail("configmap", -1, fmt.Errorf("this is %w (annotation %s): its text is in the chunk ConfigMaps, which only the store reads from the cluster", ErrChunkedHead, NativeChunksAnnotation))
 		}
 		return fail("configmap", -1, fmt.Errorf("data has no %q key", ManifestsKey))
 	}

@@ -267,3 +267,36 @@ func TestParseInputDetects(t *testing.T) {
 		t.Fatalf("want not-a-ConfigMap error, got %v", err)
 	}
 }
+
+// TestParseInputSkipsAndRefuses: strategy ConfigMaps are taken from among
+// other objects, which are listed as skipped; objects read from a cluster
+// that hold no strategy are refused by name; a hand-written ConfigMap is a
+// manifests text.
+func TestParseInputSkipsAndRefuses(t *testing.T) {
+	cm, _ := EncodeText([]byte(smallText), EncodeOptions{Identity: strategy.Identity{Version: "v1"}, Name: "x", Namespace: "ns"})
+	live := `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"kube-root-ca.crt","namespace":"ns","uid":"u1","resourceVersion":"7"},"data":{"ca.crt":"pem"}}`
+	both := []byte(`{"apiVersion":"v1","kind":"List","items":[` + live + `,` + string(mustJSON(t, cm)) + `]}`)
+	in, err := ParseInput("both", both, strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(in.ConfigMaps) != 1 || in.ConfigMaps[0].Name != "x" || len(in.Skipped) != 1 || in.Skipped[0].Object() != "ConfigMap ns/kube-root-ca.crt" {
+		t.Fatalf("configmaps %d, skipped %+v", len(in.ConfigMaps), in.Skipped)
+	}
+	for name, data := range map[string]string{
+		"live configmap": live,
+		"live secret":    `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"ns","creationTimestamp":"2026-01-01T00:00:00Z"}}`,
+		"chunk":          `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","labels":{"` + NativeChunkLabel + `":""}},"data":{"part":"H4sI"}}`,
+	} {
+		_, err := ParseInput(name, []byte(data), strategy.ParseOptions{})
+		var ns *NotStrategyError
+		if !errors.As(err, &ns) || len(ns.Objects) != 1 || (name == "chunk") != ns.Objects[0].Chunk {
+			t.Errorf("%s: want a NotStrategyError naming the object, got %v", name, err)
+		}
+	}
+	text := "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: n\n  creationTimestamp: null\ndata:\n  k: v\n"
+	in, err = ParseInput("text", []byte(text), strategy.ParseOptions{})
+	if err != nil || in.Strategy == nil || len(in.Strategy.Objects) != 1 {
+		t.Fatalf("a hand-written ConfigMap is a one-object manifests text: %v", err)
+	}
+}

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -19,12 +22,76 @@ type Input struct {
 	Source string
 	// ConfigMaps is set when the input held strategy ConfigMaps.
 	ConfigMaps []*corev1.ConfigMap
+	// Skipped lists the other objects of an input that held strategy
+	// ConfigMaps (kubectl get cm -o yaml prints kube-root-ca.crt beside
+	// them): they are not used, and a reader should say so.
+	Skipped []Skipped
+	// Chunks are the chunk ConfigMaps among Skipped: a chunked strategy's
+	// head given with its chunks can be reassembled from them (see
+	// pkg/store's Assemble).
+	Chunks []*corev1.ConfigMap
 	// Text, Strategy and Warnings are set when the input was a manifests
 	// text.
 	Text     []byte
 	Strategy *strategy.Strategy
 	Warnings []strategy.Warning
 }
+
+// Skipped is an object of an input that is not a strategy ConfigMap.
+type Skipped struct {
+	// Document and Line place the object in the input (the items of a
+	// List share the List's).
+	Document, Line int
+	// Kind, Namespace and Name name it.
+	Kind, Namespace, Name string
+	// Chunk is set when the object is a chunk of a strategy stored in
+	// chunks (see pkg/store).
+	Chunk bool
+	// Reason says why it is not a strategy.
+	Reason string
+}
+
+// Object names the skipped object as "Kind namespace/name".
+func (s Skipped) Object() string {
+	name := s.Name
+	if s.Namespace != "" {
+		name = s.Namespace + "/" + name
+	}
+	return s.Kind + " " + name
+}
+
+func (s Skipped) String() string {
+	return fmt.Sprintf("document %d (line %d): %s: %s", s.Document, s.Line, s.Object(), s.Reason)
+}
+
+// NotStrategyError says that an input holds no strategy: objects read from
+// a cluster (a Secret, an ordinary ConfigMap, a chunk of a stored strategy),
+// none of them a strategy ConfigMap.
+type NotStrategyError struct {
+	Source  string
+	Objects []Skipped
+}
+
+func (e *NotStrategyError) Error() string {
+	first := e.Objects[0]
+	more := ""
+	if n := len(e.Objects) - 1; n > 0 {
+		more = fmt.Sprintf(" (and %d more objects, none a strategy)", n)
+	}
+	return fmt.Sprintf("%s: not a strategy: %s%s", e.Source, first, more)
+}
+
+// Keys of a chunk ConfigMap of a strategy stored in chunks (pkg/store
+// writes them; its ChunkLabel and ChunkIndexAnnotation are these).
+const (
+	NativeChunkLabel           = "installstrategy.io/strategy-chunk"
+	NativeChunkIndexAnnotation = "installstrategy.io/chunk-index"
+)
+
+// ErrChunkedHead is wrapped by the error of decoding the head of a
+// strategy stored in chunks: its text is in the chunk ConfigMaps, which
+// only the store (pkg/store) reads.
+var ErrChunkedHead = errors.New("the head of a strategy stored in chunks")
 
 // ReadFile reads path, or standard input when path is "-".
 func ReadFile(path string, stdin io.Reader) ([]byte, error) {
@@ -42,11 +109,19 @@ func ReadFile(path string, stdin io.Reader) ([]byte, error) {
 	return data, nil
 }
 
-// ParseInput decides what data holds and reads it. It is a set of strategy
-// ConfigMaps when every object in it is a v1 ConfigMap that looks like one: a
-// "manifests" key, or a strategy label or encoding annotation of either form
-// (as written by KubeVirt, by Encode, or by `kubectl get cm -o yaml|json`, one
-// object or a List). Otherwise it is parsed as a manifests text.
+// ParseInput decides what data holds and reads it.
+//
+// When any object in it is a v1 ConfigMap that looks like a strategy (a
+// "manifests" key, or a strategy label or encoding annotation of either
+// form, as written by KubeVirt, by Encode, or by `kubectl get cm -o
+// yaml|json`, one object or a List), the input is a set of strategy
+// ConfigMaps and every other object is listed in Skipped.
+//
+// Otherwise, when the input holds objects read from a cluster (metadata
+// with a uid, resourceVersion, creationTimestamp or managedFields, which a
+// manifests text never carries) or a chunk of a stored strategy, it is not
+// a strategy: the error is a *NotStrategyError naming what it holds.
+// Anything else is parsed as a manifests text.
 func ParseInput(source string, data []byte, popts strategy.ParseOptions) (*Input, error) {
 	docs, err := strategy.ReadDocuments(data, popts)
 	if err != nil {
@@ -55,14 +130,102 @@ func ParseInput(source string, data []byte, popts strategy.ParseOptions) (*Input
 	if len(docs) == 0 {
 		return nil, fmt.Errorf("%s: no objects found", source)
 	}
-	if cms, ok := strategyConfigMaps(docs); ok {
-		return &Input{Source: source, ConfigMaps: cms}, nil
+	in := &Input{Source: source}
+	var others []Skipped
+	live := false
+	for _, d := range docs {
+		if IsStrategyConfigMap(d.Object) {
+			cm := &corev1.ConfigMap{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, cm); err != nil {
+				return nil, fmt.Errorf("%s: document %d (line %d): configmap %s: %w", source, d.Index, d.Line, d.Object.GetName(), err)
+			}
+			in.ConfigMaps = append(in.ConfigMaps, cm)
+			continue
+		}
+		sk := skippedOf(d)
+		live = live || sk.Chunk || fromCluster(d.Object)
+		others = append(others, sk)
+		if sk.Chunk {
+			cm := &corev1.ConfigMap{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(d.Object.Object, cm); err == nil {
+				in.Chunks = append(in.Chunks, cm)
+			}
+		}
+	}
+	if len(in.ConfigMaps) > 0 {
+		in.Skipped = others
+		return in, nil
+	}
+	if live {
+		return nil, &NotStrategyError{Source: source, Objects: others}
 	}
 	s, warnings, err := strategy.Parse(data, popts)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", source, err)
 	}
 	return &Input{Source: source, Text: data, Strategy: s, Warnings: warnings}, nil
+}
+
+// IsStrategyConfigMap reports whether an object is a v1 ConfigMap meant as
+// a strategy: a "manifests" key, or a strategy label or encoding annotation
+// of either form. A chunk of a stored strategy is not one.
+func IsStrategyConfigMap(obj *unstructured.Unstructured) bool {
+	if obj.GetAPIVersion() != "v1" || obj.GetKind() != "ConfigMap" {
+		return false
+	}
+	if _, chunk := obj.GetLabels()[NativeChunkLabel]; chunk {
+		return false
+	}
+	return looksLikeStrategy(obj)
+}
+
+// skippedOf says why an object is not a strategy ConfigMap.
+func skippedOf(d strategy.Document) Skipped {
+	o := d.Object
+	sk := Skipped{Document: d.Index, Line: d.Line, Kind: o.GetKind(), Namespace: o.GetNamespace(), Name: o.GetName()}
+	if sk.Name == "" {
+		sk.Name = o.GetGenerateName() + "<generated>"
+	}
+	switch {
+	case o.GetAPIVersion() == "v1" && o.GetKind() == "ConfigMap":
+		if _, chunk := o.GetLabels()[NativeChunkLabel]; chunk {
+			sk.Chunk = true
+			idx := o.GetAnnotations()[NativeChunkIndexAnnotation]
+			sk.Reason = fmt.Sprintf("a chunk (index %s) of a strategy stored in chunks, not a strategy: its part is a slice of the encoded text, whose head lists the chunks", orUnknown(idx))
+			return sk
+		}
+		keys := make([]string, 0)
+		if m, ok := o.Object["data"].(map[string]any); ok {
+			for k := range m {
+				keys = append(keys, k)
+			}
+		}
+		sort.Strings(keys)
+		sk.Reason = fmt.Sprintf("an ordinary ConfigMap, not a strategy (no data.%s; its keys: %s)", ManifestsKey, orUnknown(strings.Join(keys, ", ")))
+	default:
+		sk.Reason = fmt.Sprintf("a %s %s, not a strategy ConfigMap", o.GetAPIVersion(), o.GetKind())
+	}
+	return sk
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
+}
+
+// fromCluster reports whether an object carries metadata only a server
+// sets, which a manifests text never does.
+func fromCluster(obj *unstructured.Unstructured) bool {
+	md, _ := obj.Object["metadata"].(map[string]any)
+	for _, k := range []string{"uid", "resourceVersion", "managedFields"} {
+		if v, ok := md[k]; ok && v != nil {
+			return true
+		}
+	}
+	ts, _ := md["creationTimestamp"].(string)
+	return ts != ""
 }
 
 // ReadConfigMaps reads strategy ConfigMaps; anything else is an error naming
@@ -97,7 +260,7 @@ func strategyConfigMaps(docs []strategy.Document) ([]*corev1.ConfigMap, bool) {
 		if !isConfigMap(d) {
 			return nil, false
 		}
-		if !looksLikeStrategy(d) {
+		if !looksLikeStrategy(d.Object) {
 			return nil, false
 		}
 		cm := &corev1.ConfigMap{}
@@ -110,11 +273,11 @@ func strategyConfigMaps(docs []strategy.Document) ([]*corev1.ConfigMap, bool) {
 }
 
 // looksLikeStrategy reports whether a ConfigMap is meant as a strategy.
-func looksLikeStrategy(d strategy.Document) bool {
-	if _, ok, _ := nestedString(d.Object.Object, "data", ManifestsKey); ok {
+func looksLikeStrategy(obj *unstructured.Unstructured) bool {
+	if _, ok, _ := nestedString(obj.Object, "data", ManifestsKey); ok {
 		return true
 	}
-	labels, annotations := d.Object.GetLabels(), d.Object.GetAnnotations()
+	labels, annotations := obj.GetLabels(), obj.GetAnnotations()
 	for _, l := range []string{KubeVirtStrategyLabel, NativeStrategyLabel} {
 		if _, ok := labels[l]; ok {
 			return true

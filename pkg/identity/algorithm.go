@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -39,6 +40,17 @@ var (
 	// included), then AdditionalProperties followed by each non-empty key
 	// in sorted order and its value (an "imagePrefix" key with an empty
 	// value is dropped first), then PassthroughEnvVars likewise.
+	//
+	// That is the field list of KubeVirt v1.8 and later. The release lines
+	// v1.5, v1.6 and v1.7 hashed other fields in place of ComponentImages
+	// and its thirteen (see KubeVirtReleaseLine): the version of the
+	// configuration picks the list, as each virt-operator hashes with its
+	// own. v1.5: ten image fields (no synchronization controller, no
+	// virt-template) then their ten shasum fields (virtOperatorSha, ...,
+	// gsSha, prHelperSha, sidecarShimSha, carried in ComponentImages under
+	// those keys); v1.6: eleven images then eleven shasums (the
+	// synchronization controller added); v1.7: the eleven images only.
+	// Releases before v1.5 are not reproduced.
 	//
 	// Two things of Config have no place in KubeVirt's config. A component
 	// image under a key KubeVirt does not know is an error. A non-empty
@@ -147,23 +159,88 @@ type kubeVirt struct{}
 // algorithm hashes a configuration's Placement.
 const PlacementProperty = "installstrategy.io/placement"
 
-// kubeVirtImages are KubeVirt's ComponentImages fields in declaration
-// order, with their JSON keys.
-var kubeVirtImages = []struct{ field, key string }{
-	{"VirtOperatorImage", "virtOperatorImage"},
-	{"VirtApiImage", "virtApiImage"},
-	{"VirtControllerImage", "virtControllerImage"},
-	{"VirtHandlerImage", "virtHandlerImage"},
-	{"VirtLauncherImage", "virtLauncherImage"},
-	{"VirtExportProxyImage", "virtExportProxyImage"},
-	{"VirtExportServerImage", "virtExportServerImage"},
-	{"VirtSynchronizationControllerImage", "virtSynchronizationControllerImage"},
-	{"VirtTemplateApiserverImage", "virtTemplateApiserverImage"},
-	{"VirtTemplateControllerImage", "virtTemplateControllerImage"},
-	{"GsImage", "GsImage"},
-	{"PrHelperImage", "PrHelperImage"},
-	{"SidecarShimImage", "SidecarShimImage"},
+// kubeVirtField is a field of KubeVirt's deployment config between
+// KubeVirtVersion and AdditionalProperties, with its JSON key.
+type kubeVirtField struct{ field, key string }
+
+// kubeVirtLayout is what one KubeVirt release line hashes between
+// KubeVirtVersion and AdditionalProperties: its image (and, before v1.7,
+// image shasum) fields in declaration order, and the name of the struct
+// they are embedded in ("" when they are fields of the config itself).
+type kubeVirtLayout struct {
+	line   string // the first release line with this layout, e.g. "v1.8"
+	group  string
+	fields []kubeVirtField
 }
+
+func images(names ...string) []kubeVirtField {
+	out := make([]kubeVirtField, len(names))
+	for i, n := range names {
+		key := strings.ToLower(n[:1]) + n[1:] + "Image"
+		if n == "Gs" || n == "PrHelper" || n == "SidecarShim" {
+			key = n + "Image" // KubeVirt's JSON keys of these start upper-case
+		}
+		out[i] = kubeVirtField{n + "Image", key}
+	}
+	return out
+}
+
+func shas(names ...string) []kubeVirtField {
+	out := make([]kubeVirtField, len(names))
+	for i, n := range names {
+		out[i] = kubeVirtField{n + "Sha", strings.ToLower(n[:1]) + n[1:] + "Sha"}
+	}
+	return out
+}
+
+// The layouts of KubeVirt's pkg/virt-operator/util/config.go, read from each
+// release (they hold for every patch release of a line): v1.5 has ten image
+// fields and ten shasum fields; v1.6 adds the synchronization controller to
+// both; v1.7 drops the shasums; v1.8 moves the images into an embedded
+// ComponentImages struct (its name is hashed before its fields) and adds the
+// two virt-template images.
+var (
+	kubeVirtV15 = kubeVirtLayout{line: "v1.5", fields: append(
+		images("VirtOperator", "VirtApi", "VirtController", "VirtHandler", "VirtLauncher", "VirtExportProxy", "VirtExportServer", "Gs", "PrHelper", "SidecarShim"),
+		shas("VirtOperator", "VirtApi", "VirtController", "VirtHandler", "VirtLauncher", "VirtExportProxy", "VirtExportServer", "Gs", "PrHelper", "SidecarShim")...)}
+	kubeVirtV16 = kubeVirtLayout{line: "v1.6", fields: append(
+		images("VirtOperator", "VirtApi", "VirtController", "VirtHandler", "VirtLauncher", "VirtExportProxy", "VirtExportServer", "VirtSynchronizationController", "Gs", "PrHelper", "SidecarShim"),
+		shas("VirtOperator", "VirtApi", "VirtController", "VirtHandler", "VirtLauncher", "VirtExportProxy", "VirtExportServer", "VirtSynchronizationController", "Gs", "PrHelper", "SidecarShim")...)}
+	kubeVirtV17 = kubeVirtLayout{line: "v1.7", fields: images("VirtOperator", "VirtApi", "VirtController", "VirtHandler", "VirtLauncher", "VirtExportProxy", "VirtExportServer", "VirtSynchronizationController", "Gs", "PrHelper", "SidecarShim")}
+	kubeVirtV18 = kubeVirtLayout{line: "v1.8", group: "ComponentImages", fields: images("VirtOperator", "VirtApi", "VirtController", "VirtHandler", "VirtLauncher", "VirtExportProxy", "VirtExportServer", "VirtSynchronizationController", "VirtTemplateApiserver", "VirtTemplateController", "Gs", "PrHelper", "SidecarShim")}
+)
+
+// kubeVirtImages are the image fields of the newest layout.
+var kubeVirtImages = kubeVirtV18.fields
+
+// releaseLine matches the major and minor number of a KubeVirt version.
+var releaseLine = regexp.MustCompile(`^v?([0-9]+)\.([0-9]+)(?:[.+-]|$)`)
+
+// kubeVirtLayoutOf picks the layout by the configuration's version: the
+// release lines v1.5, v1.6 and v1.7 have their own; every other version
+// (v1.8 and later, and versions that are no KubeVirt release number, such
+// as a product's own) hashes as v1.8 and later do.
+func kubeVirtLayoutOf(version string) kubeVirtLayout {
+	m := releaseLine.FindStringSubmatch(version)
+	if m == nil || m[1] != "1" {
+		return kubeVirtV18
+	}
+	switch m[2] {
+	case "5":
+		return kubeVirtV15
+	case "6":
+		return kubeVirtV16
+	case "7":
+		return kubeVirtV17
+	}
+	return kubeVirtV18
+}
+
+// KubeVirtReleaseLine names the KubeVirt release line whose field list the
+// KubeVirt algorithm hashes a configuration of this version with: "v1.5",
+// "v1.6", "v1.7", or "v1.8" (which holds for v1.8 and every later or
+// other version).
+func KubeVirtReleaseLine(version string) string { return kubeVirtLayoutOf(version).line }
 
 func (kubeVirt) Name() string { return NameKubeVirt }
 
@@ -177,8 +254,9 @@ func (kubeVirt) Identifier(c *Config) (string, error) {
 }
 
 func kubeVirtString(c *Config) (string, error) {
+	layout := kubeVirtLayoutOf(c.Version)
 	known := map[string]bool{}
-	for _, f := range kubeVirtImages {
+	for _, f := range layout.fields {
 		known[f.key] = true
 	}
 	var unknown []string
@@ -189,7 +267,7 @@ func kubeVirtString(c *Config) (string, error) {
 	}
 	if len(unknown) > 0 {
 		slices.Sort(unknown)
-		return "", fmt.Errorf("kubevirt identifier: component images %q are not fields of KubeVirt's config (known: virtOperatorImage, virtApiImage, ...)", unknown)
+		return "", fmt.Errorf("kubevirt identifier: component images %q are not fields of the deployment config of KubeVirt %s (version %q), whose first is %s", unknown, layout.line, c.Version, layout.fields[0].key)
 	}
 	props := maps.Clone(c.AdditionalProperties)
 	if v, ok := props["imagePrefix"]; ok && v == "" {
@@ -216,8 +294,8 @@ func kubeVirtString(c *Config) (string, error) {
 	field("Registry", c.Registry)
 	field("ImagePrefix", c.ImagePrefix)
 	field("KubeVirtVersion", c.Version)
-	b.WriteString("ComponentImages")
-	for _, f := range kubeVirtImages {
+	b.WriteString(layout.group)
+	for _, f := range layout.fields {
 		field(f.field, c.ComponentImages[f.key])
 	}
 	writeMap := func(name string, m map[string]string) {

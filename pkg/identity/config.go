@@ -45,7 +45,9 @@ type Config struct {
 	// Version is the product version and the image tag, e.g. "v1.2.0".
 	Version string `json:"version,omitempty"`
 	// ComponentImages overrides the image of a component, keyed by
-	// component name (KubeVirt: by JSON key, e.g. "virtApiImage").
+	// component name (KubeVirt: by JSON key, e.g. "virtApiImage"; KubeVirt
+	// v1.5 and v1.6 configurations also carry image shasums here, e.g.
+	// "virtApiSha").
 	ComponentImages map[string]string `json:"componentImages,omitempty"`
 	// AdditionalProperties holds everything else that changes the
 	// strategy, e.g. settings copied from the custom resource's spec.
@@ -206,7 +208,9 @@ func (c *Config) UnmarshalJSON(data []byte) error {
 				errs = append(errs, fmt.Errorf("key %q: %w", key, err))
 			}
 		default:
-			if !strings.HasSuffix(key, "Image") {
+			// Images, and the image shasums of KubeVirt v1.5 and v1.6
+			// (virtOperatorSha, ..., gsSha), go to ComponentImages.
+			if !strings.HasSuffix(key, "Image") && !strings.HasSuffix(key, "Sha") {
 				errs = append(errs, fmt.Errorf("unknown key %q", key))
 				continue
 			}

@@ -92,6 +92,41 @@ func parseChunks(raw string) ([]Chunk, error) {
 	return chunks, nil
 }
 
+// Assemble returns the strategy ConfigMap that the head of a chunked
+// strategy stands for, from ConfigMaps already read (a file of `kubectl get
+// cm -o yaml` output): its chunks' parts joined into data.manifests, each
+// chunk checked as Read checks it (index, size and sha256 against the head's
+// record). Every chunk the head lists must be among chunks. The result
+// decodes with codec.Decode, which verifies the whole text's digest. A
+// ConfigMap that is no chunked head is returned as it is.
+func Assemble(head *corev1.ConfigMap, chunks []*corev1.ConfigMap) (*corev1.ConfigMap, error) {
+	if _, ok := head.Annotations[ChunksAnnotation]; !ok {
+		return head, nil
+	}
+	e, err := entryOf(&head.ObjectMeta)
+	if err != nil {
+		return nil, err
+	}
+	byName := make(map[string]*corev1.ConfigMap, len(chunks))
+	for _, c := range chunks {
+		byName[c.Name] = c
+	}
+	parts := make([]string, len(e.Chunks))
+	for i, rec := range e.Chunks {
+		c, ok := byName[rec.Name]
+		if !ok {
+			return nil, &CorruptError{ConfigMap: e.String(), Chunk: i, Chunks: len(e.Chunks), ChunkName: rec.Name, Err: errors.New("not among the ConfigMaps given")}
+		}
+		if parts[i], err = checkChunk(e, i, c); err != nil {
+			return nil, err
+		}
+	}
+	out := head.DeepCopy()
+	out.Data = map[string]string{codec.ManifestsKey: strings.Join(parts, "")}
+	delete(out.Annotations, ChunksAnnotation)
+	return out, nil
+}
+
 // checkChunk verifies one fetched chunk against the head's record.
 func checkChunk(e Entry, i int, cm *corev1.ConfigMap) (string, error) {
 	fail := func(err error) (string, error) {

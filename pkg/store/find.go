@@ -33,7 +33,7 @@ func (s *Store) listMeta(ctx context.Context, namespace, label string) ([]listed
 	if s.opts.Metadata != nil {
 		list, err := s.opts.Metadata.Resource(configMapsResource).Namespace(namespace).List(ctx, opts)
 		if err != nil {
-			return nil, fmt.Errorf("list configmaps in %s with label %s: %w", namespace, label, err)
+			return nil, fmt.Errorf("list configmaps in %s with label %s: %w", where(namespace), label, err)
 		}
 		for _, item := range list.Items {
 			out = append(out, listedMeta{meta: item.ObjectMeta, encoded: -1})
@@ -42,12 +42,20 @@ func (s *Store) listMeta(ctx context.Context, namespace, label string) ([]listed
 	}
 	list, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, opts)
 	if err != nil {
-		return nil, fmt.Errorf("list configmaps in %s with label %s: %w", namespace, label, err)
+		return nil, fmt.Errorf("list configmaps in %s with label %s: %w", where(namespace), label, err)
 	}
 	for _, item := range list.Items {
 		out = append(out, listedMeta{meta: item.ObjectMeta, encoded: len(item.Data[codec.ManifestsKey])})
 	}
 	return out, nil
+}
+
+// where names a namespace in a message; "" is every namespace.
+func where(namespace string) string {
+	if namespace == "" {
+		return "every namespace"
+	}
+	return "namespace " + namespace
 }
 
 // listed is an entry and the problem with its metadata, if any.
@@ -122,7 +130,7 @@ func (s *Store) Find(ctx context.Context, namespace string, id strategy.Identity
 			return l.Entry, l.err
 		}
 	}
-	return Entry{}, fmt.Errorf("find strategy %s in %s: %w", describe(id), namespace, ErrNotFound)
+	return Entry{}, fmt.Errorf("find strategy %s in %s: %w", describe(id), where(namespace), ErrNotFound)
 }
 
 func describe(id strategy.Identity) string {
@@ -166,7 +174,7 @@ func (s *Store) Load(ctx context.Context, namespace string, id strategy.Identity
 		}
 		return l, err
 	}
-	return nil, fmt.Errorf("load strategy %s in %s: %w (three times)", describe(id), namespace, lastErr)
+	return nil, fmt.Errorf("load strategy %s in %s: %w (three times)", describe(id), where(namespace), lastErr)
 }
 
 // Read reads and verifies the strategy of an entry: the chunks against the

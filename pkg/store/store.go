@@ -36,13 +36,13 @@ import (
 const (
 	// ChunkLabel marks a chunk ConfigMap. Chunks never carry a strategy
 	// label.
-	ChunkLabel = "installstrategy.io/strategy-chunk"
+	ChunkLabel = codec.NativeChunkLabel
 	// ChunksAnnotation on a head lists its chunks in order, as a JSON array
 	// of {"name","size","digest"}: the chunk's name, the length of its part
 	// and the sha256 of its part.
 	ChunksAnnotation = codec.NativeChunksAnnotation
 	// ChunkIndexAnnotation on a chunk is its 0-based position.
-	ChunkIndexAnnotation = "installstrategy.io/chunk-index"
+	ChunkIndexAnnotation = codec.NativeChunkIndexAnnotation
 	// ChunkOfAnnotation on a chunk is the digest of the whole decoded text
 	// of the strategy it belongs to (informational; the head is the
 	// authority).

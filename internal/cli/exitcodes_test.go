@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// mistakes are the ways people call the plugin wrongly, and inputs that
+// are wrong. Usage errors exit 2 everywhere; other errors exit 1, except
+// diff and plan, where 1 means "different" and every error is 2.
+var mistakes = []struct {
+	stdin string
+	args  string
+}{
+	{"", "bogus"},
+	{"", "decod strategy.yaml"},
+	{"", "decode"},
+	{"", "decode strategy.yaml manifests.yaml"},
+	{"", "decode strategy.yaml --bogus"},
+	{"", "decode strategy.yaml --force"},
+	{"", "decode strategy.yaml --max-decoded-size nonsense"},
+	{"", "inspect strategy.yaml -o xml"},
+	{"", "inspect"},
+	{"", "verify strategy.yaml -o xml"},
+	{"", "verify strategy.yaml extra.yaml"},
+	{"", "encode manifests.yaml"},
+	{"", "encode manifests.yaml --version v1 --format bogus"},
+	{"", "encode manifests.yaml --version v1 -o table"},
+	{"", "id"},
+	{"", "id --config config.yaml --algorithm md5"},
+	{"", "id config.yaml"},
+	{"", "diff"},
+	{"", "diff two-cms.yaml"},
+	{"", "diff strategy.yaml manifests.yaml -o xml"},
+	{"", "diff a b c"},
+	{"", "diff --live"},
+	{"", "plan"},
+	{"", "plan strategy.yaml --strategy strategy.yaml"},
+	{"", "plan a.yaml b.yaml"},
+	{"", "plan strategy.yaml -o xml"},
+	{"", "apply"},
+	{"", "apply strategy.yaml --timeout soon"},
+	{"", "list -o xml"},
+	{"", "list extra"},
+	{"", "get"},
+	{"", "get name --output-dir x --force --version v1"},
+	{"", "publish manifests.yaml"},
+	{"", "publish manifests.yaml --version v1 --format bogus"},
+	{"", "status -o xml"},
+	{"", "version extra"},
+	// Inputs that are wrong: runtime errors.
+	{"", "decode missing.yaml"},
+	{"", "decode secret.yaml"},
+	{"", "decode plain-cm.yaml"},
+	{"", "decode chunk.yaml"},
+	{"", "decode head.yaml"},
+	{"", "decode two-cms.yaml"},
+	{"", "inspect secret.yaml"},
+	{"", "verify secret.yaml"},
+	{"", "verify chunk.yaml"},
+	{"", "diff secret.yaml manifests.yaml"},
+	{"", "diff two-cms.yaml strategy.yaml"},
+	{"", "encode strategy.yaml --version v1.9.0"},
+	{"{}", "id --config -"},
+	{"namespace: [", "id --config -"},
+	{"", "publish manifests.yaml --version v1 --kubeconfig unreachable.kubeconfig"},
+	// An unreachable cluster: one line naming the server, nothing from klog.
+	{"", "list --kubeconfig unreachable.kubeconfig"},
+	{"", "list -A --kubeconfig unreachable.kubeconfig"},
+	{"", "get cm/x --kubeconfig unreachable.kubeconfig"},
+	{"", "verify cm/x --kubeconfig unreachable.kubeconfig"},
+	{"", "plan manifests.yaml --kubeconfig unreachable.kubeconfig"},
+	{"", "apply manifests.yaml --kubeconfig unreachable.kubeconfig"},
+	{"", "diff --live manifests.yaml --kubeconfig unreachable.kubeconfig"},
+	{"", "status --kubeconfig unreachable.kubeconfig"},
+}
+
+// TestMistakes: each mistake gives its exit code and a one-line message
+// (testdata/mistakes.golden holds the code and the first line of stderr),
+// prints nothing on standard output and writes nothing.
+func TestMistakes(t *testing.T) {
+	dir := t.TempDir()
+	inputFiles(t, dir)
+	t.Chdir(dir)
+	before := listing(t, dir)
+	var b strings.Builder
+	for _, m := range mistakes {
+		code, out, errOut := run(t, []byte(m.stdin), strings.Fields(m.args)...)
+		first, rest, _ := strings.Cut(errOut, "\n")
+		fmt.Fprintf(&b, "%s\n  exit %d: %s\n", m.args, code, first)
+		if code == 0 {
+			t.Errorf("%s: exit 0", m.args)
+		}
+		if out != "" && !strings.HasPrefix(m.args, "verify ") {
+			t.Errorf("%s: wrote to stdout: %q", m.args, tail(out))
+		}
+		if strings.TrimSpace(rest) != "" && !strings.HasPrefix(m.args, "verify ") {
+			t.Errorf("%s: more than one line on stderr:\n%s", m.args, errOut)
+		}
+	}
+	if after := listing(t, dir); after != before {
+		t.Errorf("the mistakes wrote files:\n%s", after)
+	}
+	golden(t, "mistakes", strings.ReplaceAll(b.String(), dir+string(filepath.Separator), ""))
+	if _, err := os.Stat(filepath.Join(dir, "x")); !os.IsNotExist(err) {
+		t.Errorf("get --output-dir x created x")
+	}
+}
+
+// TestCompletion: cobra's completion command (docs/CLI.md, "Shell
+// completion") prints a script, and completes the plugin's verbs.
+func TestCompletion(t *testing.T) {
+	code, out, errOut := run(t, nil, "completion", "bash")
+	if code != 0 || !strings.Contains(out, "__start_kubectl-installstrategy") {
+		t.Fatalf("completion bash: exit %d %s", code, errOut)
+	}
+	code, out, _ = run(t, nil, "__complete", "dec")
+	if code != 0 || !strings.HasPrefix(out, "decode\t") {
+		t.Fatalf("__complete dec: exit %d %q", code, out)
+	}
+}
