@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
@@ -82,7 +83,13 @@ func foreignObjects(ctx context.Context, a *apply.Applier, kube kubernetes.Inter
 				continue
 			}
 			ul, err := a.Dynamic().Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 50})
-			if err != nil {
+			switch {
+			case apierrors.IsForbidden(err):
+				// What cannot be seen may not be ours: keep the namespace.
+				return append(found, "any "+res.Name+" (not allowed to list them)"), nil
+			case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+				continue
+			case err != nil:
 				return nil, fmt.Errorf("namespace %s: list %s: %w", ns, res.Name, err)
 			}
 			for i := range ul.Items {
