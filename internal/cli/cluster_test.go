@@ -301,7 +301,7 @@ func TestClusterStrategyReferences(t *testing.T) {
 	}
 	// plan takes the strategy as its argument: the three ConfigMaps would
 	// be created (exit 1, "would change").
-	code, out, errOut = run(t, nil, append([]string{"plan", "cm/" + head, "--managed-by", "refs-" + ns}, clusterArgs(ns)...)...)
+	code, out, errOut = run(t, nil, append([]string{"plan", "cm/" + head, "--name", "refs-" + ns}, clusterArgs(ns)...)...)
 	if code != 1 || strings.Count(out, "blob-") < 3 {
 		t.Fatalf("plan cm/: exit %d\n%s%s", code, out, errOut)
 	}

@@ -89,8 +89,10 @@ changes. When a file holds several strategy ConfigMaps (kubectl get cm -o yaml),
 
 With --live, compare one strategy with the objects in the cluster: what is
 missing, which fields drifted (a field-level diff of what the strategy sets,
-ignoring fields the server fills in), and which objects carry our managed-by
-label but are not in the strategy (extra). Nothing is written.
+ignoring fields the server fills in), and which objects the installation
+(--name, in -n) applied that the strategy no longer holds (extra: what apply
+would prune; what it would keep, such as CRDs without --prune-crds, is shown
+as kept and is not a difference). Nothing is written.
 
 The exit status is that of diff(1): 0 when the same, 1 when different, 2 on error.`,
 		Example: `  # What changed between two KubeVirt releases

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -175,16 +176,7 @@ func readConfigMap(t *testing.T, version string) *corev1.ConfigMap {
 // checks the certificates end to end.
 func serveVirtAPI(ctx context.Context, t *testing.T, env *testenv.Env) {
 	t.Helper()
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var review admissionv1.AdmissionReview
-		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
-			http.Error(w, "not an admission review", http.StatusBadRequest)
-			return
-		}
-		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
-		review.Request = nil
-		_ = json.NewEncoder(w).Encode(review)
-	})}
+	srv := &http.Server{Handler: admitAll(nil)}
 	started := make(chan error, 1)
 	go func() {
 		var ip string
@@ -206,11 +198,7 @@ func serveVirtAPI(ctx context.Context, t *testing.T, env *testenv.Env) {
 			started <- err
 			return
 		}
-		if parsed := net.ParseIP(ip); parsed == nil || !parsed.IsLoopback() {
-			started <- fmt.Errorf("virt-api ClusterIP %s is not loopback; refusing to listen", ip)
-			return
-		}
-		ln, err := tls.Listen("tcp", net.JoinHostPort(ip, "443"), &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
+		ln, err := listenLoopback(ip, pair)
 		if err != nil {
 			started <- err
 			return
@@ -228,6 +216,33 @@ func serveVirtAPI(ctx context.Context, t *testing.T, env *testenv.Env) {
 		default:
 		}
 	})
+}
+
+// admitAll answers admission reviews with "allowed", counting them in
+// count when it is not nil.
+func admitAll(count *atomic.Int32) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var review admissionv1.AdmissionReview
+		if err := json.NewDecoder(r.Body).Decode(&review); err != nil || review.Request == nil {
+			http.Error(w, "not an admission review", http.StatusBadRequest)
+			return
+		}
+		if count != nil {
+			count.Add(1)
+		}
+		review.Response = &admissionv1.AdmissionResponse{UID: review.Request.UID, Allowed: true}
+		review.Request = nil
+		_ = json.NewEncoder(w).Encode(review)
+	})
+}
+
+// listenLoopback listens with TLS on a Service's ClusterIP, port 443 — only
+// a loopback one (the local cluster's service CIDR), never anything else.
+func listenLoopback(ip string, pair tls.Certificate) (net.Listener, error) {
+	if parsed := net.ParseIP(ip); parsed == nil || !parsed.IsLoopback() {
+		return nil, fmt.Errorf("service ClusterIP %s is not loopback; refusing to listen", ip)
+	}
+	return tls.Listen("tcp", net.JoinHostPort(ip, "443"), &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})
 }
 
 func kubeconfigPath() string { return clusterArgs("")[1] }

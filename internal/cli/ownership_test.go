@@ -44,21 +44,7 @@ items:
 - metadata: {name: extra}
   data: {k: v}
 ---
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: widgets.%[2]s
-spec:
-  group: %[2]s
-  scope: Namespaced
-  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
+`+crdYAML(group, "widget", "Widget")+`---
 apiVersion: %[2]s/v1
 kind: Widget
 metadata: {name: default-widget}
@@ -77,6 +63,24 @@ spec:
         image: example.com/migrate:v1
         args: [%[3]q]
 `, ns, group, jobArg)
+}
+
+// crdYAML is a namespaced CRD of kind in group that keeps any field.
+func crdYAML(group, singular, kind string) string {
+	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: %[2]ss.%[1]s}
+spec:
+  group: %[1]s
+  scope: Namespaced
+  names: {plural: %[2]ss, singular: %[2]s, kind: %[3]s, listKind: %[3]sList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, group, singular, kind)
 }
 
 func TestClusterManifestStyles(t *testing.T) {

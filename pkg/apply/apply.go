@@ -61,6 +61,11 @@ type Options struct {
 	// DryRun sends every write as a server-side dry run: nothing is
 	// persisted, and a recreate is only reported.
 	DryRun bool
+	// RetryFor bounds how long Apply and Delete retry a transient failure
+	// (IsTransient: a webhook whose backend is not up yet, 429, 5xx, a
+	// conflict, a broken connection) before returning it; 0 means
+	// DefaultRetryFor, a negative value does not retry.
+	RetryFor time.Duration
 }
 
 // Action is what the applier did (or, on a dry run, would do) to an object.
@@ -354,6 +359,16 @@ func fromWhom(live *unstructured.Unstructured) string {
 // error; an object that is not ours gives ActionConflict and a
 // *ConflictError.
 func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Result, error) {
+	var res Result
+	err := a.retry(ctx, func() error {
+		var err error
+		res, err = a.applyOnce(ctx, obj)
+		return err
+	})
+	return res, err
+}
+
+func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured) (Result, error) {
 	ref := strategy.RefOf(obj)
 	ri, err := a.Resource(obj)
 	var notServed *NotServedError
@@ -497,7 +512,15 @@ func (a *Applier) Delete(ctx context.Context, live *unstructured.Unstructured) e
 	if uid != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &uid}
 	}
-	err = ri.Delete(ctx, live.GetName(), opts)
+	err = a.retry(ctx, func() error {
+		err := ri.Delete(ctx, live.GetName(), opts)
+		if apierrors.IsConflict(err) {
+			// The UID precondition failed: the object was replaced, and
+			// the new one is not the one to delete.
+			return nil
+		}
+		return err
+	})
 	if apierrors.IsNotFound(err) {
 		return nil
 	}

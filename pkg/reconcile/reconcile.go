@@ -254,7 +254,9 @@ func newRun(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Op
 	if err := opts.Owner.Validate(); err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
-	a, err := apply.NewForConfig(cfg, apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt})
+	// A transient failure (a webhook whose backend is still starting, 429,
+	// 5xx) is retried until the step's deadline.
+	a, err := apply.NewForConfig(cfg, apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline})
 	if err != nil {
 		return nil, err
 	}
