@@ -11,6 +11,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -226,6 +227,10 @@ type State struct {
 	log     logr.Logger
 	mu      sync.Mutex // guards Installation.Status
 	writeMu sync.Mutex // serialises status writes
+	// written is the status as read at the start or last written: a
+	// write of the same status is skipped (an unchanged resync writes
+	// nothing).
+	written *v1alpha1.InstallationStatus
 }
 
 // Stages returns the pipeline of an Installation that is not being deleted.
@@ -262,7 +267,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	s := &State{Installation: in, log: log, Outcome: "deployed"}
+	s := &State{Installation: in, log: log, Outcome: "deployed", written: in.Status.DeepCopy()}
 	start := time.Now()
 	defer func() { r.metrics.ReconcileSeconds.WithLabelValues(s.Outcome).Observe(time.Since(start).Seconds()) }()
 	stages := r.Stages()
@@ -306,6 +311,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 	status.ObservedGeneration = s.Installation.Generation
 	key := client.ObjectKeyFromObject(s.Installation)
 	s.mu.Unlock()
+	if s.written != nil && apiequality.Semantic.DeepEqual(*s.written, *status) {
+		return nil
+	}
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		latest := &v1alpha1.Installation{}
 		if err := r.reader.Get(ctx, key, latest); err != nil {
@@ -321,6 +329,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 	if err != nil {
 		return fmt.Errorf("write status of installation %s: %w", key, err)
 	}
+	s.written = status
 	return nil
 }
 
