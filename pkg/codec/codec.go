@@ -42,8 +42,16 @@ const (
 	// NativeChunksAnnotation marks the head of a strategy stored in chunk
 	// ConfigMaps (see pkg/store); its text is not in the head itself.
 	NativeChunksAnnotation = "installstrategy.io/chunks"
-	NativeManagedBy        = "installstrategy"
-	NativeGenerateName     = "installstrategy-"
+	// NativeSignatureAnnotation is a signature over the digest of the
+	// decoded text: base64 of an ASN.1 ECDSA P-256 signature over its
+	// SHA-256, cosign's keyed blob signature (see pkg/trust). It may be on
+	// a KubeVirt-form ConfigMap too.
+	NativeSignatureAnnotation = "installstrategy.io/signature"
+	// NativeSignatureKeyAnnotation is the id of the key that made the
+	// signature: "sha256:" of the public key's PKIX DER.
+	NativeSignatureKeyAnnotation = "installstrategy.io/signature-key"
+	NativeManagedBy              = "installstrategy"
+	NativeGenerateName           = "installstrategy-"
 )
 
 // Encoding names.
@@ -97,6 +105,11 @@ type Info struct {
 	Digest string `json:"digest,omitempty"`
 	// DigestVerified is true when a recorded digest matched the text.
 	DigestVerified bool `json:"digestVerified"`
+	// Signature and SignatureKey are the signature annotations, empty when
+	// the ConfigMap is not signed. Decode does not check them (pkg/trust
+	// does).
+	Signature    string `json:"signature,omitempty"`
+	SignatureKey string `json:"signatureKey,omitempty"`
 }
 
 // Ratio is decoded bytes per encoded byte.
@@ -147,7 +160,8 @@ func Digest(text []byte) string {
 // claim, without decoding it.
 func DescribeConfigMap(cm *corev1.ConfigMap) Info {
 	a := cm.Annotations
-	info := Info{Name: cm.Name, GenerateName: cm.GenerateName, Namespace: cm.Namespace, EncodedBytes: len(cm.Data[ManifestsKey])}
+	info := Info{Name: cm.Name, GenerateName: cm.GenerateName, Namespace: cm.Namespace, EncodedBytes: len(cm.Data[ManifestsKey]),
+		Signature: a[NativeSignatureAnnotation], SignatureKey: a[NativeSignatureKeyAnnotation]}
 	if isNative(cm) {
 		info.Format = FormatNative
 		info.Identity = strategy.Identity{Version: a[NativeVersionAnnotation], Registry: a[NativeRegistryAnnotation], Identifier: a[NativeIdentifierAnnotation]}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -35,13 +36,26 @@ func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identit
 		return nil, fmt.Errorf("gc strategies: %w", err)
 	}
 	res := &GCResult{}
+	// The one kept: the newest trusted match, else (nothing trusted
+	// matches, e.g. a strategy accepted by a pinned digest) the newest
+	// match.
+	keep := -1
+	for i, l := range all {
+		if l.Matches(inUse) && (s.opts.Trusted == nil || s.opts.Trusted(l.Entry) == nil) {
+			keep = i
+			break
+		}
+	}
+	if keep < 0 {
+		keep = slices.IndexFunc(all, func(l listed) bool { return l.Matches(inUse) })
+	}
 	listedChunks := map[string]bool{}
 	var errs []error
-	for _, l := range all {
+	for i, l := range all {
 		for _, c := range l.Chunks {
 			listedChunks[c.Name] = true
 		}
-		if res.Kept == nil && l.Matches(inUse) {
+		if i == keep {
 			e := l.Entry
 			res.Kept = &e
 			continue
