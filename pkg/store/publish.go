@@ -65,6 +65,9 @@ func (s *Store) encode(text []byte, namespace string, id strategy.Identity, f co
 	return cm, nil
 }
 
+// CanSign reports whether the store has a Signer.
+func (s *Store) CanSign() bool { return s.opts.Signer != nil }
+
 // Sign signs a stored strategy in place with the store's Signer: it reads
 // and verifies the entry (chunks, digest), then sets the signature
 // annotations on its (head) ConfigMap, provided the ConfigMap is still the
