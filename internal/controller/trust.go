@@ -52,14 +52,21 @@ func (s operatorSigner) SignDigest(digest string) (string, string, error) {
 // trustedStored is the operator store's policy: a strategy the operator
 // stored itself (its product, a dump Job's result it adopted) must carry a
 // signature by the operator's current or a retired key over its recorded
-// digest.
+// digest, and the identity signature binding it to its namespace and
+// identity (so a signed strategy copied under another identifier is not
+// taken for that identifier's).
 func (r *Reconciler) trustedStored(e store.Entry) error {
 	k := r.loadedKey()
 	if k == nil {
 		return errKeyNotLoaded
 	}
-	_, err := k.Keys.Verify(e.Digest, e.Signature, e.SignatureKey)
-	return err
+	if _, err := k.Keys.Verify(e.Digest, e.Signature, e.SignatureKey); err != nil {
+		return err
+	}
+	if _, err := k.Keys.Verify(codec.IdentityDigest(e.Namespace, e.Identity, e.Digest), e.IdentitySignature, e.SignatureKey); err != nil {
+		return fmt.Errorf("identity signature (namespace %s, identifier %s): %w", e.Namespace, e.Identity.Identifier, err)
+	}
+	return nil
 }
 
 // checkTrust is the policy of a strategy ConfigMap named by an

@@ -55,14 +55,28 @@ func (s *Store) encode(text []byte, namespace string, id strategy.Identity, f co
 		return nil, fmt.Errorf("publish strategy %s: %w", id.Version, err)
 	}
 	if s.opts.Signer != nil {
-		sig, keyID, err := s.opts.Signer.SignDigest(codec.Digest(text))
-		if err != nil {
+		if err := s.sign(cm.Annotations, namespace, id, codec.Digest(text)); err != nil {
 			return nil, fmt.Errorf("publish strategy %s: %w", id.Version, err)
 		}
-		cm.Annotations[codec.NativeSignatureAnnotation] = sig
-		cm.Annotations[codec.NativeSignatureKeyAnnotation] = keyID
 	}
 	return cm, nil
+}
+
+// sign puts the signature over digest and the identity signature into
+// annotations.
+func (s *Store) sign(annotations map[string]string, namespace string, id strategy.Identity, digest string) error {
+	sig, keyID, err := s.opts.Signer.SignDigest(digest)
+	if err != nil {
+		return err
+	}
+	idSig, _, err := s.opts.Signer.SignDigest(codec.IdentityDigest(namespace, id, digest))
+	if err != nil {
+		return err
+	}
+	annotations[codec.NativeSignatureAnnotation] = sig
+	annotations[codec.NativeSignatureKeyAnnotation] = keyID
+	annotations[codec.NativeIdentitySignatureAnnotation] = idSig
+	return nil
 }
 
 // CanSign reports whether the store has a Signer.
@@ -94,13 +108,10 @@ func (s *Store) Sign(ctx context.Context, e Entry) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	sig, keyID, err := s.opts.Signer.SignDigest(codec.Digest(text))
-	if err != nil {
+	signed := cm.DeepCopy()
+	if err := s.sign(signed.Annotations, cm.Namespace, fresh.Identity, codec.Digest(text)); err != nil {
 		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, err)
 	}
-	signed := cm.DeepCopy()
-	signed.Annotations[codec.NativeSignatureAnnotation] = sig
-	signed.Annotations[codec.NativeSignatureKeyAnnotation] = keyID
 	out, err := api.Update(ctx, signed, metav1.UpdateOptions{})
 	if err != nil {
 		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, err)

@@ -105,9 +105,9 @@ type Options struct {
 	Trusted func(Entry) error
 }
 
-// Signer signs the "sha256:" digest of a strategy's decoded text and
-// returns the signature and the id of the key (pkg/trust's *Signer is
-// one).
+// Signer signs a "sha256:" digest and returns the signature and the id of
+// the key (pkg/trust's *Signer is one). The store signs the digest of a
+// strategy's decoded text, and its codec.IdentityDigest.
 type Signer interface {
 	SignDigest(digest string) (signature, keyID string, err error)
 }
@@ -179,8 +179,9 @@ type Entry struct {
 	// strategy is in one ConfigMap.
 	Chunks []Chunk
 	// Signature and SignatureKey are the signature annotations; empty when
-	// the strategy is not signed.
-	Signature, SignatureKey string
+	// the strategy is not signed. IdentitySignature binds the signature to
+	// the namespace and identity (codec.IdentityDigest).
+	Signature, SignatureKey, IdentitySignature string
 }
 
 // Chunk is one chunk of a chunked strategy as its head records it.
@@ -253,7 +254,7 @@ func entryOf(m *metav1.ObjectMeta) (Entry, error) {
 	e := Entry{
 		Namespace: m.Namespace, Name: m.Name, UID: m.UID, Created: m.CreationTimestamp.Time,
 		Identity: info.Identity, Format: info.Format, Encoding: info.Encoding, Digest: info.Digest,
-		DecodedBytes: info.DecodedBytes, Signature: info.Signature, SignatureKey: info.SignatureKey,
+		DecodedBytes: info.DecodedBytes, Signature: info.Signature, SignatureKey: info.SignatureKey, IdentitySignature: info.IdentitySignature,
 	}
 	if raw, ok := m.Annotations[ChunksAnnotation]; ok {
 		chunks, err := parseChunks(raw)

@@ -17,7 +17,10 @@ import (
 // ring's keys.
 func trustedBy(ring *trust.KeyRing) func(store.Entry) error {
 	return func(e store.Entry) error {
-		_, err := ring.Verify(e.Digest, e.Signature, e.SignatureKey)
+		if _, err := ring.Verify(e.Digest, e.Signature, e.SignatureKey); err != nil {
+			return err
+		}
+		_, err := ring.Verify(codec.IdentityDigest(e.Namespace, e.Identity, e.Digest), e.IdentitySignature, e.SignatureKey)
 		return err
 	}
 }
@@ -95,6 +98,28 @@ func TestSignedPublishAndTrustedLookup(t *testing.T) {
 	}
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, unsigned.Name, metav1.GetOptions{}); err == nil {
 		t.Error("the unsigned copy still exists")
+	}
+
+	// A signed strategy copied, annotations and all, under another
+	// identifier: its text signature verifies, its identity signature does
+	// not, so it is not the other identifier's strategy.
+	cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, ensured.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := s.Identity
+	other.Identifier, other.Version = "replayed-"+s.Identity.Identifier[:8], "v9.0.0"
+	replayed := cm.DeepCopy()
+	replayed.ObjectMeta = metav1.ObjectMeta{GenerateName: "installstrategy-", Namespace: ns, Labels: cm.Labels, Annotations: cm.Annotations}
+	replayed.Annotations[codec.NativeIdentifierAnnotation], replayed.Annotations[codec.NativeVersionAnnotation] = other.Identifier, other.Version
+	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, replayed, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := plain.Find(ctx, ns, other); err != nil {
+		t.Fatalf("without a policy the replayed copy is found: %v", err)
+	}
+	if _, err := signing.Find(ctx, ns, other); !errors.Is(err, store.ErrNotFound) || !errors.Is(err, trust.ErrBadSignature) {
+		t.Errorf("replayed under another identifier: %v; want not found, identity signature bad", err)
 	}
 
 	// Ensure of the same text is a no-op; of another text under the same

@@ -24,6 +24,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -428,10 +429,12 @@ func TestDumpJobResultIsBoundToTheJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var adopted store.Entry
 	for _, en := range e.storedStrategies(ctx, t) {
 		_, verr := key.Keys.Verify(en.Digest, en.Signature, en.SignatureKey)
 		switch en.Digest {
 		case res.Digest:
+			adopted = en
 			if verr != nil {
 				t.Errorf("the Job's strategy %s is not signed by the operator: %v", en, verr)
 			}
@@ -440,5 +443,44 @@ func TestDumpJobResultIsBoundToTheJob(t *testing.T) {
 				t.Errorf("the operator signed %s, which the Job did not report", en)
 			}
 		}
+	}
+
+	// The editor copies the adopted, signed v1.0.0 strategy (annotations
+	// and all) under the identifier of v1.1.0, before the upgrade asks for
+	// it: the identity signature does not verify, so the operator dumps
+	// v1.1.0 instead of installing the replayed v1.0.0.
+	if adopted.Name == "" {
+		t.Fatal("no adopted strategy")
+	}
+	next, _ := expectedIdentity(t, e.ns, "v1.1.0", nil)
+	cm, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).Get(ctx, adopted.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	replayed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "installstrategy-", Namespace: e.ns, Labels: cm.Labels, Annotations: cm.Annotations}, Data: cm.Data}
+	replayed.Annotations[codec.NativeIdentifierAnnotation], replayed.Annotations[codec.NativeVersionAnnotation] = next, "v1.1.0"
+	if _, err := trudy.CoreV1().ConfigMaps(e.ns).Create(ctx, replayed, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) {
+		in.Spec.Version = "v1.1.0"
+		in.Spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.1.0"}
+	})
+	jobName := loader.JobNamePrefix + next[:loader.JobNameIDLength]
+	testenv.WaitFor(ctx, t, "a dump Job for v1.1.0 (the replayed copy refused)", func(ctx context.Context) (bool, string, error) {
+		_, err := e.env.Kube.BatchV1().Jobs(e.ns).Get(ctx, jobName, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			in, _ := e.get(ctx, "sample")
+			return false, describe(in), nil
+		}
+		return err == nil, "", err
+	})
+	if in, _ := e.get(ctx, "sample"); in.Status.ObservedVersion != "v1.0.0" {
+		t.Errorf("the replayed strategy was deployed: %s", describe(in))
+	}
+	e.env.RunDumpJob(ctx, t, e.ns)
+	in = e.waitDeployed(ctx, t, "sample", "v1.1.0")
+	if _, text := sampleText(t, e.ns, "v1.1.0"); in.Status.Strategy == nil || in.Status.Strategy.Digest != codec.Digest(text) {
+		t.Errorf("v1.1.0 deployed from %+v, want the dumped v1.1.0 (%s)", in.Status.Strategy, codec.Digest(text))
 	}
 }
