@@ -86,7 +86,7 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 			return l.found(ctx, req, id, loaded.Strategy)
 		}
 		if l.opts.Store.CanSign() {
-			if loaded, err = l.adopt(ctx, job, id); err == nil {
+			if loaded, err = l.adopt(ctx, job, req.Image, id); err == nil {
 				return l.found(ctx, req, id, loaded.Strategy)
 			}
 		}
@@ -112,9 +112,14 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 // Job's pod reports the digest of what it wrote in its termination message
 // (pod status, which only the kubelet writes, not a ConfigMap editor), and
 // the stored strategy for the identifier with that digest is verified and
-// signed with the store's key, so later reads trust it.
-func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, id strategy.Identity) (*store.Loaded, error) {
-	digest, err := l.reportedDigest(ctx, job)
+// signed with the store's key, so later reads trust it. The Job and the
+// pod must run the dump the loader would start (image, arguments), so a
+// Job or pod put in its place with another image reports nothing.
+func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, image string, id strategy.Identity) (*store.Loaded, error) {
+	if !isDump(&job.Spec.Template.Spec, image) {
+		return nil, fmt.Errorf("job %s/%s does not run %s %s as the loader's dump Job does", job.Namespace, job.Name, image, DumpFlag)
+	}
+	digest, err := l.reportedDigest(ctx, job, image)
 	if err != nil {
 		return nil, err
 	}
@@ -136,13 +141,13 @@ func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, id strategy.Identi
 
 // reportedDigest is the digest a dump Job's succeeded pod reported in its
 // termination message (see internal/dump).
-func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job) (string, error) {
+func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job, image string) (string, error) {
 	pods, err := l.pods(ctx, job)
 	if err != nil {
 		return "", err
 	}
 	for _, p := range pods {
-		if p.Status.Phase != corev1.PodSucceeded || !ownedBy(&p, job) {
+		if p.Status.Phase != corev1.PodSucceeded || !ownedBy(&p, job) || !isDump(&p.Spec, image) {
 			continue
 		}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -154,6 +159,17 @@ func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job) (string, 
 		}
 	}
 	return "", fmt.Errorf("no succeeded pod of job %s/%s reported the digest of its strategy in its termination message", job.Namespace, job.Name)
+}
+
+// isDump reports whether a pod spec runs exactly the loader's dump
+// container: one container of image with the dump flag as its only
+// argument and no command of its own.
+func isDump(spec *corev1.PodSpec, image string) bool {
+	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
+		return false
+	}
+	c := spec.Containers[0]
+	return c.Image == image && len(c.Command) == 0 && slices.Equal(c.Args, []string{DumpFlag})
 }
 
 func ownedBy(p *corev1.Pod, job *batchv1.Job) bool {
