@@ -70,7 +70,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.StringVar(&mo.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; \"0\" disables them")
 	fs.StringVar(&mo.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&mo.namespace, "namespace", "", "watch Installations of this namespace only; empty means every namespace")
-	fs.StringVar(&mo.keyNamespace, "key-namespace", "", "the operator's own namespace, writable only by cluster administrators: its signing key Secret ("+trust.OperatorKeySecret+") and trusted keys ConfigMap ("+trust.TrustedKeysConfigMap+"); empty means the leader election namespace, else the pod's, else "+controller.DefaultKeyNamespace)
+	fs.StringVar(&mo.keyNamespace, "key-namespace", "", "the operator's own namespace, writable only by cluster administrators: its signing key Secret ("+trust.OperatorKeySecret+") and trusted keys ConfigMap ("+trust.TrustedKeysConfigMap+"); empty means --leader-election-namespace, else the pod's namespace, else "+controller.DefaultKeyNamespace+" (never --namespace)")
 	fs.StringVar(&mo.image, "operator-image", os.Getenv("OPERATOR_IMAGE"), "the operator's own image, which dumps the built-in product for versions other than its own (default $OPERATOR_IMAGE)")
 	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+controller.DefaultRegistry)
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")

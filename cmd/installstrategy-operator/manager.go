@@ -109,9 +109,11 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 			return nil, err
 		}
 	}
+	// The key namespace is never the watched one (an install namespace,
+	// whose ConfigMap editors must not choose the trusted keys).
 	keyNamespace := o.keyNamespace
 	if keyNamespace == "" {
-		keyNamespace = leNamespace
+		keyNamespace = o.leaderElectionNamespace
 	}
 	if keyNamespace == "" {
 		keyNamespace = podNamespace()
