@@ -476,6 +476,10 @@ func (r *Reconciler) failLoad(ctx context.Context, s *State, phase v1alpha1.Inst
 func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 	in := s.Installation
 	if _, err := r.operatorKey(ctx); err != nil {
+		// Nothing can be trusted without the key: say so, and retry.
+		if ferr := r.failLoad(ctx, s, "", v1alpha1.ReasonStrategyLoadFailed, err); ferr != nil {
+			return false, ferr
+		}
 		return false, err
 	}
 	src := &v1alpha1.StrategyStatus{Source: in.Spec.StrategySourceType()}

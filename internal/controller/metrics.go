@@ -27,9 +27,10 @@ type Metrics struct {
 	// StrategyLoads counts where loaded strategies came from (see
 	// LoadSources).
 	StrategyLoads *prometheus.CounterVec
-	// UntrustedStrategies counts strategies refused by the trust policy,
-	// by source (configmap; product and store count stored copies that
-	// failed the operator's key and were superseded).
+	// UntrustedStrategies counts strategy ConfigMaps named by an
+	// Installation that the trust policy refused (source "configmap").
+	// Untrusted stored copies of the operator's own strategies are not
+	// counted: they are skipped and regenerated.
 	UntrustedStrategies *prometheus.CounterVec
 }
 

@@ -484,3 +484,19 @@ func TestDumpJobResultIsBoundToTheJob(t *testing.T) {
 		t.Errorf("v1.1.0 deployed from %+v, want the dumped v1.1.0 (%s)", in.Status.Strategy, codec.Digest(text))
 	}
 }
+
+// Without its signing key (here: the key namespace does not exist) the
+// operator trusts nothing and applies nothing: Degraded StrategyLoadFailed
+// naming the key's Secret.
+func TestNoSigningKeyNothingApplied(t *testing.T) {
+	e := setupWith(t, func(o *controller.Options) { o.KeyNamespace = "no-such-namespace-for-keys" })
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonStrategyLoadFailed)
+	if msg := in.Condition(v1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "no-such-namespace-for-keys/"+trust.OperatorKeySecret) {
+		t.Errorf("degraded message %q does not name the key's Secret", msg)
+	}
+	if e.exists(ctx, t, &appsv1.Deployment{}, "sample-api") {
+		t.Error("sample-api applied without a signing key")
+	}
+}
