@@ -495,7 +495,9 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			break
 		}
 		if loadErr = r.checkTrust(ctx, loaded, in.Spec.Strategy.ConfigMap.Digest); loadErr != nil {
-			r.metrics.UntrustedStrategies.WithLabelValues("configmap").Inc()
+			if untrusted := (*trust.UntrustedError)(nil); errors.As(loadErr, &untrusted) {
+				r.metrics.UntrustedStrategies.WithLabelValues("configmap").Inc()
+			}
 			break
 		}
 		loadedFrom = "configmap"
