@@ -76,6 +76,10 @@ func TestSignAndVerify(t *testing.T) {
 		t.Error("sign changed more than the two annotations")
 	}
 
+	if code, out, _ := run(t, nil, "inspect", signedPath); code != 0 || !strings.Contains(out, "by key "+signed.Annotations[codec.NativeSignatureKeyAnnotation]+" (not checked") {
+		t.Errorf("inspect of a signed strategy: exit %d\n%s", code, out)
+	}
+
 	// What cosign verify-blob --key cosign.pub --signature SIG TEXT does.
 	_, text, _ := run(t, nil, "decode", signedPath)
 	pubPEM, _ := os.ReadFile(pub)
