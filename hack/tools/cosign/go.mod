@@ -1,6 +1,6 @@
 module github.com/installstrategy/installstrategy/hack/tools/cosign
 
-go 1.26.8
+go 1.26.0
 
 tool github.com/sigstore/cosign/v2/cmd/cosign
 
