@@ -227,6 +227,8 @@ func runOperatorAsServiceAccount(ctx context.Context, t *testing.T, env *testenv
 		"--namespace", ns,
 		"--metrics-bind-address", "0", "--health-probe-bind-address", "0",
 		"--registry", "registry.example/sample",
+		// Dump pods wait for the test to report their result.
+		"--dump-pod-labels", testenv.BehaviourLabel+"="+string(testenv.BehaviourAwaitResult),
 		// The Lease in the operator's namespace: the Role's only rule.
 		"--leader-elect", "--leader-election-namespace", operatorNamespace)
 

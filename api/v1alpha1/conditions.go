@@ -44,6 +44,10 @@ const (
 	// ReasonStrategyTampered: a stored strategy failed its digest or chunk
 	// checks and was refused.
 	ReasonStrategyTampered = "StrategyTampered"
+	// ReasonUntrustedStrategy: the strategy is neither signed by a trusted
+	// key nor pinned by its digest (or its signature or digest does not
+	// match); nothing of it is applied.
+	ReasonUntrustedStrategy = "UntrustedStrategy"
 	// ReasonDumpJobFailed: the dump Job that writes the strategy failed.
 	ReasonDumpJobFailed = "DumpJobFailed"
 	// ReasonCanaryFailed: a canary pod of a DaemonSet update crash-loops

@@ -179,6 +179,14 @@ type ConfigMapStrategySource struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
 	// +required
 	Name string `json:"name"`
+	// Digest pins the strategy: "sha256:" and the hex SHA-256 of its
+	// decoded manifests text (what `kubectl installstrategy inspect` shows
+	// and the native form records). A strategy that is not signed by a
+	// trusted key is applied only when its text hashes to this digest;
+	// a KubeVirt-form ConfigMap, which carries no signature, needs it.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	Digest string `json:"digest,omitempty"`
 }
 
 // CustomizeComponents holds patches applied to the strategy's objects

@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -30,6 +31,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // stdout is where --version prints.
@@ -73,11 +75,23 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.StringVar(&mo.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; \"0\" disables them")
 	fs.StringVar(&mo.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&mo.namespace, "namespace", "", "watch Installations of this namespace only; empty means every namespace")
+	fs.StringVar(&mo.keyNamespace, "key-namespace", "", "the operator's own namespace, writable only by cluster administrators: its signing key Secret ("+trust.OperatorKeySecret+") and trusted keys ConfigMap ("+trust.TrustedKeysConfigMap+"); empty means --leader-election-namespace, else the pod's namespace, else "+controller.DefaultKeyNamespace+" (never --namespace)")
 	fs.StringVar(&mo.image, "operator-image", os.Getenv("OPERATOR_IMAGE"), "the operator's own image, which dumps the built-in product for versions other than its own (default $OPERATOR_IMAGE)")
 	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+controller.DefaultRegistry)
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
 	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
+	fs.Func("dump-pod-labels", "labels k=v[,k=v] put on dump Job pods (a test hook: the local cluster's simulated kubelet selects behaviours with them)", func(v string) error {
+		mo.dumpPodLabels = map[string]string{}
+		for _, kv := range strings.Split(v, ",") {
+			k, val, ok := strings.Cut(kv, "=")
+			if !ok || k == "" {
+				return fmt.Errorf("%q is not k=v", kv)
+			}
+			mo.dumpPodLabels[k] = val
+		}
+		return nil
+	})
 	verbosity := fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout")
 	fs.DurationVar(&mo.stageDeadline, "stage-deadline", reconcile.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
@@ -123,7 +137,14 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	if err != nil {
 		return err
 	}
-	kv := []any{"configmap", res.Entry.String(), "version", res.Identity.Version, "identifier", res.Identity.Identifier, "objects", res.Objects, "chunks", len(res.Entry.Chunks)}
+	// The operator accepts only the strategy whose digest the container
+	// reports in its termination message (where the kubelet mounts it).
+	if _, err := os.Stat(dump.TerminationLog); err == nil {
+		if err := os.WriteFile(dump.TerminationLog, []byte(res.Digest), 0o644); err != nil {
+			return fmt.Errorf("dump strategy: report the digest: %w", err)
+		}
+	}
+	kv := []any{"configmap", res.Entry.String(), "version", res.Identity.Version, "identifier", res.Identity.Identifier, "digest", res.Digest, "objects", res.Objects, "chunks", len(res.Entry.Chunks)}
 	if res.Published {
 		log.Info("strategy published", kv...)
 	} else {

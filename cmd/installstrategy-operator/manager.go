@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -34,6 +36,8 @@ type managerOptions struct {
 	probeAddr               string
 	metricsAddr             string
 	namespace               string
+	keyNamespace            string
+	dumpPodLabels           map[string]string
 	image                   string
 	registry                string
 	version                 string
@@ -105,7 +109,18 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 			return nil, err
 		}
 	}
+	// The key namespace is never the watched one (an install namespace,
+	// whose ConfigMap editors must not choose the trusted keys).
+	keyNamespace := o.keyNamespace
+	if keyNamespace == "" {
+		keyNamespace = o.leaderElectionNamespace
+	}
+	if keyNamespace == "" {
+		keyNamespace = podNamespace()
+	}
 	r, err := controller.New(mgr, controller.Options{
+		KeyNamespace:  keyNamespace,
+		DumpPodLabels: o.dumpPodLabels,
 		Defaults:      controller.Defaults{Version: o.version, Registry: o.registry},
 		OperatorImage: o.image,
 		ResyncPeriod:  o.resync,
@@ -134,4 +149,14 @@ func runManager(ctx context.Context, log logr.Logger, cfg *rest.Config, o manage
 		return fmt.Errorf("manager: %w", err)
 	}
 	return nil
+}
+
+// podNamespace is the namespace of the operator's pod, "" outside a
+// cluster.
+func podNamespace() string {
+	data, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(data))
 }

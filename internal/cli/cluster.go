@@ -129,6 +129,7 @@ func (c *cluster) loadEntry(ctx context.Context, e store.Entry) (*codec.Loaded, 
 		return nil, err
 	}
 	info := codec.Info{Name: e.Name, Namespace: e.Namespace, Format: e.Format, Encoding: e.Encoding, Identity: e.Identity,
-		EncodedBytes: e.EncodedBytes, DecodedBytes: len(l.Text), Digest: e.Digest, DigestVerified: e.Digest != ""}
+		EncodedBytes: e.EncodedBytes, DecodedBytes: len(l.Text), Digest: e.Digest, DigestVerified: e.Digest != "",
+		Signature: e.Signature, SignatureKey: e.SignatureKey}
 	return &codec.Loaded{Strategy: l.Strategy, Text: l.Text, Warnings: l.Warnings, Info: &info}, nil
 }

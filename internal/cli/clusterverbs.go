@@ -315,7 +315,7 @@ func (c *cluster) newestOfVersion(ctx context.Context, id strategy.Identity) (st
 
 func newPublishCommand(o *options) *cobra.Command {
 	var id strategy.Identity
-	var format string
+	var format, keyFile string
 	cmd := &cobra.Command{
 		Use:   "publish FILE|DIR|-",
 		Short: "Store a strategy in the cluster, in chunks when it is large",
@@ -327,7 +327,8 @@ digest, written so that no reader ever sees half a strategy. Publishing never
 replaces anything: the newest strategy for an identity wins lookups.
 
 The identity comes from --version/--registry/--identifier, or from the
-ConfigMap's annotations when publishing a ConfigMap file.`,
+ConfigMap's annotations when publishing a ConfigMap file. --key signs the strategy
+while storing it (the signature goes on the head of a chunked one; see sign).`,
 		Example: `  kubectl installstrategy publish ./v1.9.0 -n kubevirt --version v1.9.0 --registry quay.io/kubevirt \
       --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
   kubectl installstrategy publish kubevirt-v1.9.0.configmap.yaml -n kubevirt --format kubevirt`,
@@ -356,7 +357,15 @@ ConfigMap's annotations when publishing a ConfigMap file.`,
 			if err != nil {
 				return err
 			}
-			st, err := store.New(c.kube, store.Options{Format: f, Decode: dopts})
+			sopts := store.Options{Format: f, Decode: dopts}
+			if keyFile != "" {
+				signer, err := readSigner(keyFile)
+				if err != nil {
+					return err
+				}
+				sopts.Signer = signer
+			}
+			st, err := store.New(c.kube, sopts)
 			if err != nil {
 				return err
 			}
@@ -372,10 +381,14 @@ ConfigMap's annotations when publishing a ConfigMap file.`,
 				}
 				fmt.Fprintf(o.streams.Out, " in %d chunks (%s)", len(e.Chunks), strings.Join(names, ", "))
 			}
+			if e.SignatureKey != "" {
+				fmt.Fprintf(o.streams.Out, ", signed with key %s", e.SignatureKey)
+			}
 			fmt.Fprintln(o.streams.Out)
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&keyFile, "key", "", "sign the strategy with this PEM private key (see sign; $"+PasswordEnv+" opens an encrypted cosign key)")
 	cmd.Flags().StringVar(&id.Version, "version", "", "the strategy's product version")
 	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
 	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")

@@ -10,7 +10,9 @@ import (
 
 	"github.com/pmezard/go-difflib/difflib"
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -31,7 +33,9 @@ func (c *Change) Empty() bool { return len(c.Added)+len(c.Removed)+len(c.Changed
 
 // diffStrategies compares objects by reference, and changed objects by their
 // canonical serialised form.
-func diffStrategies(a, b *strategy.Strategy, nameA, nameB string) (*Change, error) {
+// Unless showSecrets, the values of Secrets' data and stringData are masked
+// in the diff of a changed Secret (see maskSecretPair).
+func diffStrategies(a, b *strategy.Strategy, nameA, nameB string, showSecrets bool) (*Change, error) {
 	c := &Change{From: a.Identity, To: b.Identity, diffs: map[strategy.ObjectRef]string{},
 		Added: []strategy.ObjectRef{}, Removed: []strategy.ObjectRef{}, Changed: []strategy.ObjectRef{}}
 	ia, ib := a.Index(), b.Index()
@@ -54,6 +58,15 @@ func diffStrategies(a, b *strategy.Strategy, nameA, nameB string) (*Change, erro
 			continue
 		}
 		c.Changed = append(c.Changed, ref)
+		if plan.IsSecret(ref) && !showSecrets {
+			ma, mb := maskSecretPair(oa, ob)
+			if ya, err = strategy.MarshalObject(ma); err != nil {
+				return nil, fmt.Errorf("serialise %s: %w", ref, err)
+			}
+			if yb, err = strategy.MarshalObject(mb); err != nil {
+				return nil, fmt.Errorf("serialise %s: %w", ref, err)
+			}
+		}
 		text, err := difflib.GetUnifiedDiffString(difflib.UnifiedDiff{
 			A: difflib.SplitLines(string(ya)), B: difflib.SplitLines(string(yb)),
 			FromFile: nameA + "/" + ref.String(), ToFile: nameB + "/" + ref.String(), Context: 3,
@@ -75,7 +88,7 @@ func diffStrategies(a, b *strategy.Strategy, nameA, nameB string) (*Change, erro
 }
 
 func newDiffCommand(o *options) *cobra.Command {
-	var summary, live bool
+	var summary, live, showSecrets bool
 	var output, from, to, fromName, toName string
 	var f reconcileFlags
 	cmd := &cobra.Command{
@@ -93,6 +106,11 @@ ignoring fields the server fills in), and which objects the installation
 (--name, in -n) applied that the strategy no longer holds (extra: what apply
 would prune; what it would keep, such as CRDs without --prune-crds, is shown
 as kept and is not a difference). Nothing is written.
+
+Secret values are never printed from the cluster: a drifted Secret key shows its
+sizes ("(secret, 12 bytes)"). In the diff of two strategies, a changed Secret's
+data and stringData values are masked ("***", "*** (before, 12 bytes)") unless
+--show-secrets.
 
 The exit status is that of diff(1): 0 when the same, 1 when different, 2 on error.`,
 		Example: `  # What changed between two KubeVirt releases
@@ -143,7 +161,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 			if err != nil {
 				return fail(err)
 			}
-			c, err := diffStrategies(la.Strategy, lb.Strategy, "a", "b")
+			c, err := diffStrategies(la.Strategy, lb.Strategy, "a", "b", showSecrets)
 			if err != nil {
 				return fail(err)
 			}
@@ -170,6 +188,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 	cmd.Flags().BoolVar(&live, "live", false, "compare one strategy with the cluster")
 	cmd.Flags().StringVar(&fromName, "from-name", "", "the ConfigMap of the old strategy, when its file holds several")
 	cmd.Flags().StringVar(&toName, "to-name", "", "the ConfigMap of the new strategy, when its file holds several")
+	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "show the values of Secrets' data and stringData in the diff of two strategies (masked by default; live Secret values are never shown)")
 	f.add(cmd)
 	return cmd
 }
@@ -206,4 +225,45 @@ func printChange(w io.Writer, c *Change, details bool) error {
 		}
 	}
 	return nil
+}
+
+// maskSecretPair returns copies of two versions of a Secret whose data and
+// stringData values are masked as kubectl diff does: "***" for a value
+// both hold, "*** (before, N bytes)" and "*** (after, N bytes)" for one
+// that changed, was added or removed (N is the decoded size for data).
+func maskSecretPair(a, b *unstructured.Unstructured) (*unstructured.Unstructured, *unstructured.Unstructured) {
+	ma, mb := a.DeepCopy(), b.DeepCopy()
+	size := func(field string, v any) int {
+		m := plan.MaskSecretValue(v, field)
+		var n int
+		if s, ok := m.(string); ok {
+			fmt.Sscanf(s, "(secret, %d bytes)", &n)
+		}
+		return n
+	}
+	for _, field := range []string{"data", "stringData"} {
+		da, _, _ := unstructured.NestedMap(ma.Object, field)
+		db, _, _ := unstructured.NestedMap(mb.Object, field)
+		for k, va := range da {
+			vb, ok := db[k]
+			if ok && fmt.Sprint(va) == fmt.Sprint(vb) {
+				da[k], db[k] = "***", "***"
+				continue
+			}
+			da[k] = fmt.Sprintf("*** (before, %d bytes)", size(field, va))
+		}
+		for k, vb := range db {
+			if s, ok := vb.(string); ok && s == "***" {
+				continue
+			}
+			db[k] = fmt.Sprintf("*** (after, %d bytes)", size(field, vb))
+		}
+		if da != nil {
+			_ = unstructured.SetNestedMap(ma.Object, da, field)
+		}
+		if db != nil {
+			_ = unstructured.SetNestedMap(mb.Object, db, field)
+		}
+	}
+	return ma, mb
 }

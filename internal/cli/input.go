@@ -12,6 +12,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // pick says which strategy ConfigMap a verb wants from an input holding
@@ -112,8 +113,9 @@ func explainChunkedHead(err error, cm *corev1.ConfigMap) error {
 }
 
 // verifyStored verifies a strategy stored in the cluster (cm/NAME) through
-// the store: its chunks and digest are checked on the read.
-func (o *options) verifyStored(ctx context.Context, ref string) ([]Check, error) {
+// the store: its chunks and digest are checked on the read, and with a key
+// ring its signature.
+func (o *options) verifyStored(ctx context.Context, ref string, ring *trust.KeyRing) ([]Check, error) {
 	name, _ := clusterRef(ref)
 	c, err := o.cluster()
 	if err != nil {
@@ -144,6 +146,9 @@ func (o *options) verifyStored(ctx context.Context, ref string) ([]Check, error)
 		checks = append(checks, Check{Name: "identity", Status: "warn", Detail: "no identifier: matched on version and registry only (legacy)"})
 	default:
 		checks = append(checks, Check{Name: "identity", Status: "ok", Detail: identityString(e.Identity)})
+	}
+	if ring != nil {
+		checks = append(checks, signatureCheck("", ring, l.Text, codec.Info{Signature: e.Signature, SignatureKey: e.SignatureKey}))
 	}
 	return append(checks, parseChecks(l.Strategy, l.Warnings)...), nil
 }

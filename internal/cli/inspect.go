@@ -51,7 +51,8 @@ func newInspectCommand(o *options) *cobra.Command {
 		Use:   "inspect FILE|-|cm/NAME",
 		Short: "Show a strategy's identity, sizes, kinds and objects",
 		Long: `Inspect a strategy ConfigMap (or a manifests text): its identity (version,
-registry, identifier), encoding and digest, its sizes (encoded, decoded, ratio,
+registry, identifier), encoding, digest and signature key (verify --key checks
+the signature), its sizes (encoded, decoded, ratio,
 and the headroom left before the 1 MiB object limit), the count of objects of
 each kind, and every object with the images its workloads run. Repairs made
 while parsing are listed as warnings.`,
@@ -142,6 +143,9 @@ func printReportTable(w io.Writer, r *Report) error {
 			field("Digest", ci.Digest+" (verified)")
 		default:
 			field("Digest", "none recorded")
+		}
+		if ci.Signature != "" {
+			field("Signature", "by key "+orNone(ci.SignatureKey)+" (not checked: verify --key)")
 		}
 		field("Encoded size", bytesString(r.Sizes.Encoded))
 	}

@@ -129,7 +129,7 @@ func TestClusterApplyKubeVirtReleases(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	change, err := diffStrategies(la.Strategy, lb.Strategy, "a", "b")
+	change, err := diffStrategies(la.Strategy, lb.Strategy, "a", "b", true)
 	if err != nil {
 		t.Fatal(err)
 	}

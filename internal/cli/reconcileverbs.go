@@ -232,6 +232,7 @@ func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags
 	// reconcile.Plan observes what Run would write: empty TLS Secrets
 	// filled and CA bundles injected.
 	p, err := reconcile.Plan(ctx, c.config, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs})
+	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
 	}

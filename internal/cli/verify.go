@@ -11,6 +11,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // Check is one verification step and its outcome.
@@ -25,6 +26,7 @@ type Check struct {
 func newVerifyCommand(o *options) *cobra.Command {
 	var strict bool
 	var output string
+	var keys []string
 	cmd := &cobra.Command{
 		Use:   "verify FILE|-|cm/NAME",
 		Short: "Check that a strategy decodes, matches its digest and parses",
@@ -33,10 +35,16 @@ decodes (base64, gzip, size limit), the recorded digest matches (native form),
 every document parses, and every object has apiVersion, kind and metadata.name.
 Repairs that KubeVirt compatibility needs are reported as warnings.
 
+With --key (a PEM public key file, e.g. cosign.pub; repeat it, or put several
+keys in one file, to trust several), the strategy must also carry a signature
+(see sign) by one of those keys over the digest of its decoded text. cm/NAME
+verifies a strategy ConfigMap in the cluster (namespace -n), chunks included.
+
 Exit status: 0 when every check passes, 1 when one fails (with --strict, also
 when there are warnings).`,
 		Example: `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
-  kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml | kubectl installstrategy verify - --strict`,
+  kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml | kubectl installstrategy verify - --strict
+  kubectl installstrategy verify cm/installstrategy-x7k2p -n sample --key cosign.pub`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if output != "text" && output != "json" {
@@ -46,16 +54,23 @@ when there are warnings).`,
 			if err != nil {
 				return err
 			}
-			var checks []Check
-			if _, stored := clusterRef(args[0]); stored {
-				checks, err = o.verifyStored(cmd.Context(), args[0])
-			} else {
-				var data []byte
-				data, err = codec.ReadFile(args[0], o.streams.In)
-				checks = verifyInput(args[0], data, dopts)
+			var ring *trust.KeyRing
+			if len(keys) > 0 {
+				if ring, err = readKeyRing(keys); err != nil {
+					return err
+				}
 			}
-			if err != nil {
-				return err
+			var checks []Check
+			if _, ok := clusterRef(args[0]); ok {
+				if checks, err = o.verifyStored(cmd.Context(), args[0], ring); err != nil {
+					return err
+				}
+			} else {
+				data, err := codec.ReadFile(args[0], o.streams.In)
+				if err != nil {
+					return err
+				}
+				checks = verifyInput(args[0], data, dopts, ring)
 			}
 			if output == "json" {
 				enc := json.NewEncoder(o.streams.Out)
@@ -84,16 +99,20 @@ when there are warnings).`,
 	}
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings (repairs, unknown kinds, no digest) as failures")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	cmd.Flags().StringArrayVar(&keys, "key", nil, "PEM public key file whose signature the strategy must carry (repeatable: any of them)")
 	return cmd
 }
 
-func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check {
+func verifyInput(source string, data []byte, dopts codec.DecodeOptions, ring *trust.KeyRing) []Check {
 	in, err := codec.ParseInput(source, data, strategy.ParseOptions{})
 	if err != nil {
 		return []Check{{Name: "read", Status: "fail", Detail: explainNotStrategy(err).Error()}}
 	}
 	if in.Strategy != nil {
 		checks := []Check{{Name: "read", Status: "ok", Detail: "manifests text (not a ConfigMap: no encoding or digest to check)"}}
+		if ring != nil {
+			checks = append(checks, Check{Name: "signature", Status: "fail", Detail: "a manifests text carries no signature (verify its ConfigMap, or the text with cosign verify-blob --signature)"})
+		}
 		return append(checks, parseChecks(in.Strategy, in.Warnings)...)
 	}
 	var checks []Check
@@ -124,6 +143,9 @@ func verifyInput(source string, data []byte, dopts codec.DecodeOptions) []Check 
 			checks = append(checks, Check{Name: prefix + "digest", Status: "ok", Detail: info.Digest + " matches"})
 		} else {
 			checks = append(checks, Check{Name: prefix + "digest", Status: "warn", Detail: "no digest recorded (KubeVirt form): integrity cannot be checked"})
+		}
+		if ring != nil {
+			checks = append(checks, signatureCheck(prefix, ring, text, info))
 		}
 		if info.Identity.Version == "" {
 			checks = append(checks, Check{Name: prefix + "identity", Status: "warn", Detail: "no version annotation"})

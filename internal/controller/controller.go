@@ -37,6 +37,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // Name is the controller's name, also the source of its Events.
@@ -80,7 +81,17 @@ type Options struct {
 	MaxConcurrentReconciles int
 	// Metrics receive the operator's metrics; nil means DefaultMetrics.
 	Metrics *Metrics
+	// KeyNamespace is the operator's own namespace, where only cluster
+	// administrators write: it holds the operator's signing key (the
+	// Secret trust.OperatorKeySecret, created on first use) and the
+	// further trusted public keys (the ConfigMap
+	// trust.TrustedKeysConfigMap). It must not be an install namespace.
+	// "" means DefaultKeyNamespace.
+	KeyNamespace string
 }
+
+// DefaultKeyNamespace is the operator's namespace unless told otherwise.
+const DefaultKeyNamespace = "installstrategy-system"
 
 // Reconciler reconciles Installations.
 type Reconciler struct {
@@ -89,8 +100,11 @@ type Reconciler struct {
 	cfg      *rest.Config
 	kube     kubernetes.Interface
 	dyn      dynamic.Interface
-	store    *store.Store
+	store    *store.Store // signs with the operator's key, trusts only its keys
+	plain    *store.Store // no policy: reads ConfigMaps the controller judges itself
 	loader   *loader.Loader
+	keyMu    sync.Mutex
+	key      *trust.OperatorKey
 	recorder recorder.EventRecorder
 	metrics  *Metrics
 	opts     Options
@@ -108,7 +122,16 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dynamic client: %w", err)
 	}
-	st, err := store.NewForConfig(cfg, store.Options{})
+	if opts.KeyNamespace == "" {
+		opts.KeyNamespace = DefaultKeyNamespace
+	}
+	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), cfg: cfg, kube: kube, dyn: dyn,
+		recorder: mgr.GetEventRecorder(Name), opts: opts}
+	st, err := store.NewForConfig(cfg, store.Options{Signer: operatorSigner{r}, Trusted: r.trustedStored})
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	plain, err := store.NewForConfig(cfg, store.Options{})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -116,14 +139,12 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}
-	m := opts.Metrics
-	if m == nil {
-		m = DefaultMetrics()
+	r.metrics = opts.Metrics
+	if r.metrics == nil {
+		r.metrics = DefaultMetrics()
 	}
-	return &Reconciler{
-		client: mgr.GetClient(), reader: mgr.GetAPIReader(), cfg: cfg, kube: kube, dyn: dyn,
-		store: st, loader: ld, recorder: mgr.GetEventRecorder(Name), metrics: m, opts: opts,
-	}, nil
+	r.store, r.plain, r.loader = st, plain, ld
+	return r, nil
 }
 
 // SetupWithManager registers the reconciler with the manager: it watches
@@ -468,6 +489,13 @@ func (r *Reconciler) failLoad(ctx context.Context, s *State, phase v1alpha1.Inst
 // the customizeComponents patches), the same way for every source.
 func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 	in := s.Installation
+	if _, err := r.operatorKey(ctx); err != nil {
+		// Nothing can be trusted without the key: say so, and retry.
+		if ferr := r.failLoad(ctx, s, "", v1alpha1.ReasonStrategyLoadFailed, err); ferr != nil {
+			return false, ferr
+		}
+		return false, err
+	}
 	src := &v1alpha1.StrategyStatus{Source: in.Spec.StrategySourceType()}
 	cfg := s.Config
 	prepare := func(st *strategy.Strategy) error { return Prepare(st, in, cfg) }
@@ -478,6 +506,12 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		loaded, err := r.loadConfigMap(ctx, in.Namespace, in.Spec.Strategy.ConfigMap.Name)
 		if err != nil {
 			loadErr = err
+			break
+		}
+		if loadErr = r.checkTrust(ctx, loaded, in.Spec.Strategy.ConfigMap.Digest); loadErr != nil {
+			if untrusted := (*trust.UntrustedError)(nil); errors.As(loadErr, &untrusted) {
+				r.metrics.UntrustedStrategies.WithLabelValues("configmap").Inc()
+			}
 			break
 		}
 		loadedFrom = "configmap"
@@ -526,7 +560,12 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 	if loadErr != nil {
 		var corrupt *store.CorruptError
 		var jobErr *loader.JobError
+		var untrusted *trust.UntrustedError
 		switch {
+		case errors.As(loadErr, &untrusted):
+			// Nothing is applied; what runs stays as it is (phase kept).
+			s.Result.RequeueAfter = r.resync()
+			return true, r.failLoad(ctx, s, "", v1alpha1.ReasonUntrustedStrategy, loadErr)
 		case errors.As(loadErr, &corrupt):
 			s.Result.RequeueAfter = r.resync()
 			return true, r.failLoad(ctx, s, v1alpha1.PhaseFailed, v1alpha1.ReasonStrategyTampered, loadErr)
@@ -585,10 +624,10 @@ func (r *Reconciler) product(ctx context.Context, cfg *identity.Config) (*strate
 
 // loadConfigMap reads the stored strategy of one named ConfigMap.
 func (r *Reconciler) loadConfigMap(ctx context.Context, namespace, name string) (*store.Loaded, error) {
-	entries, err := r.store.List(ctx, namespace)
+	entries, err := r.plain.List(ctx, namespace)
 	for _, e := range entries {
 		if e.Name == name {
-			return r.store.Read(ctx, e)
+			return r.plain.Read(ctx, e)
 		}
 	}
 	if err != nil {

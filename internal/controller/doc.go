@@ -42,6 +42,13 @@
 //     UpdateInProgress, Available stays True, Degraded stays False (KubeVirt
 //     sets Degraded=True there; `kubectl installstrategy status --watch`
 //     treats Degraded=True as a failure, so we do not).
+//   - Trust (docs/SECURITY.md): the load stage reads the operator's signing
+//     key first (a Secret in Options.KeyNamespace, created on first start).
+//     What the operator stores (its product, adopted dump Job results) is
+//     signed with it and verified on every read; an untrusted stored copy is
+//     ignored and regenerated from its source. A spec.strategy.configMap not
+//     signed by a trusted key nor pinned by digest is Degraded
+//     UntrustedStrategy; the phase and everything applied stay as they are.
 //   - Failures: a tampered stored strategy is Degraded StrategyTampered with
 //     phase Failed and nothing is applied; a failed dump Job is Degraded
 //     DumpJobFailed and retried when the loader's backoff ends; a failed

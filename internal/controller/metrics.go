@@ -27,6 +27,11 @@ type Metrics struct {
 	// StrategyLoads counts where loaded strategies came from (see
 	// LoadSources).
 	StrategyLoads *prometheus.CounterVec
+	// UntrustedStrategies counts strategy ConfigMaps named by an
+	// Installation that the trust policy refused (source "configmap").
+	// Untrusted stored copies of the operator's own strategies are not
+	// counted: they are skipped and regenerated.
+	UntrustedStrategies *prometheus.CounterVec
 }
 
 // LoadSources are the values of the strategy load counter's source label:
@@ -64,6 +69,7 @@ func NewMetrics() *Metrics {
 	for _, src := range LoadSources {
 		m.StrategyLoads.WithLabelValues(src)
 	}
+	m.UntrustedStrategies.WithLabelValues("configmap")
 	return m
 }
 
@@ -95,12 +101,16 @@ func newMetrics() *Metrics {
 			Name: "installstrategy_strategy_loads_total",
 			Help: "Strategies loaded, by source (cache, store, configmap, product; job counts reconciles that waited on a dump Job).",
 		}, []string{"source"}),
+		UntrustedStrategies: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "installstrategy_untrusted_strategies_total",
+			Help: "Strategies refused by the trust policy (not signed by a trusted key, digest not pinned), by source.",
+		}, []string{"source"}),
 	}
 }
 
 // MustRegister registers the metrics with r.
 func (m *Metrics) MustRegister(r prometheus.Registerer) {
-	r.MustRegister(m.Reconciles, m.Phase, m.Objects, m.RolloutSeconds, m.ReconcileSeconds, m.StrategyLoads)
+	r.MustRegister(m.Reconciles, m.Phase, m.Objects, m.RolloutSeconds, m.ReconcileSeconds, m.StrategyLoads, m.UntrustedStrategies)
 }
 
 var phases = []v1alpha1.InstallationPhase{v1alpha1.PhaseDeploying, v1alpha1.PhaseDeployed, v1alpha1.PhaseDeleting, v1alpha1.PhaseDeleted, v1alpha1.PhaseFailed}

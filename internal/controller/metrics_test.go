@@ -36,7 +36,7 @@ func TestMetrics(t *testing.T) {
 		found[f.GetName()] = true
 	}
 	for _, name := range []string{"installstrategy_reconcile_total", "installstrategy_installation_phase", "installstrategy_objects_total", "installstrategy_rollout_duration_seconds",
-		"installstrategy_reconcile_duration_seconds", "installstrategy_strategy_loads_total"} {
+		"installstrategy_reconcile_duration_seconds", "installstrategy_strategy_loads_total", "installstrategy_untrusted_strategies_total"} {
 		if !found[name] {
 			t.Errorf("%s is not served by the manager's registry", name)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -46,7 +47,15 @@ type Result struct {
 	Published bool
 	// Objects is the number of objects in the strategy.
 	Objects int
+	// Digest is the "sha256:" digest of the strategy's text: what the dump
+	// Job's container reports in its termination message, so the operator
+	// accepts exactly that strategy (see TerminationLog).
+	Digest string
 }
+
+// TerminationLog is where a container's termination message goes (the
+// kubelet's default terminationMessagePath).
+const TerminationLog = "/dev/termination-log"
 
 // Run dumps the strategy of a configuration. The configuration's recorded
 // id, when present, must be what one of the identity algorithms computes,
@@ -89,9 +98,13 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	if cfg.ID != "" && s.Identity.Identifier != cfg.ID {
 		return nil, fmt.Errorf("dump strategy: generated identifier %s, the configuration records %s", s.Identity.Identifier, cfg.ID)
 	}
+	text, err := s.Serialize()
+	if err != nil {
+		return nil, fmt.Errorf("dump strategy: %w", err)
+	}
 	e, published, err := opts.Store.Ensure(ctx, cfg.Namespace, s)
 	if err != nil {
 		return nil, fmt.Errorf("dump strategy: %w", err)
 	}
-	return &Result{Identity: s.Identity, Entry: e, Published: published, Objects: len(s.Objects)}, nil
+	return &Result{Identity: s.Identity, Entry: e, Published: published, Objects: len(s.Objects), Digest: codec.Digest(text)}, nil
 }

@@ -67,7 +67,14 @@ const (
 	// BehaviourNeverReady: the pod is Running with containers that never
 	// become ready.
 	BehaviourNeverReady = cluster.BehaviourNeverReady
+	// BehaviourAwaitResult: a Job's pod runs until it carries
+	// TerminationMessageAnnotation, then succeeds with it as its
+	// termination message (RunDumpJob sets it).
+	BehaviourAwaitResult = cluster.BehaviourAwaitResult
 )
+
+// TerminationMessageAnnotation: see BehaviourAwaitResult.
+const TerminationMessageAnnotation = cluster.TerminationMessageAnnotation
 
 // BehaviourLabels returns the pod labels that select b.
 func BehaviourLabels(b Behaviour) map[string]string {

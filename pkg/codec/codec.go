@@ -42,8 +42,22 @@ const (
 	// NativeChunksAnnotation marks the head of a strategy stored in chunk
 	// ConfigMaps (see pkg/store); its text is not in the head itself.
 	NativeChunksAnnotation = "installstrategy.io/chunks"
-	NativeManagedBy        = "installstrategy"
-	NativeGenerateName     = "installstrategy-"
+	// NativeSignatureAnnotation is a signature over the digest of the
+	// decoded text: base64 of an ASN.1 ECDSA P-256 signature over its
+	// SHA-256, cosign's keyed blob signature (see pkg/trust). It may be on
+	// a KubeVirt-form ConfigMap too.
+	NativeSignatureAnnotation = "installstrategy.io/signature"
+	// NativeSignatureKeyAnnotation is the id of the key that made the
+	// signature: "sha256:" of the public key's PKIX DER.
+	NativeSignatureKeyAnnotation = "installstrategy.io/signature-key"
+	// NativeIdentitySignatureAnnotation is a signature, by the same key,
+	// over IdentityDigest: it binds a signed text to the namespace and
+	// identity it is stored for, so a signed strategy copied under another
+	// identifier or into another namespace does not verify. The operator's
+	// store writes and requires it.
+	NativeIdentitySignatureAnnotation = "installstrategy.io/signature-identity"
+	NativeManagedBy                   = "installstrategy"
+	NativeGenerateName                = "installstrategy-"
 )
 
 // Encoding names.
@@ -97,6 +111,13 @@ type Info struct {
 	Digest string `json:"digest,omitempty"`
 	// DigestVerified is true when a recorded digest matched the text.
 	DigestVerified bool `json:"digestVerified"`
+	// Signature and SignatureKey are the signature annotations, empty when
+	// the ConfigMap is not signed. Decode does not check them (pkg/trust
+	// does).
+	Signature    string `json:"signature,omitempty"`
+	SignatureKey string `json:"signatureKey,omitempty"`
+	// IdentitySignature is the identity signature annotation, if any.
+	IdentitySignature string `json:"identitySignature,omitempty"`
 }
 
 // Ratio is decoded bytes per encoded byte.
@@ -143,11 +164,20 @@ func Digest(text []byte) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// IdentityDigest is the "sha256:" digest that an identity signature (see
+// NativeIdentitySignatureAnnotation) covers: the namespace, the identity and
+// the digest of the text, one per line after a version tag.
+func IdentityDigest(namespace string, id strategy.Identity, digest string) string {
+	return Digest([]byte(fmt.Sprintf("installstrategy.io/identity-signature/v1\nnamespace=%s\nidentifier=%s\nversion=%s\nregistry=%s\ndigest=%s\n",
+		namespace, id.Identifier, id.Version, id.Registry, digest)))
+}
+
 // DescribeConfigMap returns the identity a ConfigMap's labels and annotations
 // claim, without decoding it.
 func DescribeConfigMap(cm *corev1.ConfigMap) Info {
 	a := cm.Annotations
-	info := Info{Name: cm.Name, GenerateName: cm.GenerateName, Namespace: cm.Namespace, EncodedBytes: len(cm.Data[ManifestsKey])}
+	info := Info{Name: cm.Name, GenerateName: cm.GenerateName, Namespace: cm.Namespace, EncodedBytes: len(cm.Data[ManifestsKey]),
+		Signature: a[NativeSignatureAnnotation], SignatureKey: a[NativeSignatureKeyAnnotation], IdentitySignature: a[NativeIdentitySignatureAnnotation]}
 	if isNative(cm) {
 		info.Format = FormatNative
 		info.Identity = strategy.Identity{Version: a[NativeVersionAnnotation], Registry: a[NativeRegistryAnnotation], Identifier: a[NativeIdentifierAnnotation]}

@@ -23,6 +23,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/podsec"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -84,6 +85,11 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 		if err == nil {
 			return l.found(ctx, req, id, loaded.Strategy)
 		}
+		if l.opts.Store.CanSign() {
+			if loaded, err = l.adopt(ctx, job, req.Image, id); err == nil {
+				return l.found(ctx, req, id, loaded.Strategy)
+			}
+		}
 		return nil, l.fail(ctx, id, job, &JobError{Reason: ReasonNoResult,
 			Message: fmt.Sprintf("the job succeeded but no strategy for identifier %s was stored in %s (%v)", id.Identifier, ns, err)})
 	case batchv1.JobFailed:
@@ -100,6 +106,79 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 		return pending, nil
 	}
 	return nil, l.fail(ctx, id, job, jerr)
+}
+
+// adopt accepts the strategy a completed dump Job wrote, and only that: the
+// Job's pod reports the digest of what it wrote in its termination message
+// (pod status, which only the kubelet writes, not a ConfigMap editor), and
+// the stored strategy for the identifier with that digest is verified and
+// signed with the store's key, so later reads trust it. The Job and the
+// pod must run the dump the loader would start (image, arguments), so a
+// Job or pod put in its place with another image reports nothing.
+func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, image string, id strategy.Identity) (*store.Loaded, error) {
+	if !isDump(&job.Spec.Template.Spec, image) {
+		return nil, fmt.Errorf("job %s/%s does not run %s %s as the loader's dump Job does", job.Namespace, job.Name, image, DumpFlag)
+	}
+	digest, err := l.reportedDigest(ctx, job, image)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := l.opts.Store.List(ctx, job.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("adopt the result of job %s/%s: %w", job.Namespace, job.Name, err)
+	}
+	for _, e := range entries {
+		if !e.Matches(id) || e.Digest != digest {
+			continue
+		}
+		if _, err := l.opts.Store.Sign(ctx, e); err != nil {
+			return nil, fmt.Errorf("adopt the result of job %s/%s: %w", job.Namespace, job.Name, err)
+		}
+		return l.opts.Store.Load(ctx, job.Namespace, id)
+	}
+	return nil, fmt.Errorf("job %s/%s reported digest %s, but no strategy for identifier %s with that digest is stored", job.Namespace, job.Name, digest, id.Identifier)
+}
+
+// reportedDigest is the digest a dump Job's succeeded pod reported in its
+// termination message (see internal/dump).
+func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job, image string) (string, error) {
+	pods, err := l.pods(ctx, job)
+	if err != nil {
+		return "", err
+	}
+	for _, p := range pods {
+		if p.Status.Phase != corev1.PodSucceeded || !ownedBy(&p, job) || !isDump(&p.Spec, image) {
+			continue
+		}
+		for _, cs := range p.Status.ContainerStatuses {
+			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
+				if msg := strings.TrimSpace(t.Message); strings.HasPrefix(msg, "sha256:") {
+					return msg, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("no succeeded pod of job %s/%s reported the digest of its strategy in its termination message", job.Namespace, job.Name)
+}
+
+// isDump reports whether a pod spec runs exactly the loader's dump
+// container: one container of image with the dump flag as its only
+// argument and no command of its own.
+func isDump(spec *corev1.PodSpec, image string) bool {
+	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
+		return false
+	}
+	c := spec.Containers[0]
+	return c.Image == image && len(c.Command) == 0 && slices.Equal(c.Args, []string{DumpFlag})
+}
+
+func ownedBy(p *corev1.Pod, job *batchv1.Job) bool {
+	for _, ref := range p.OwnerReferences {
+		if ref.UID == job.UID && ref.Controller != nil && *ref.Controller {
+			return true
+		}
+	}
+	return false
 }
 
 // fail records a failure, deletes the Job and returns the error.

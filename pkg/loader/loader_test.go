@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	authorizationv1 "k8s.io/api/authorization/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -412,6 +413,42 @@ func checkRBAC(t *testing.T, f *fixture, sa string) {
 	}
 	if _, err := kube.CoreV1().ConfigMaps("default").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Errorf("service account lists configmaps of another namespace: %v", err)
+	}
+	// The authorizer's own answer for each verb that matters: the dump Job
+	// may write new ConfigMaps in its namespace (and read them, so a second
+	// dump of the same strategy is a no-op), and nothing else; in
+	// particular it cannot change or delete a strategy someone else wrote.
+	user := "system:serviceaccount:" + f.ns + ":" + sa
+	for _, c := range []struct {
+		verb, group, resource, namespace string
+		allowed                          bool
+	}{
+		{"create", "", "configmaps", f.ns, true},
+		{"get", "", "configmaps", f.ns, true},
+		{"list", "", "configmaps", f.ns, true},
+		{"update", "", "configmaps", f.ns, false},
+		{"patch", "", "configmaps", f.ns, false},
+		{"delete", "", "configmaps", f.ns, false},
+		{"create", "", "configmaps", "default", false},
+		{"list", "", "configmaps", "", false},
+		{"get", "", "secrets", f.ns, false},
+		{"create", "", "pods", f.ns, false},
+		{"update", "", "pods/status", f.ns, false},
+		{"create", "batch", "jobs", f.ns, false},
+		{"create", "rbac.authorization.k8s.io", "rolebindings", f.ns, false},
+		{"create", "rbac.authorization.k8s.io", "clusterrolebindings", "", false},
+		{"update", "installstrategy.io", "installations", f.ns, false},
+	} {
+		sar, err := f.env.Kube.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + f.ns, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Verb: c.verb, Group: c.group, Resource: c.resource, Namespace: c.namespace},
+		}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sar.Status.Allowed != c.allowed {
+			t.Errorf("SubjectAccessReview %s %s %s in %q: allowed %v, want %v", user, c.verb, c.resource, c.namespace, sar.Status.Allowed, c.allowed)
+		}
 	}
 }
 

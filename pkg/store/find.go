@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -125,10 +126,21 @@ func (s *Store) Find(ctx context.Context, namespace string, id strategy.Identity
 	if err != nil {
 		return Entry{}, err
 	}
+	var refused []error
 	for _, l := range all {
-		if l.Matches(id) {
-			return l.Entry, l.err
+		if !l.Matches(id) {
+			continue
 		}
+		if s.opts.Trusted != nil && l.err == nil {
+			if err := s.opts.Trusted(l.Entry); err != nil {
+				refused = append(refused, fmt.Errorf("%s: %w", l.Entry, err))
+				continue
+			}
+		}
+		return l.Entry, l.err
+	}
+	if len(refused) > 0 {
+		return Entry{}, fmt.Errorf("find strategy %s in %s: %w (not trusted: %w)", describe(id), namespace, ErrNotFound, errors.Join(refused...))
 	}
 	return Entry{}, fmt.Errorf("find strategy %s in %s: %w", describe(id), where(namespace), ErrNotFound)
 }
@@ -207,6 +219,19 @@ func (s *Store) readText(ctx context.Context, e Entry) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	if s.opts.Trusted != nil {
+		// Judge what is read now, not what was listed: the text is
+		// verified against this digest, the signature must cover it.
+		if err := s.opts.Trusted(fresh); err != nil {
+			return nil, fmt.Errorf("read strategy %s: %w: %w", e, ErrUntrusted, err)
+		}
+	}
+	return s.textOf(ctx, fresh, cm)
+}
+
+// textOf decodes and verifies the text of a (head) ConfigMap.
+func (s *Store) textOf(ctx context.Context, fresh Entry, cm *corev1.ConfigMap) ([]byte, error) {
+	e := fresh
 	if fresh.Chunks != nil {
 		joined, err := s.readChunks(ctx, fresh)
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -36,20 +37,37 @@ func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identit
 		return nil, fmt.Errorf("gc strategies: %w", err)
 	}
 	res := &GCResult{}
-	listedChunks := map[string]bool{}
-	var errs []error
-	for _, l := range all {
-		if l.Matches(inUse) {
-			e := l.Entry
-			res.Kept = &e
+	// The one kept: the newest trusted match, else (nothing trusted
+	// matches, e.g. a strategy accepted by a pinned digest) the newest
+	// match.
+	keep := -1
+	for i, l := range all {
+		if l.Matches(inUse) && (s.opts.Trusted == nil || s.opts.Trusted(l.Entry) == nil) {
+			keep = i
 			break
 		}
 	}
-	for _, l := range all {
+	if keep < 0 {
+		keep = slices.IndexFunc(all, func(l listed) bool { return l.Matches(inUse) })
+	}
+	listedChunks := map[string]bool{}
+	var errs []error
+	var kept *Entry
+	if keep >= 0 {
+		e := all[keep].Entry
+		kept = &e
+	}
+	for i, l := range all {
 		for _, c := range l.Chunks {
 			listedChunks[c.Name] = true
 		}
-		if res.Kept != nil && (l.Entry.UID == res.Kept.UID || l.Entry.Created.After(res.Kept.Created)) {
+		if i == keep {
+			res.Kept = kept
+			continue
+		}
+		if kept != nil && l.Entry.Created.After(kept.Created) {
+			// Stored after the one in use: likely the next target,
+			// published before an Installation names it.
 			continue
 		}
 		if err := s.Delete(ctx, l.Entry); err != nil {

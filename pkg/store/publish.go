@@ -28,9 +28,9 @@ func (s *Store) Publish(ctx context.Context, namespace string, st *strategy.Stra
 
 // PublishText is Publish for a manifests text that is already serialised.
 func (s *Store) PublishText(ctx context.Context, namespace string, text []byte, id strategy.Identity) (Entry, error) {
-	cm, err := codec.EncodeText(text, codec.EncodeOptions{Format: s.opts.Format, Namespace: namespace, Identity: id})
+	cm, err := s.encode(text, namespace, id, s.opts.Format)
 	if err != nil {
-		return Entry{}, fmt.Errorf("publish strategy %s: %w", id.Version, err)
+		return Entry{}, err
 	}
 	if len(cm.Data[codec.ManifestsKey]) <= s.opts.MaxObjectBytes {
 		created, err := s.kube.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
@@ -40,11 +40,83 @@ func (s *Store) PublishText(ctx context.Context, namespace string, text []byte, 
 		return entryOf(&created.ObjectMeta)
 	}
 	if s.opts.Format != codec.FormatNative {
-		if cm, err = codec.EncodeText(text, codec.EncodeOptions{Format: codec.FormatNative, Namespace: namespace, Identity: id}); err != nil {
-			return Entry{}, fmt.Errorf("publish strategy %s: %w", id.Version, err)
+		if cm, err = s.encode(text, namespace, id, codec.FormatNative); err != nil {
+			return Entry{}, err
 		}
 	}
 	return s.publishChunked(ctx, cm)
+}
+
+// encode wraps a text in a ConfigMap of the given form, signed when the
+// store has a Signer.
+func (s *Store) encode(text []byte, namespace string, id strategy.Identity, f codec.Format) (*corev1.ConfigMap, error) {
+	cm, err := codec.EncodeText(text, codec.EncodeOptions{Format: f, Namespace: namespace, Identity: id})
+	if err != nil {
+		return nil, fmt.Errorf("publish strategy %s: %w", id.Version, err)
+	}
+	if s.opts.Signer != nil {
+		if err := s.sign(cm.Annotations, namespace, id, codec.Digest(text)); err != nil {
+			return nil, fmt.Errorf("publish strategy %s: %w", id.Version, err)
+		}
+	}
+	return cm, nil
+}
+
+// sign puts the signature over digest and the identity signature into
+// annotations.
+func (s *Store) sign(annotations map[string]string, namespace string, id strategy.Identity, digest string) error {
+	sig, keyID, err := s.opts.Signer.SignDigest(digest)
+	if err != nil {
+		return err
+	}
+	idSig, _, err := s.opts.Signer.SignDigest(codec.IdentityDigest(namespace, id, digest))
+	if err != nil {
+		return err
+	}
+	annotations[codec.NativeSignatureAnnotation] = sig
+	annotations[codec.NativeSignatureKeyAnnotation] = keyID
+	annotations[codec.NativeIdentitySignatureAnnotation] = idSig
+	return nil
+}
+
+// CanSign reports whether the store has a Signer.
+func (s *Store) CanSign() bool { return s.opts.Signer != nil }
+
+// Sign signs a stored strategy in place with the store's Signer: it reads
+// and verifies the entry (chunks, digest), then sets the signature
+// annotations on its (head) ConfigMap, provided the ConfigMap is still the
+// one read (same UID and resourceVersion). The signature covers the digest
+// of the text that was verified, so a change made after the read is never
+// covered by it.
+func (s *Store) Sign(ctx context.Context, e Entry) (Entry, error) {
+	if s.opts.Signer == nil {
+		return Entry{}, fmt.Errorf("sign strategy %s: the store has no signer", e)
+	}
+	api := s.kube.CoreV1().ConfigMaps(e.Namespace)
+	cm, err := api.Get(ctx, e.Name, metav1.GetOptions{})
+	if err != nil {
+		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, err)
+	}
+	if cm.UID != e.UID {
+		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, errVanished)
+	}
+	fresh, err := entryOf(&cm.ObjectMeta)
+	if err != nil {
+		return Entry{}, err
+	}
+	text, err := s.textOf(ctx, fresh, cm)
+	if err != nil {
+		return Entry{}, err
+	}
+	signed := cm.DeepCopy()
+	if err := s.sign(signed.Annotations, cm.Namespace, fresh.Identity, codec.Digest(text)); err != nil {
+		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, err)
+	}
+	out, err := api.Update(ctx, signed, metav1.UpdateOptions{})
+	if err != nil {
+		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, err)
+	}
+	return entryOf(&out.ObjectMeta)
 }
 
 // publishChunked creates the chunks in order, then the head. When any
@@ -81,20 +153,27 @@ func (s *Store) publishChunked(ctx context.Context, cm *corev1.ConfigMap) (Entry
 }
 
 // Ensure publishes a strategy unless the namespace already holds an intact
-// one for its identity (see Find; the existing one is read and verified,
-// not compared). It reports whether it published. Two writers racing may
+// copy of the same text for its identity (see Find; the existing one is
+// read, verified and its digest compared; with Options.Trusted, only a
+// trusted copy counts). It reports whether it published. Two writers racing may
 // both publish; the newer wins and GC removes the other.
 func (s *Store) Ensure(ctx context.Context, namespace string, st *strategy.Strategy) (Entry, bool, error) {
+	text, err := st.Serialize()
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("ensure strategy: %w", err)
+	}
 	existing, err := s.Load(ctx, namespace, st.Identity)
 	var corrupt *CorruptError
 	switch {
-	case err == nil:
+	case err == nil && codec.Digest(existing.Text) == codec.Digest(text):
 		return existing.Entry, false, nil
+	case err == nil:
+		// Another text under the same identity: publish ours, the newer.
 	case errors.Is(err, ErrNotFound), errors.As(err, &corrupt):
 		// Publish a fresh copy: being newer, it wins over a corrupt one.
 	default:
 		return Entry{}, false, err
 	}
-	e, err := s.Publish(ctx, namespace, st)
+	e, err := s.PublishText(ctx, namespace, text, st.Identity)
 	return e, err == nil, err
 }

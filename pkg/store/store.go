@@ -68,6 +68,10 @@ const DefaultOrphanChunkAge = 10 * time.Minute
 // strategy.
 var ErrNotFound = errors.New("no matching strategy")
 
+// ErrUntrusted is wrapped by the error of a Read whose entry Options.Trusted
+// refuses.
+var ErrUntrusted = errors.New("strategy not trusted")
+
 // Options tunes a Store. The zero value writes the native form with
 // 900 KiB per ConfigMap and lists whole ConfigMaps.
 type Options struct {
@@ -89,6 +93,23 @@ type Options struct {
 	// Decode and Parse tune reading.
 	Decode codec.DecodeOptions
 	Parse  strategy.ParseOptions
+	// Signer, when set, signs every strategy the store publishes (the
+	// signature annotations go on the single ConfigMap or the head); nil
+	// publishes unsigned strategies.
+	Signer Signer
+	// Trusted, when set, says whether a stored strategy may be used, from
+	// its metadata (the signature over the recorded digest; Read then
+	// checks the text against that digest). Find, Load and Ensure skip
+	// entries it refuses, and GC keeps the newest match it accepts. nil
+	// trusts every entry.
+	Trusted func(Entry) error
+}
+
+// Signer signs a "sha256:" digest and returns the signature and the id of
+// the key (pkg/trust's *Signer is one). The store signs the digest of a
+// strategy's decoded text, and its codec.IdentityDigest.
+type Signer interface {
+	SignDigest(digest string) (signature, keyID string, err error)
 }
 
 // Store keeps strategies in a cluster.
@@ -157,6 +178,10 @@ type Entry struct {
 	// Chunks lists the chunks of a chunked strategy in order; nil when the
 	// strategy is in one ConfigMap.
 	Chunks []Chunk
+	// Signature and SignatureKey are the signature annotations; empty when
+	// the strategy is not signed. IdentitySignature binds the signature to
+	// the namespace and identity (codec.IdentityDigest).
+	Signature, SignatureKey, IdentitySignature string
 }
 
 // Chunk is one chunk of a chunked strategy as its head records it.
@@ -229,7 +254,7 @@ func entryOf(m *metav1.ObjectMeta) (Entry, error) {
 	e := Entry{
 		Namespace: m.Namespace, Name: m.Name, UID: m.UID, Created: m.CreationTimestamp.Time,
 		Identity: info.Identity, Format: info.Format, Encoding: info.Encoding, Digest: info.Digest,
-		DecodedBytes: info.DecodedBytes,
+		DecodedBytes: info.DecodedBytes, Signature: info.Signature, SignatureKey: info.SignatureKey, IdentitySignature: info.IdentitySignature,
 	}
 	if raw, ok := m.Annotations[ChunksAnnotation]; ok {
 		chunks, err := parseChunks(raw)

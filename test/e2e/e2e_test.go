@@ -48,6 +48,14 @@ type e2e struct {
 	env *testenv.Env
 	ns  string
 	c   client.Client
+
+	// The in-process manager (setupWith): its options, the operator's
+	// namespace, the metrics of the running one, and how to stop it.
+	scheme  *runtime.Scheme
+	keyNS   string
+	change  func(*controller.Options)
+	metrics *controller.Metrics
+	stop    func()
 }
 
 func installCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
@@ -106,10 +114,27 @@ func newE2E(t *testing.T) (*e2e, *runtime.Scheme) {
 func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 	t.Helper()
 	e, scheme := newE2E(t)
+	e.scheme = scheme
+	// The operator's own namespace (its signing key, the trusted keys):
+	// not the install namespace.
+	e.keyNS = e.env.Namespace(t.Context(), t)
+	e.change = change
+	e.startManager(t)
+	// Cleanup runs last-in first-out: remove the product (the manager still
+	// runs), then stop the manager.
+	t.Cleanup(func() { e.stopManager() })
+	t.Cleanup(func() { e.removeAll(t) })
+	return e
+}
+
+// startManager runs the manager in process, scoped to the test's
+// namespace, until stopManager (or the test's end).
+func (e *e2e) startManager(t *testing.T) {
+	t.Helper()
 	env, ns, ctx := e.env, e.ns, t.Context()
 	skipNameValidation := true
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-		Scheme:                 scheme,
+		Scheme:                 e.scheme,
 		Logger:                 testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -127,10 +152,12 @@ func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 		Interval:         200 * time.Millisecond,
 		StageDeadline:    time.Minute,
 		Metrics:          controller.NewMetrics(),
+		KeyNamespace:     e.keyNS,
 	}
-	if change != nil {
-		change(&opts)
+	if e.change != nil {
+		e.change(&opts)
 	}
+	e.metrics = opts.Metrics
 	r, err := controller.New(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
@@ -147,11 +174,15 @@ func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 			t.Errorf("manager: %v", err)
 		}
 	}()
-	// Cleanup runs last-in first-out: remove the product (the manager still
-	// runs), then stop the manager.
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	t.Cleanup(func() { e.removeAll(t) })
-	return e
+	e.stop = func() { cancel(); wg.Wait() }
+}
+
+// stopManager stops the running manager, if any.
+func (e *e2e) stopManager() {
+	if e.stop != nil {
+		e.stop()
+		e.stop = nil
+	}
 }
 
 // removeAll deletes every Installation of the namespace with

@@ -56,7 +56,8 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec := sampleSpec("v1.0.0")
-	spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: entry.Name}}
+	// Unsigned: applied because its digest is pinned (see trust_test.go).
+	spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: entry.Name, Digest: entry.Digest}}
 	spec.ImagePullSecrets = []corev1.LocalObjectReference{{Name: "cm-pull"}}
 	spec.Workloads = &v1alpha1.NodePlacement{NodeSelector: map[string]string{kwokTypeLabel: "kwok"}}
 	e.create(ctx, t, "sample", spec)
@@ -96,11 +97,13 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 // own configuration — a later attempt finds the strategy and the
 // Installation recovers to Deployed.
 func TestImageSourceDumpJobFails(t *testing.T) {
-	e := setup(t)
+	e := setupWith(t, func(o *controller.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) })
 	ctx := t.Context()
 	spec := sampleSpec("v1.0.0")
 	spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.0.0"}
 	e.create(ctx, t, "sample", spec)
+	first, _ := e.env.WaitDumpJob(ctx, t, e.ns)
+	e.env.FinishDumpJob(ctx, t, e.ns, first.Name, "") // succeeds, reports nothing
 	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonDumpJobFailed)
 	if in.Status.Strategy != nil && in.Status.ObservedIdentifier != "" {
 		t.Errorf("a failed dump deployed something: %s", describe(in))

@@ -85,6 +85,22 @@ type operatorProcess struct {
 	exited chan struct{} // closed once the running process has exited
 }
 
+// keyNamespaces holds the operator's own namespace of each test (shared by
+// its replicas).
+var keyNamespaces sync.Map
+
+// keyNamespace returns the test's operator namespace (signing key, trusted
+// keys), made on first use.
+func keyNamespace(t *testing.T) string {
+	t.Helper()
+	if ns, ok := keyNamespaces.Load(t.Name()); ok {
+		return ns.(string)
+	}
+	ns := testenv.New(t).Namespace(t.Context(), t)
+	keyNamespaces.Store(t.Name(), ns)
+	return ns
+}
+
 // newOperatorProcess prepares (does not start) an operator watching ns;
 // extra flags are appended. Whatever runs when the test ends is killed; a
 // failed test logs the end of the operator's log.
@@ -96,6 +112,7 @@ func newOperatorProcess(t *testing.T, name, ns string, extra ...string) *operato
 	p.args = append([]string{bin,
 		"--kubeconfig", os.Getenv(testenv.KubeconfigEnv),
 		"--namespace", ns,
+		"--key-namespace", keyNamespace(t),
 		"--metrics-bind-address", p.metrics,
 		"--health-probe-bind-address", "0",
 		"--registry", "registry.example/sample",

@@ -125,7 +125,9 @@ func TestProductThroughOperator(t *testing.T) {
 	}
 }
 
-// configMapSource names a stored strategy for an Installation.
+// configMapSource names a stored strategy for an Installation, pinned by
+// its digest (the trust policy applies a named ConfigMap only when it is
+// signed by a trusted key or its digest is pinned).
 func configMapSource(e store.Entry) *v1alpha1.ConfigMapStrategySource {
-	return &v1alpha1.ConfigMapStrategySource{Name: e.Name}
+	return &v1alpha1.ConfigMapStrategySource{Name: e.Name, Digest: e.Digest}
 }

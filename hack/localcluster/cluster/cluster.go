@@ -67,7 +67,16 @@ const (
 	// BehaviourNeverReady: the pod is Running with running containers that
 	// never become ready.
 	BehaviourNeverReady Behaviour = "never-ready"
+	// BehaviourAwaitResult: a Job's pod runs until it carries the
+	// annotation TerminationMessageAnnotation, then succeeds with that
+	// annotation as its containers' termination message (what a real dump
+	// Job container writes to /dev/termination-log).
+	BehaviourAwaitResult Behaviour = "await-result"
 )
+
+// TerminationMessageAnnotation on a pod with BehaviourAwaitResult is the
+// termination message its containers end with.
+const TerminationMessageAnnotation = "installstrategy.io/test-termination-message"
 
 // ControlPlaneLabel and ControlPlaneTaint mark the first node as a control
 // plane node; the taint has effect NoSchedule and an empty value.

@@ -1,0 +1,189 @@
+package cli
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/elliptic"
+	"encoding/base64"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sigstore/sigstore/pkg/cryptoutils"
+	"github.com/sigstore/sigstore/pkg/signature"
+
+	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/trust"
+)
+
+// cosignKeyPair writes a key pair in the format of cosign generate-key-pair
+// (an "ENCRYPTED SIGSTORE PRIVATE KEY" under password, a "PUBLIC KEY") and
+// returns the paths of cosign.key and cosign.pub.
+func cosignKeyPair(t *testing.T, password string) (string, string) {
+	t.Helper()
+	priv, pub, err := cryptoutils.GeneratePEMEncodedECDSAKeyPair(elliptic.P256(), cryptoutils.StaticPasswordFunc([]byte(password)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cosign.key"), priv, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "cosign.pub"), pub, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
+}
+
+func writeTemp(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// sign of KubeVirt's real v1.9.0 ConfigMap with a cosign key: the result is
+// the same ConfigMap plus the two signature annotations; sigstore's
+// verifier (the code of `cosign verify-blob --key`) accepts the signature
+// over the decoded text; verify --key accepts it with the right key and
+// refuses another key, a broken signature and a changed byte.
+func TestSignAndVerify(t *testing.T) {
+	t.Setenv(PasswordEnv, "s3cret")
+	key, pub := cosignKeyPair(t, "s3cret")
+	orig := kubevirtdata.Read(t, "v1.9.0", "configmap.yaml")
+	in := writeTemp(t, "cm.yaml", string(orig))
+	code, out, errOut := run(t, nil, "sign", in, "--key", key)
+	if code != 0 {
+		t.Fatalf("sign: exit %d: %s", code, errOut)
+	}
+	signedPath := writeTemp(t, "signed.yaml", out)
+	cms, err := codec.ReadConfigMaps("signed", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	origCMs, _ := codec.ReadConfigMaps("orig", orig)
+	signed := cms[0]
+	sig := signed.Annotations[codec.NativeSignatureAnnotation]
+	if sig == "" || signed.Annotations[codec.NativeSignatureKeyAnnotation] == "" {
+		t.Fatalf("no signature annotations: %v", signed.Annotations)
+	}
+	if signed.Data[codec.ManifestsKey] != origCMs[0].Data[codec.ManifestsKey] || len(signed.Annotations) != len(origCMs[0].Annotations)+2 {
+		t.Error("sign changed more than the two annotations")
+	}
+
+	if code, out, _ := run(t, nil, "inspect", signedPath); code != 0 || !strings.Contains(out, "by key "+signed.Annotations[codec.NativeSignatureKeyAnnotation]+" (not checked") {
+		t.Errorf("inspect of a signed strategy: exit %d\n%s", code, out)
+	}
+
+	// What cosign verify-blob --key cosign.pub --signature SIG TEXT does.
+	_, text, _ := run(t, nil, "decode", signedPath)
+	pubPEM, _ := os.ReadFile(pub)
+	pk, err := cryptoutils.UnmarshalPEMToPublicKey(pubPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := signature.LoadVerifier(pk, crypto.SHA256)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := base64.StdEncoding.DecodeString(sig)
+	if err := v.VerifySignature(bytes.NewReader(raw), strings.NewReader(text)); err != nil {
+		t.Errorf("sigstore's verifier refuses the signature over the decoded text: %v", err)
+	}
+
+	if code, out, errOut := run(t, nil, "verify", signedPath, "--key", pub); code != 0 || !strings.Contains(out, "OK    signature: signed by "+pub) {
+		t.Errorf("verify --key: exit %d\n%s%s", code, out, errOut)
+	}
+	_, otherPub := cosignKeyPair(t, "x")
+	if code, out, _ := run(t, nil, "verify", signedPath, "--key", otherPub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {
+		t.Errorf("verify with another key: exit %d\n%s", code, out)
+	}
+	// Either key of two will do.
+	if code, out, _ := run(t, nil, "verify", signedPath, "--key", otherPub, "--key", pub); code != 0 {
+		t.Errorf("verify with two keys: exit %d\n%s", code, out)
+	}
+	brokenSig := []byte(sig)
+	brokenSig[20] ^= 1
+	broken := strings.Replace(string(must(os.ReadFile(signedPath))), sig, string(brokenSig), 1)
+	if code, out, _ := run(t, nil, "verify", writeTemp(t, "broken.yaml", broken), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {
+		t.Errorf("verify of a broken signature: exit %d\n%s", code, out)
+	}
+	// One byte of the text changed, the annotations kept.
+	changedText := strings.Replace(text, "virt-operator", "virt-0perator", 1)
+	changed, err := codec.EncodeText([]byte(changedText), codec.EncodeOptions{Format: codec.FormatKubeVirt, Identity: codec.DescribeConfigMap(signed).Identity})
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed.Annotations = signed.Annotations
+	changedYAML, _ := codec.MarshalYAML(changed)
+	if code, out, _ := run(t, nil, "verify", writeTemp(t, "changed.yaml", string(changedYAML)), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {
+		t.Errorf("verify of a changed text: exit %d\n%s", code, out)
+	}
+	// Without --key, verify does not look at signatures.
+	if code, _, _ := run(t, nil, "verify", writeTemp(t, "changed.yaml", string(changedYAML))); code != 0 {
+		t.Errorf("verify without --key: exit %d", code)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+// A wrong password, a public key given as --key and a manifests text are
+// refused with a reason.
+func TestSignRefuses(t *testing.T) {
+	key, pub := cosignKeyPair(t, "right")
+	in := writeTemp(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))
+	t.Setenv(PasswordEnv, "wrong")
+	if code, _, errOut := run(t, nil, "sign", in, "--key", key); code == 0 || !strings.Contains(errOut, "--key") {
+		t.Errorf("wrong password: exit %d %s", code, errOut)
+	}
+	if code, _, errOut := run(t, nil, "sign", in, "--key", pub); code == 0 || !strings.Contains(errOut, "private key") {
+		t.Errorf("public key as --key: exit %d %s", code, errOut)
+	}
+	s, _ := trust.GenerateKey()
+	plain := writeTemp(t, "plain.key", string(s.PrivatePEM()))
+	text := writeTemp(t, "text.yaml", "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n")
+	if code, _, errOut := run(t, nil, "sign", text, "--key", plain); code == 0 || !strings.Contains(errOut, "encode it first") {
+		t.Errorf("manifests text: exit %d %s", code, errOut)
+	}
+}
+
+// publish --key signs while storing; sign cm/NAME signs a stored KubeVirt
+// ConfigMap in place; verify cm/NAME --key checks both in the cluster.
+func TestClusterSignPublishVerify(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	s, _ := trust.GenerateKey()
+	key := writeTemp(t, "operator.key", string(s.PrivatePEM()))
+	pub := writeTemp(t, "operator.pub", string(s.PublicPEM()))
+	text := writeTemp(t, "text.yaml", "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n  namespace: "+ns+"\n")
+	code, out, errOut := run(t, nil, append([]string{"publish", text, "--version", "v1.0.0", "--identifier", "x", "--key", key}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.Contains(out, "signed with key "+s.KeyID()) {
+		t.Fatalf("publish --key: exit %d %q %s", code, out, errOut)
+	}
+	name := strings.TrimPrefix(strings.Fields(out)[0], "configmap/")
+	if code, out, errOut := run(t, nil, append([]string{"verify", "cm/" + name, "--key", pub}, clusterArgs(ns)...)...); code != 0 || !strings.Contains(out, "OK    signature") {
+		t.Errorf("verify cm/%s --key: exit %d\n%s%s", name, code, out, errOut)
+	}
+
+	kv := createKubeVirtStrategy(ctx, t, env, ns)
+	if code, out, _ := run(t, nil, append([]string{"verify", "cm/" + kv, "--key", pub}, clusterArgs(ns)...)...); code != 1 || !strings.Contains(out, "FAIL  signature: not signed") {
+		t.Errorf("verify of an unsigned KubeVirt ConfigMap: exit %d\n%s", code, out)
+	}
+	if code, out, errOut := run(t, nil, append([]string{"sign", "cm/" + kv, "--key", key}, clusterArgs(ns)...)...); code != 0 || !strings.Contains(out, "signed") {
+		t.Fatalf("sign cm/%s: exit %d %s %s", kv, code, out, errOut)
+	}
+	if code, out, errOut := run(t, nil, append([]string{"verify", "cm/" + kv, "--key", pub}, clusterArgs(ns)...)...); code != 0 {
+		t.Errorf("verify of the signed KubeVirt ConfigMap: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -1,0 +1,96 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/store"
+	"github.com/installstrategy/installstrategy/pkg/trust"
+)
+
+// errKeyNotLoaded: a stored strategy was judged before the operator's key
+// was read (cannot happen in the stages, which read it first).
+var errKeyNotLoaded = errors.New("the operator's signing key is not loaded yet")
+
+// operatorKey reads the operator's signing key (creating it on first
+// start) once, and keeps it: a rotated key is read when the operator
+// restarts.
+func (r *Reconciler) operatorKey(ctx context.Context) (*trust.OperatorKey, error) {
+	r.keyMu.Lock()
+	defer r.keyMu.Unlock()
+	if r.key != nil {
+		return r.key, nil
+	}
+	k, err := trust.EnsureOperatorKey(ctx, r.kube, r.opts.KeyNamespace)
+	if err != nil {
+		return nil, err
+	}
+	r.key = k
+	return k, nil
+}
+
+func (r *Reconciler) loadedKey() *trust.OperatorKey {
+	r.keyMu.Lock()
+	defer r.keyMu.Unlock()
+	return r.key
+}
+
+// operatorSigner signs what the operator's store publishes with the
+// operator's key.
+type operatorSigner struct{ r *Reconciler }
+
+func (s operatorSigner) SignDigest(digest string) (string, string, error) {
+	k := s.r.loadedKey()
+	if k == nil {
+		return "", "", errKeyNotLoaded
+	}
+	return k.Signer.SignDigest(digest)
+}
+
+// trustedStored is the operator store's policy: a strategy the operator
+// stored itself (its product, a dump Job's result it adopted) must carry a
+// signature by the operator's current or a retired key over its recorded
+// digest, and the identity signature binding it to its namespace and
+// identity (so a signed strategy copied under another identifier is not
+// taken for that identifier's).
+func (r *Reconciler) trustedStored(e store.Entry) error {
+	k := r.loadedKey()
+	if k == nil {
+		return errKeyNotLoaded
+	}
+	if _, err := k.Keys.Verify(e.Digest, e.Signature, e.SignatureKey); err != nil {
+		return err
+	}
+	if _, err := k.Keys.Verify(codec.IdentityDigest(e.Namespace, e.Identity, e.Digest), e.IdentitySignature, e.SignatureKey); err != nil {
+		return fmt.Errorf("identity signature (namespace %s, identifier %s): %w", e.Namespace, e.Identity.Identifier, err)
+	}
+	return nil
+}
+
+// checkTrust is the policy of a strategy ConfigMap named by an
+// Installation: signed by the operator's key or a key of the trusted keys
+// ConfigMap of the operator's namespace, or its text hashing to the digest
+// pinned in the Installation. The digest is computed from the text read,
+// never taken from an annotation.
+func (r *Reconciler) checkTrust(ctx context.Context, l *store.Loaded, pinned string) error {
+	k, err := r.operatorKey(ctx)
+	if err != nil {
+		return err
+	}
+	ring := &trust.KeyRing{}
+	ring.Merge(k.Keys)
+	extra, err := trust.TrustedKeys(ctx, r.kube, r.opts.KeyNamespace)
+	if err != nil {
+		return err
+	}
+	ring.Merge(extra)
+	_, err = trust.Policy{Keys: ring, Pinned: pinned}.Check(trust.Subject{
+		Digest: codec.Digest(l.Text), Signature: l.Entry.Signature, KeyID: l.Entry.SignatureKey,
+	})
+	if err != nil {
+		return fmt.Errorf("strategy configmap %s: %w", l.Entry, err)
+	}
+	return nil
+}

@@ -1,0 +1,58 @@
+package trust
+
+import (
+	"errors"
+	"fmt"
+)
+
+// ErrDigestNotPinned: the strategy has no trusted signature, and the digest
+// its text hashes to is not the one pinned.
+var ErrDigestNotPinned = errors.New("digest does not match the pinned digest")
+
+// Policy decides whether a strategy may be applied: it must be signed by a
+// key of Keys, or its text must hash to Pinned. The zero value trusts
+// nothing.
+type Policy struct {
+	// Keys are the trusted public keys.
+	Keys *KeyRing
+	// Pinned is a "sha256:<hex>" digest of the decoded manifests text that
+	// is accepted without a signature; "" pins nothing.
+	Pinned string
+}
+
+// Subject is what a policy judges: the digest of a strategy's decoded text
+// (computed from the text, never taken from an annotation unchecked) and
+// the signature annotations of its ConfigMap.
+type Subject struct {
+	// Digest is "sha256:<hex>" of the decoded text.
+	Digest string
+	// Signature and KeyID are the ConfigMap's signature annotations.
+	Signature, KeyID string
+}
+
+// UntrustedError says why a strategy may not be applied.
+type UntrustedError struct {
+	// Err wraps ErrUnsigned, ErrUnknownKey, ErrBadSignature or
+	// ErrDigestNotPinned; with a pinned digest, also the signature's error.
+	Err error
+}
+
+func (e *UntrustedError) Error() string { return "untrusted strategy: " + e.Err.Error() }
+
+func (e *UntrustedError) Unwrap() error { return e.Err }
+
+// Check returns how the subject is trusted ("signed by <key name>" or
+// "pinned digest"), or an *UntrustedError.
+func (p Policy) Check(s Subject) (string, error) {
+	name, sigErr := p.Keys.Verify(s.Digest, s.Signature, s.KeyID)
+	if sigErr == nil {
+		return "signed by " + name, nil
+	}
+	if p.Pinned != "" {
+		if s.Digest == p.Pinned {
+			return "pinned digest", nil
+		}
+		return "", &UntrustedError{Err: fmt.Errorf("%w: the text hashes to %s, %s is pinned; and %w", ErrDigestNotPinned, s.Digest, p.Pinned, sigErr)}
+	}
+	return "", &UntrustedError{Err: fmt.Errorf("%w, and no digest is pinned", sigErr)}
+}
