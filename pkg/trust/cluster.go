@@ -44,7 +44,8 @@ type OperatorKey struct {
 
 // EnsureOperatorKey reads the operator's signing key from the Secret
 // OperatorKeySecret in namespace, creating the Secret with a new key when
-// there is none. Two replicas racing both end with the key that was
+// there is none — and the namespace, when an operator running outside the
+// cluster finds none. Two replicas racing both end with the key that was
 // created first.
 func EnsureOperatorKey(ctx context.Context, kube kubernetes.Interface, namespace string) (*OperatorKey, error) {
 	secrets := kube.CoreV1().Secrets(namespace)
@@ -55,6 +56,13 @@ func EnsureOperatorKey(ctx context.Context, kube kubernetes.Interface, namespace
 			return nil, gerr
 		}
 		sec, err = secrets.Create(ctx, keySecret(namespace, s, nil), metav1.CreateOptions{})
+		if apierrors.IsNotFound(err) {
+			ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}
+			if _, nerr := kube.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); nerr != nil && !apierrors.IsAlreadyExists(nerr) {
+				return nil, fmt.Errorf("operator signing key secret %s/%s: create its namespace: %w", namespace, OperatorKeySecret, nerr)
+			}
+			sec, err = secrets.Create(ctx, keySecret(namespace, s, nil), metav1.CreateOptions{})
+		}
 		if apierrors.IsAlreadyExists(err) {
 			sec, err = secrets.Get(ctx, OperatorKeySecret, metav1.GetOptions{})
 		}
