@@ -485,15 +485,23 @@ func TestDumpJobResultIsBoundToTheJob(t *testing.T) {
 	}
 }
 
-// Without its signing key (here: the key namespace does not exist) the
+// Without a usable signing key (here: its Secret holds no key) the
 // operator trusts nothing and applies nothing: Degraded StrategyLoadFailed
 // naming the key's Secret.
 func TestNoSigningKeyNothingApplied(t *testing.T) {
-	e := setupWith(t, func(o *controller.Options) { o.KeyNamespace = "no-such-namespace-for-keys" })
+	// A key Secret the operator cannot read (a missing key namespace is
+	// created with a new key, see pkg/trust).
+	env := testenv.New(t)
+	keyNS := env.Namespace(t.Context(), t)
+	bad := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: trust.OperatorKeySecret, Namespace: keyNS}, Data: map[string][]byte{trust.PrivateKeyKey: []byte("not a key")}}
+	if _, err := env.Kube.CoreV1().Secrets(keyNS).Create(t.Context(), bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e := setupWith(t, func(o *controller.Options) { o.KeyNamespace = keyNS })
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonStrategyLoadFailed)
-	if msg := in.Condition(v1alpha1.ConditionDegraded).Message; !strings.Contains(msg, "no-such-namespace-for-keys/"+trust.OperatorKeySecret) {
+	if msg := in.Condition(v1alpha1.ConditionDegraded).Message; !strings.Contains(msg, keyNS+"/"+trust.OperatorKeySecret) {
 		t.Errorf("degraded message %q does not name the key's Secret", msg)
 	}
 	if e.exists(ctx, t, &appsv1.Deployment{}, "sample-api") {
