@@ -8,6 +8,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"k8s.io/client-go/rest"
 	"os"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 )
 
@@ -51,8 +53,10 @@ type e2e struct {
 
 	// The in-process manager (setupWith): its options, the operator's
 	// namespace, the metrics of the running one, and how to stop it.
-	scheme  *runtime.Scheme
-	keyNS   string
+	scheme *runtime.Scheme
+	keyNS  string
+	// config, when set, is the operator's client configuration.
+	config  *rest.Config
 	change  func(*controller.Options)
 	metrics *controller.Metrics
 	stop    func()
@@ -113,7 +117,28 @@ func newE2E(t *testing.T) (*e2e, *runtime.Scheme) {
 // setupWith is setup with changes to the controller's options.
 func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 	t.Helper()
+	return setupConfig(t, change, nil)
+}
+
+// setupRecorded is setupWith with every request of the operator recorded.
+func setupRecorded(t *testing.T, change func(*controller.Options)) (*e2e, *applytest.Recorder) {
+	t.Helper()
+	var rec *applytest.Recorder
+	e := setupConfig(t, change, func(cfg *rest.Config) *rest.Config {
+		cfg, rec = applytest.Record(cfg)
+		return cfg
+	})
+	return e, rec
+}
+
+// setupConfig is setupWith with the operator's client configuration
+// changed by wrap (nil: as it is).
+func setupConfig(t *testing.T, change func(*controller.Options), wrap func(*rest.Config) *rest.Config) *e2e {
+	t.Helper()
 	e, scheme := newE2E(t)
+	if wrap != nil {
+		e.config = wrap(e.env.Config)
+	}
 	e.scheme = scheme
 	// The operator's own namespace (its signing key, the trusted keys):
 	// not the install namespace.
@@ -133,7 +158,11 @@ func (e *e2e) startManager(t *testing.T) {
 	t.Helper()
 	env, ns, ctx := e.env, e.ns, t.Context()
 	skipNameValidation := true
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	cfg := env.Config
+	if e.config != nil {
+		cfg = e.config
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 e.scheme,
 		Logger:                 testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
 		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},

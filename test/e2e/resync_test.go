@@ -12,11 +12,13 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 )
 
-// An unchanged resync writes nothing, status included: the Installation's
-// resourceVersion stays the same over resyncs that found it deployed.
+// An unchanged resync writes nothing, status included: over resyncs that
+// found the Installation deployed, the operator sends no write request at
+// all. (A resourceVersion cannot show it: the API server keeps it for an
+// update that changes nothing.)
 func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	var metrics *controller.Metrics
-	e := setupWith(t, func(o *controller.Options) {
+	e, rec := setupRecorded(t, func(o *controller.Options) {
 		o.ResyncPeriod = 2 * time.Second
 		metrics = o.Metrics
 	})
@@ -33,6 +35,7 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	rec.Reset()
 	rv, start := in.ResourceVersion, testutil.ToFloat64(deployed)
 	testenv.WaitFor(ctx, t, "two resyncs", func(context.Context) (bool, string, error) {
 		n := testutil.ToFloat64(deployed)
@@ -41,6 +44,9 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	in, err = e.get(ctx, "sample")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if w := rec.Writes(); len(w) != 0 {
+		t.Errorf("resyncs of a deployed Installation sent %d writes: %v", len(w), w)
 	}
 	if in.ResourceVersion != rv {
 		t.Errorf("resyncs of a deployed Installation wrote it: resourceVersion %s -> %s; status now %s", rv, in.ResourceVersion, describe(in))
