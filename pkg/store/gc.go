@@ -23,8 +23,9 @@ type GCResult struct {
 // GC deletes the strategies of a namespace other than the one in use, once
 // the caller knows the target is rolled out: every strategy that does not
 // match inUse, and older strategies that do (the one Find returns for inUse
-// is never deleted). A strategy stored after the one in use is kept: it is
-// likely the next target, published before an Installation names it. Both forms count, since lookups consider both. It also
+// is never deleted). A strategy of another identity stored after the one in
+// use, or in the same second, is kept: it is likely the next target,
+// published before an Installation names it. Both forms count, since lookups consider both. It also
 // deletes chunks that no head lists and that are older than
 // OrphanChunkAge (left by a writer that stopped between its chunks and its
 // head).
@@ -65,9 +66,11 @@ func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identit
 			res.Kept = kept
 			continue
 		}
-		if kept != nil && l.Entry.Created.After(kept.Created) {
-			// Stored after the one in use: likely the next target,
-			// published before an Installation names it.
+		if kept != nil && !l.Matches(inUse) && !l.Entry.Created.Before(kept.Created) {
+			// Another strategy stored after the one in use (or in the
+			// same second: creationTimestamp has 1 s resolution): likely
+			// the next target, published before an Installation names
+			// it. (Other copies of the one in use still go.)
 			continue
 		}
 		if err := s.Delete(ctx, l.Entry); err != nil {
