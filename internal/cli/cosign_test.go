@@ -46,23 +46,23 @@ func TestSignInteroperatesWithCosign(t *testing.T) {
 	key, pub := filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
 	t.Setenv(PasswordEnv, "pw")
 
-	in := writeTemp(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))
+	in := writeFile(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))
 	code, signed, errOut := run(t, nil, "sign", in, "--key", key)
 	if code != 0 {
 		t.Fatalf("sign: exit %d %s", code, errOut)
 	}
-	signedPath := writeTemp(t, "signed.yaml", signed)
+	signedPath := writeFile(t, "signed.yaml", signed)
 	cms, err := codec.ReadConfigMaps("signed", []byte(signed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := writeTemp(t, "manifests.sig", cms[0].Annotations[codec.NativeSignatureAnnotation])
+	sig := writeFile(t, "manifests.sig", cms[0].Annotations[codec.NativeSignatureAnnotation])
 	_, text, _ := run(t, nil, "decode", signedPath)
-	textPath := writeTemp(t, "manifests.yaml", text)
+	textPath := writeFile(t, "manifests.yaml", text)
 	if out, err := runCosign(t, bin, dir, "verify-blob", "--key", pub, "--signature", sig, "--insecure-ignore-tlog=true", textPath); err != nil || !strings.Contains(out, "Verified OK") {
 		t.Errorf("cosign verify-blob of sign's signature: %v\n%s", err, out)
 	}
-	changed := writeTemp(t, "changed.yaml", strings.Replace(text, "virt-api", "virt-apj", 1))
+	changed := writeFile(t, "changed.yaml", strings.Replace(text, "virt-api", "virt-apj", 1))
 	if out, err := runCosign(t, bin, dir, "verify-blob", "--key", pub, "--signature", sig, "--insecure-ignore-tlog=true", changed); err == nil {
 		t.Errorf("cosign verify-blob accepts a changed text:\n%s", out)
 	}
@@ -81,7 +81,7 @@ func TestSignInteroperatesWithCosign(t *testing.T) {
 	cm.Annotations[codec.NativeSignatureAnnotation] = strings.TrimSpace(string(raw))
 	delete(cm.Annotations, codec.NativeSignatureKeyAnnotation)
 	y, _ := codec.MarshalYAML(cm)
-	if code, out, errOut := run(t, nil, "verify", writeTemp(t, "cosigned.yaml", string(y)), "--key", pub); code != 0 || !strings.Contains(out, "OK    signature") {
+	if code, out, errOut := run(t, nil, "verify", writeFile(t, "cosigned.yaml", string(y)), "--key", pub); code != 0 || !strings.Contains(out, "OK    signature") {
 		t.Errorf("verify --key of cosign sign-blob's signature: exit %d\n%s%s", code, out, errOut)
 	}
 }

@@ -38,15 +38,6 @@ func cosignKeyPair(t *testing.T, password string) (string, string) {
 	return filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
 }
 
-func writeTemp(t *testing.T, name, content string) string {
-	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
-	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
 // sign of KubeVirt's real v1.9.0 ConfigMap with a cosign key: the result is
 // the same ConfigMap plus the two signature annotations; sigstore's
 // verifier (the code of `cosign verify-blob --key`) accepts the signature
@@ -56,12 +47,12 @@ func TestSignAndVerify(t *testing.T) {
 	t.Setenv(PasswordEnv, "s3cret")
 	key, pub := cosignKeyPair(t, "s3cret")
 	orig := kubevirtdata.Read(t, "v1.9.0", "configmap.yaml")
-	in := writeTemp(t, "cm.yaml", string(orig))
+	in := writeFile(t, "cm.yaml", string(orig))
 	code, out, errOut := run(t, nil, "sign", in, "--key", key)
 	if code != 0 {
 		t.Fatalf("sign: exit %d: %s", code, errOut)
 	}
-	signedPath := writeTemp(t, "signed.yaml", out)
+	signedPath := writeFile(t, "signed.yaml", out)
 	cms, err := codec.ReadConfigMaps("signed", []byte(out))
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +101,7 @@ func TestSignAndVerify(t *testing.T) {
 	brokenSig := []byte(sig)
 	brokenSig[20] ^= 1
 	broken := strings.Replace(string(must(os.ReadFile(signedPath))), sig, string(brokenSig), 1)
-	if code, out, _ := run(t, nil, "verify", writeTemp(t, "broken.yaml", broken), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {
+	if code, out, _ := run(t, nil, "verify", writeFile(t, "broken.yaml", broken), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {
 		t.Errorf("verify of a broken signature: exit %d\n%s", code, out)
 	}
 	// One byte of the text changed, the annotations kept.
@@ -121,11 +112,11 @@ func TestSignAndVerify(t *testing.T) {
 	}
 	changed.Annotations = signed.Annotations
 	changedYAML, _ := codec.MarshalYAML(changed)
-	if code, out, _ := run(t, nil, "verify", writeTemp(t, "changed.yaml", string(changedYAML)), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {
+	if code, out, _ := run(t, nil, "verify", writeFile(t, "changed.yaml", string(changedYAML)), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {
 		t.Errorf("verify of a changed text: exit %d\n%s", code, out)
 	}
 	// Without --key, verify does not look at signatures.
-	if code, _, _ := run(t, nil, "verify", writeTemp(t, "changed.yaml", string(changedYAML))); code != 0 {
+	if code, _, _ := run(t, nil, "verify", writeFile(t, "changed.yaml", string(changedYAML))); code != 0 {
 		t.Errorf("verify without --key: exit %d", code)
 	}
 }
@@ -141,7 +132,7 @@ func must[T any](v T, err error) T {
 // refused with a reason.
 func TestSignRefuses(t *testing.T) {
 	key, pub := cosignKeyPair(t, "right")
-	in := writeTemp(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))
+	in := writeFile(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))
 	t.Setenv(PasswordEnv, "wrong")
 	if code, _, errOut := run(t, nil, "sign", in, "--key", key); code == 0 || !strings.Contains(errOut, "--key") {
 		t.Errorf("wrong password: exit %d %s", code, errOut)
@@ -150,8 +141,8 @@ func TestSignRefuses(t *testing.T) {
 		t.Errorf("public key as --key: exit %d %s", code, errOut)
 	}
 	s, _ := trust.GenerateKey()
-	plain := writeTemp(t, "plain.key", string(s.PrivatePEM()))
-	text := writeTemp(t, "text.yaml", "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n")
+	plain := writeFile(t, "plain.key", string(s.PrivatePEM()))
+	text := writeFile(t, "text.yaml", "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n")
 	if code, _, errOut := run(t, nil, "sign", text, "--key", plain); code == 0 || !strings.Contains(errOut, "encode it first") {
 		t.Errorf("manifests text: exit %d %s", code, errOut)
 	}
@@ -164,9 +155,9 @@ func TestClusterSignPublishVerify(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(ctx, t)
 	s, _ := trust.GenerateKey()
-	key := writeTemp(t, "operator.key", string(s.PrivatePEM()))
-	pub := writeTemp(t, "operator.pub", string(s.PublicPEM()))
-	text := writeTemp(t, "text.yaml", "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n  namespace: "+ns+"\n")
+	key := writeFile(t, "operator.key", string(s.PrivatePEM()))
+	pub := writeFile(t, "operator.pub", string(s.PublicPEM()))
+	text := writeFile(t, "text.yaml", "---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n  namespace: "+ns+"\n")
 	code, out, errOut := run(t, nil, append([]string{"publish", text, "--version", "v1.0.0", "--identifier", "x", "--key", key}, clusterArgs(ns)...)...)
 	if code != 0 || !strings.Contains(out, "signed with key "+s.KeyID()) {
 		t.Fatalf("publish --key: exit %d %q %s", code, out, errOut)
