@@ -10,15 +10,8 @@ import (
 	"testing"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/restmapper"
 
 	"github.com/installstrategy/installstrategy/internal/productdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
@@ -176,11 +169,10 @@ func inventoryObjects(ctx context.Context, t *testing.T, env *testenv.Env, owner
 	if err != nil || !inv.Exists() {
 		t.Fatalf("inventory of %s: %v (exists %v)", owner, err, inv != nil && inv.Exists())
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	mapper, err := env.Mapper()
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	out := map[strategy.ObjectRef]string{}
 	cm, err := env.Kube.CoreV1().ConfigMaps(owner.Namespace).Get(ctx, inventory.ConfigMapName(owner), metav1.GetOptions{})
 	if err != nil {
@@ -191,17 +183,9 @@ func inventoryObjects(ctx context.Context, t *testing.T, env *testenv.Env, owner
 		if inv.Entries[ref].Hash != "" {
 			continue // a completed Job, removed by its TTL
 		}
-		m, err := mapper.RESTMapping(schema.GroupKind{Group: ref.Group, Kind: ref.Kind})
-		if err != nil {
-			t.Fatalf("%s: %v", ref, err)
-		}
-		var ri dynamic.ResourceInterface = env.Dynamic.Resource(m.Resource)
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			ri = env.Dynamic.Resource(m.Resource).Namespace(ref.Namespace)
-		}
-		live, err := ri.Get(ctx, ref.Name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatalf("%s of the inventory of %s: %v", ref, owner, err)
+		live, err := env.Live(ctx, mapper, ref)
+		if err != nil || live == nil {
+			t.Fatalf("%s of the inventory of %s: %v (gone: %v)", ref, owner, err, live == nil)
 		}
 		if !owner.Owns(live.GetLabels()) {
 			t.Errorf("%s is in the inventory of %s but carries labels %v", ref, owner, live.GetLabels())
@@ -243,30 +227,16 @@ func uninstallProduct(ctx context.Context, t *testing.T, env *testenv.Env, pi *p
 	t.Helper()
 	before := liveVersions(ctx, t, env, pi.owner())
 	pi.step(t, "uninstall", 0, "uninstall", pi.name, "--wait")
-	dc, _ := discovery.NewDiscoveryClientForConfig(env.Config)
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
+	refs := make([]strategy.ObjectRef, 0, len(before))
 	for ref := range before {
-		m, err := mapper.RESTMapping(schema.GroupKind{Group: ref.Group, Kind: ref.Kind})
-		if meta.IsNoMatchError(err) {
-			continue // its CRD went first
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ri := env.Dynamic.Resource(m.Resource)
-		var gerr error
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			_, gerr = ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		} else {
-			var live interface{ GetDeletionTimestamp() *metav1.Time }
-			live, gerr = ri.Get(ctx, ref.Name, metav1.GetOptions{})
-			if gerr == nil && ref.Kind == "Namespace" && live.GetDeletionTimestamp() != nil {
-				continue // terminating: its content is being removed
-			}
-		}
-		if !apierrors.IsNotFound(gerr) {
-			t.Errorf("%s: %s survived the uninstall (%v)", pi.Name, ref, gerr)
-		}
+		refs = append(refs, ref)
+	}
+	left, err := env.Survivors(ctx, refs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ref := range left {
+		t.Errorf("%s: %s survived the uninstall", pi.Name, ref)
 	}
 }
 

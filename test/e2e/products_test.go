@@ -7,12 +7,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/restmapper"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
@@ -93,32 +88,12 @@ func TestProductThroughOperator(t *testing.T) {
 		_, err := e.get(ctx, p.Name)
 		return apierrors.IsNotFound(err), "", nil
 	})
-	dc, err := discovery.NewDiscoveryClientForConfig(e.env.Config)
+	left, err := e.env.Survivors(ctx, refs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
-	for _, ref := range refs {
-		m, err := mapper.RESTMapping(schema.GroupKind{Group: ref.Group, Kind: ref.Kind})
-		if meta.IsNoMatchError(err) {
-			continue // its CRD is gone
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ri := e.env.Dynamic.Resource(m.Resource)
-		var live interface{ GetDeletionTimestamp() *metav1.Time }
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			live, err = ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		} else {
-			live, err = ri.Get(ctx, ref.Name, metav1.GetOptions{})
-		}
-		if err == nil && ref.Kind == "Namespace" && live.GetDeletionTimestamp() != nil {
-			continue
-		}
-		if !apierrors.IsNotFound(err) {
-			t.Errorf("%s outlived the Installation (%v)", ref, err)
-		}
+	for _, ref := range left {
+		t.Errorf("%s outlived the Installation", ref)
 	}
 	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).Get(ctx, inventory.ConfigMapName(owner), metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 		t.Errorf("inventory after uninstall: %v", err)
