@@ -14,6 +14,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -29,12 +31,15 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/recorder"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -95,14 +100,19 @@ const DefaultKeyNamespace = "installstrategy-system"
 
 // Reconciler reconciles Installations.
 type Reconciler struct {
-	client   client.Client
-	reader   client.Reader
-	cfg      *rest.Config
-	kube     kubernetes.Interface
-	dyn      dynamic.Interface
-	store    *store.Store // signs with the operator's key, trusts only its keys
-	plain    *store.Store // no policy: reads ConfigMaps the controller judges itself
-	loader   *loader.Loader
+	client client.Client
+	reader client.Reader
+	cfg    *rest.Config
+	kube   kubernetes.Interface
+	dyn    dynamic.Interface
+	store  *store.Store // signs with the operator's key, trusts only its keys
+	plain  *store.Store // no policy: reads ConfigMaps the controller judges itself
+	loader *loader.Loader
+	// live caches the objects installations wrote (informers filtered by
+	// the managed-by label); rc and applier read from it.
+	live     *apply.InformerCache
+	rc       *reconcile.Reconciler
+	applier  *apply.Applier
 	keyMu    sync.Mutex
 	key      *trust.OperatorKey
 	recorder recorder.EventRecorder
@@ -144,6 +154,25 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		r.metrics = DefaultMetrics()
 	}
 	r.store, r.plain, r.loader = st, plain, ld
+	// The reconciler's clients are built once; live objects come from the
+	// informers of the cache, which the manager runs.
+	live, err := apply.NewInformerCache(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := mgr.Add(live); err != nil {
+		return nil, fmt.Errorf("informer cache: %w", err)
+	}
+	base, err := reconcile.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.live, r.rc = live, base.WithCache(live)
+	a, err := apply.NewForConfig(cfg, apply.Options{})
+	if err != nil {
+		return nil, err
+	}
+	r.applier = a.WithCache(live)
 	return r, nil
 }
 
@@ -160,10 +189,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Named("installation").
 		For(&v1alpha1.Installation{}, builder.WithPredicates(installationChanged())).
 		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(isStrategyConfigMap))).
-		Watches(&appsv1.Deployment{}, byNamespace, builder.WithPredicates(workloadDrift())).
-		Watches(&appsv1.DaemonSet{}, byNamespace, builder.WithPredicates(workloadDrift())).
+		// Workloads are watched through the informers the reconciler reads
+		// from, which hold only objects installations wrote: other
+		// products' workloads cost no memory.
+		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("Deployment")), byNamespace, workloadDrift())).
+		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, workloadDrift())).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
 		Complete(r)
+}
+
+// workloadObject is the watched object of a workload kind: unstructured,
+// so that the watch shares the informer the reconciler reads from.
+func workloadObject(gvk schema.GroupVersionKind) client.Object {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	return u
 }
 
 // installationChanged passes spec changes, deletions and finalizer changes,

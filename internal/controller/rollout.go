@@ -149,7 +149,7 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		}
 	}
 	start := time.Now()
-	res, runErr := reconcile.Run(ctx, r.cfg, s.Strategy, r.reconcileOptions(s, onEvent))
+	res, runErr := r.rc.Run(ctx, s.Strategy, r.reconcileOptions(s, onEvent))
 	stop()
 	wg.Wait()
 	r.refreshComponents(ctx, s)
@@ -265,13 +265,12 @@ func (r *Reconciler) refreshComponents(ctx context.Context, s *State) bool {
 	checker := &health.Checker{Kube: r.kube, Identity: s.Target}
 	var comps []v1alpha1.ComponentStatus
 	for _, o := range s.Strategy.Objects {
-		gvr, ok := workloadResources[o.GetKind()]
-		if !ok || o.GroupVersionKind().Group != "apps" {
+		if _, ok := workloadResources[o.GetKind()]; !ok || o.GroupVersionKind().Group != "apps" {
 			continue
 		}
 		c := v1alpha1.ComponentStatus{Name: o.GetName(), Kind: o.GetKind(), Role: string(plan.RoleOf(o, nil))}
-		live, err := r.dyn.Resource(gvr).Namespace(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
-		if err == nil {
+		live, err := r.applier.Get(ctx, o)
+		if err == nil && live != nil {
 			c.Desired, c.Updated, c.Ready = workloadCounts(live)
 			if st, err := checker.Check(ctx, live); err == nil {
 				c.RolledOver = st.Ready

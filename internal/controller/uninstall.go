@@ -162,7 +162,7 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 	defer cancel()
 	// Everything in the Installation's inventory that still carries its
 	// labels, the CA Secret included; CRDs only with pruneCRDs.
-	deleted, err := reconcile.Uninstall(ctx, r.cfg, reconcile.UninstallOptions{
+	deleted, err := r.rc.Uninstall(ctx, reconcile.UninstallOptions{
 		Owner: Owner(in), KeepCRDs: !in.Spec.PruneCRDs, Wait: true})
 	for _, ref := range deleted {
 		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()

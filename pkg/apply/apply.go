@@ -152,6 +152,8 @@ type Applier struct {
 	// since: a kind the fresh mapper does not know is not served, without
 	// asking discovery again.
 	fresh *atomic.Bool
+	// cache, when set, serves live reads of the objects it holds.
+	cache Cache
 }
 
 // New returns an applier over a dynamic client and a REST mapper (which is
@@ -189,7 +191,16 @@ func (a *Applier) Options() Options { return a.opts }
 // options.
 func (a *Applier) WithOptions(opts Options) *Applier {
 	out := New(a.dyn, a.mapper, opts)
-	out.fresh = a.fresh
+	out.fresh, out.cache = a.fresh, a.cache
+	return out
+}
+
+// WithCache returns an applier sharing clients and mapper that reads live
+// objects from c where c holds them (see Cache), and from the API server
+// otherwise.
+func (a *Applier) WithCache(c Cache) *Applier {
+	out := a.WithOptions(a.opts)
+	out.cache = c
 	return out
 }
 
@@ -238,12 +249,48 @@ func (a *Applier) Resource(obj *unstructured.Unstructured) (dynamic.ResourceInte
 }
 
 // Get returns the live object of a strategy object, nil when it does not
-// exist.
+// exist: from the applier's cache when it holds the object, else from the
+// API server.
 func (a *Applier) Get(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return a.GetAtLeast(ctx, obj, 0)
+}
+
+// GetAtLeast is Get for an object written at generation gen: a cached copy
+// of an older generation (the cache has not seen the write yet) is not
+// used; the API server is asked instead.
+func (a *Applier) GetAtLeast(ctx context.Context, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, error) {
 	ri, err := a.Resource(obj)
 	if err != nil {
 		return nil, err
 	}
+	return a.live(ctx, ri, obj, gen)
+}
+
+// live reads obj's live object through ri, or from the cache when it holds
+// a copy at generation gen or later.
+func (a *Applier) live(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, error) {
+	live, _, err := a.liveOrCached(ctx, ri, obj, gen)
+	return live, err
+}
+
+// liveOrCached is live, also saying whether the object came from the
+// cache.
+func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, bool, error) {
+	if a.cache != nil {
+		// A cache that cannot answer (not started yet, a kind its mapper
+		// does not know yet) is passed by: the API server answers.
+		cached, ok, err := a.cache.Cached(ctx, obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
+		if err == nil && ok && cached.GetGeneration() >= gen {
+			return cached, true, nil
+		}
+	}
+	live, err := a.direct(ctx, ri, obj)
+	return live, false, err
+}
+
+// direct reads obj's live object from the API server; nil when it does not
+// exist.
+func (a *Applier) direct(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
@@ -378,12 +425,24 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if err != nil {
 		return Result{Ref: ref}, err
 	}
-	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		live, err = nil, nil
-	}
+	live, cached, err := a.liveOrCached(ctx, ri, obj, 0)
 	if err != nil {
-		return Result{Ref: ref}, fmt.Errorf("get %s: %w", ref, err)
+		return Result{Ref: ref}, err
+	}
+	if cached {
+		// A cached copy decides only that nothing is to be written: when
+		// it says otherwise, it may just lag behind a write (of this
+		// applier or another), so the API server is asked.
+		prepared, err := a.Prepare(obj, live)
+		if err != nil {
+			return Result{Ref: ref}, err
+		}
+		if res := a.Decide(prepared, live); res.Action == ActionUnchanged {
+			return res, nil
+		}
+		if live, err = a.direct(ctx, ri, obj); err != nil {
+			return Result{Ref: ref}, err
+		}
 	}
 	if live != nil && live.GetDeletionTimestamp() != nil && !a.opts.DryRun && IsOurs(live, a.opts.Owner) {
 		// Writing to an object being deleted would be lost: wait until it

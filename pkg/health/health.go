@@ -116,6 +116,12 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &d); err != nil {
 		return Status{}, fmt.Errorf("health of %s: %w", strategy.RefOf(live), err)
 	}
+	if DeploymentRolledOut(&d) && c.carriesIdentity(d.Spec.Template.Annotations) && fromKstatus(live).Ready {
+		// Every replica is of the current template, which carries the
+		// target identity, and ready and available: its pods need no
+		// listing.
+		return Status{Ready: true}, nil
+	}
 	pods, err := c.pods(ctx, d.Namespace, d.Spec.Selector)
 	if err != nil || pods.Failed {
 		return pods, err
@@ -150,6 +156,11 @@ func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured
 	}
 	s := ds.Status
 	switch {
+	case DaemonSetRolledOut(&ds) && c.carriesIdentity(ds.Spec.Template.Annotations):
+		// Every scheduled pod is of the current template, which carries
+		// the target identity, and ready and available: they need no
+		// listing.
+		return Status{Ready: true}, nil
 	case s.ObservedGeneration < ds.Generation:
 		return Status{Reason: fmt.Sprintf("generation %d not observed yet (observed %d)", ds.Generation, s.ObservedGeneration)}, nil
 	case s.UpdatedNumberScheduled != s.DesiredNumberScheduled || s.NumberReady != s.DesiredNumberScheduled:
@@ -161,6 +172,29 @@ func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured
 		return st, err
 	}
 	return c.pods(ctx, ds.Namespace, ds.Spec.Selector)
+}
+
+// DeploymentRolledOut reports whether a Deployment's controller observed
+// its current generation and every replica it wants is updated (of the
+// current template), ready and available, with no other replica left.
+func DeploymentRolledOut(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	s := d.Status
+	return s.ObservedGeneration >= d.Generation && s.Replicas == want && s.UpdatedReplicas == want &&
+		s.ReadyReplicas == want && s.AvailableReplicas == want && s.UnavailableReplicas == 0
+}
+
+// DaemonSetRolledOut reports whether a DaemonSet's controller observed its
+// current generation and every pod it schedules is updated, ready and
+// available, none misscheduled.
+func DaemonSetRolledOut(ds *appsv1.DaemonSet) bool {
+	s := ds.Status
+	return s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
+		s.NumberReady == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled &&
+		s.NumberUnavailable == 0 && s.NumberMisscheduled == 0
 }
 
 // pods checks the pods of a workload: none failed, every one not being
@@ -201,8 +235,17 @@ func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector
 // PodCarriesIdentity reports whether a pod carries the identity
 // annotations of id (so it runs the target version).
 func PodCarriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
-	a := p.Annotations
+	return annotationsCarry(p.Annotations, id)
+}
+
+func annotationsCarry(a map[string]string, id strategy.Identity) bool {
 	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
+}
+
+// carriesIdentity reports whether a pod template's annotations carry the
+// checker's target identity (always, when it has none).
+func (c *Checker) carriesIdentity(a map[string]string) bool {
+	return c.Identity.Version == "" || annotationsCarry(a, c.Identity)
 }
 
 // PodReady reports whether a pod is Running and Ready.

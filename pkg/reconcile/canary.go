@@ -65,6 +65,11 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(res.Object.Object, &ds); err != nil {
 		return res, fmt.Errorf("canary %s: %w", ref, err)
 	}
+	if res.Action == apply.ActionUnchanged && health.DaemonSetRolledOut(&ds) {
+		// Nothing written and every pod of the current template: no
+		// canary to run, no pods to list.
+		return res, nil
+	}
 	pods, err := r.daemonSetPods(ctx, &ds)
 	if err != nil {
 		return res, err

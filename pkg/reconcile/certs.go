@@ -7,7 +7,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -123,7 +122,20 @@ func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) 
 	for _, s := range secrets {
 		c.names[s.GetNamespace()+"/"+s.GetName()] = dnsNamesFor(s, services, workloads)
 	}
-	ca, err := c.loadCA(ctx, secrets[0].GetNamespace())
+	ns := secrets[0].GetNamespace()
+	if !readOnly && ns != r.opts.Owner.Namespace {
+		// The CA Secret's namespace may be another than the owner's (an
+		// Installation in one namespace installing KubeVirt into
+		// "kubevirt"): it is made first, and recorded before the CA is
+		// written into it.
+		if err := r.ensureNamespace(ctx, ns); err != nil {
+			return nil, err
+		}
+		if err := r.invs.Write(ctx, r.inv); err != nil {
+			return nil, err
+		}
+	}
+	ca, err := c.loadCA(ctx, ns)
 	if err != nil {
 		return nil, err
 	}
@@ -174,11 +186,11 @@ func mountsSecret(w *unstructured.Unstructured, name string) bool {
 func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 	now := c.opts.Now()
 	secrets := c.r.kube.CoreV1().Secrets(ns)
-	live, err := secrets.Get(ctx, c.opts.CASecret, metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	live, err := c.r.typedSecret(ctx, ns, c.opts.CASecret)
+	if err != nil {
 		return certs.Pair{}, fmt.Errorf("ca secret %s/%s: %w", ns, c.opts.CASecret, err)
 	}
-	exists := err == nil
+	exists := live != nil
 	if exists {
 		switch c.r.opts.Owner.ClaimOf(live.Labels) {
 		case inventory.ClaimOurs:
@@ -247,12 +259,12 @@ func (c *certState) desired(ctx context.Context, o *unstructured.Unstructured) (
 
 func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	names := c.names[o.GetNamespace()+"/"+o.GetName()]
-	live, err := c.r.kube.CoreV1().Secrets(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
+	live, err := c.r.typedSecret(ctx, o.GetNamespace(), o.GetName())
+	if err != nil {
 		return nil, fmt.Errorf("secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
 	}
 	var p certs.Pair
-	if err == nil {
+	if live != nil {
 		p = certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
 	}
 	if certs.Renewal(p, &c.ca, names, c.opts.Now(), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity)) != "" {

@@ -8,9 +8,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
@@ -28,34 +26,7 @@ var kubevirtOwner = inventory.Owner{Namespace: "kubevirt", Name: "kubevirt-test"
 
 func kubevirtStrategy(t testing.TB, version string) *strategy.Strategy {
 	t.Helper()
-	s, _, err := strategy.Parse(kubevirtdata.Read(t, version, "manifests.yaml"), strategy.ParseOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Identity = strategy.Identity{Version: version, Registry: "quay.io/kubevirt", Identifier: kubevirtdata.ID(t, version)}
-	// virt-operator creates the PriorityClass of KubeVirt's pods itself,
-	// outside the strategy; without it no pod of the strategy is admitted.
-	pc := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
-		"metadata": map[string]any{"name": "kubevirt-cluster-critical"},
-		"value":    int64(1000000000), "globalDefault": false,
-	}}
-	s.Objects = append(s.Objects, pc)
-	s.Sort()
-	// kwok runs no containers, so no webhook server answers; KubeVirt's
-	// webhooks with failurePolicy Fail would refuse the strategy's own
-	// cluster instancetypes and preferences. Let them be ignored.
-	for _, o := range s.Objects {
-		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
-			continue
-		}
-		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
-		for _, h := range hooks {
-			h.(map[string]any)["failurePolicy"] = "Ignore"
-		}
-		_ = unstructured.SetNestedSlice(o.Object, hooks, "webhooks")
-	}
-	return s
+	return testenv.KubeVirtStrategy(t, version)
 }
 
 type kubevirtEnv struct {

@@ -21,7 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
@@ -194,22 +193,9 @@ func (r *run) emit(e Event) {
 	r.opts.OnEvent(e)
 }
 
-// Run makes the cluster at cfg match s: step by step in the plan's order,
-// waiting for each step to be ready, then prune. Objects of kinds the
-// cluster does not serve are skipped (see Result.Applied). It returns the
-// result so far and an error naming the step when a step fails; conflicts
-// with objects that are not ours are joined into the error at the end (the
-// rest of the strategy is still applied, but nothing is pruned).
-//
-// The installation's inventory is written before the first object (what
-// it held plus everything s holds, so a run that stops half-way still
-// knows what it may have created) and again after prune (what s holds).
-func Run(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*Result, error) {
-	r, err := newRun(ctx, cfg, s, opts)
-	if err != nil {
-		return nil, err
-	}
-	if err := r.ensureOwnerNamespace(ctx); err != nil {
+func (r *run) run(ctx context.Context) (*Result, error) {
+	s, opts := r.s, r.opts
+	if err := r.ensureNamespace(ctx, r.opts.Owner.Namespace); err != nil {
 		return r.res, err
 	}
 	refs, err := r.recordable()
@@ -249,24 +235,16 @@ func Run(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Optio
 	return r.res, nil
 }
 
-func newRun(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*run, error) {
+func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Options) (*run, error) {
 	opts.defaults()
 	if err := opts.Owner.Validate(); err != nil {
 		return nil, fmt.Errorf("reconcile: %w", err)
 	}
 	// A transient failure (a webhook whose backend is still starting, 429,
 	// 5xx) is retried until the step's deadline.
-	a, err := apply.NewForConfig(cfg, apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline})
-	if err != nil {
-		return nil, err
-	}
-	kcfg := rest.CopyConfig(cfg)
-	kcfg.WarningHandler = rest.NoWarnings{}
-	kube, err := kubernetes.NewForConfig(kcfg)
-	if err != nil {
-		return nil, fmt.Errorf("kubernetes client: %w", err)
-	}
-	s, err = a.DefaultNamespaces(s, opts.Owner.Namespace)
+	a := rc.applier(apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline})
+	kube := rc.kube
+	s, err := a.DefaultNamespaces(s, opts.Owner.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -373,16 +351,18 @@ func (r *run) recordNamespaces(ctx context.Context, results ...apply.Result) err
 	return r.invs.Write(ctx, r.inv)
 }
 
-// ensureOwnerNamespace applies the owner's Namespace object (the
-// strategy's own, or an implicit one) before anything else: the inventory
-// lives there.
-func (r *run) ensureOwnerNamespace(ctx context.Context) error {
+// ensureNamespace applies the strategy's Namespace object named ns (its
+// own, or an implicit one) ahead of the namespace step, and records it when
+// it is the installation's: the inventory lives in the owner's namespace,
+// the CA Secret in the namespace of the first certificate, and both are
+// written before any step.
+func (r *run) ensureNamespace(ctx context.Context, ns string) error {
 	for _, o := range r.s.Objects {
-		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) && o.GetName() == r.opts.Owner.Namespace {
+		if o.GroupVersionKind().GroupKind() == namespaceKind && o.GetName() == ns {
 			res, err := r.a.Apply(ctx, o)
 			r.emit(Event{Type: EventApplied, Step: "namespace", Ref: res.Ref, Action: res.Action, Reason: res.Reason})
 			if err != nil {
-				return fmt.Errorf("namespace of installation %s: %w", r.opts.Owner, err)
+				return fmt.Errorf("namespace %s of installation %s: %w", ns, r.opts.Owner, err)
 			}
 			if !res.Shared {
 				r.inv.Add(res.Ref)
@@ -393,15 +373,8 @@ func (r *run) ensureOwnerNamespace(ctx context.Context) error {
 	return nil
 }
 
-// Plan returns what Run would do with the same arguments, without writing:
-// the plan's steps with the action of every object (server-side dry runs
-// tell where only the server knows), certificates and CA bundles as Run
-// would write them, and the prune list. Print it with (*plan.Plan).Print.
-func Plan(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options) (*plan.Plan, error) {
-	r, err := newRun(ctx, cfg, s, opts)
-	if err != nil {
-		return nil, err
-	}
+func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
+	var err error
 	r.certs, err = newCertState(ctx, r, r.opts.Certificates, true)
 	if err != nil {
 		return nil, err
@@ -502,12 +475,23 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	if err := r.wait(ctx, step, objs, results); err != nil {
 		return conflicts, err
 	}
-	if step.Stage == kinds.StageCRDs {
-		// Kinds of the new CRDs are served now.
+	if step.Stage == kinds.StageCRDs && written(results) {
+		// Kinds of the new (or changed) CRDs are served now.
 		r.a.ResetMapper()
 	}
 	r.emit(Event{Type: EventStepReady, Step: step.Name})
 	return conflicts, nil
+}
+
+// written reports whether any result wrote its object.
+func written(results []apply.Result) bool {
+	for _, res := range results {
+		switch res.Action {
+		case apply.ActionCreate, apply.ActionUpdate, apply.ActionRecreate:
+			return true
+		}
+	}
+	return false
 }
 
 // applyOne applies one object; DaemonSets on the update path go through
@@ -556,13 +540,17 @@ func (r *run) completedJob(ctx context.Context, obj *unstructured.Unstructured) 
 // happens once it finished: its Events (Completed, or a failure) say how.
 func (r *run) getter(results []apply.Result) health.Getter {
 	uids := map[strategy.ObjectRef]types.UID{}
+	gens := map[strategy.ObjectRef]int64{}
 	for _, res := range results {
 		if res.Object != nil {
 			uids[res.Ref] = res.Object.GetUID()
+			gens[res.Ref] = res.Object.GetGeneration()
 		}
 	}
 	return func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-		live, err := r.a.Get(ctx, obj)
+		// A cached copy older than what this run wrote would report the
+		// previous rollout's health.
+		live, err := r.a.GetAtLeast(ctx, obj, gens[strategy.RefOf(obj)])
 		if err != nil || live != nil {
 			return live, err
 		}

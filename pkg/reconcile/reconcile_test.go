@@ -68,17 +68,8 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 	cfg, rec := applytest.Record(env.Config)
 	se := &sampleEnv{env: env, ns: ns, rec: rec, cfg: env.Config}
 	se.run = func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error) {
+		opts = se.withDefaults(t, opts)
 		opts.Observed = observed
-		opts.Owner = sampleOwner(ns)
-		if opts.Interval == 0 {
-			opts.Interval = 200 * time.Millisecond
-		}
-		if opts.OnEvent == nil {
-			opts.OnEvent = func(e reconcile.Event) { t.Logf("%s %s %s %s %s", e.Type, e.Step, e.Ref, e.Action, e.Reason) }
-		}
-		if opts.StageDeadline == 0 {
-			opts.StageDeadline = time.Minute
-		}
 		return reconcile.Run(t.Context(), cfg, s, opts)
 	}
 	t.Cleanup(func() {
@@ -87,6 +78,26 @@ func newSampleEnv(t *testing.T) *sampleEnv {
 		}
 	})
 	return se
+}
+
+// withDefaults fills in the test's owner, interval, deadline and event log.
+func (se *sampleEnv) withDefaults(t *testing.T, opts reconcile.Options) reconcile.Options {
+	opts.Owner = sampleOwner(se.ns)
+	if opts.Interval == 0 {
+		opts.Interval = 200 * time.Millisecond
+	}
+	if opts.OnEvent == nil {
+		opts.OnEvent = func(e reconcile.Event) { t.Logf("%s %s %s %s %s", e.Type, e.Step, e.Ref, e.Action, e.Reason) }
+	}
+	if opts.StageDeadline == 0 {
+		opts.StageDeadline = time.Minute
+	}
+	return opts
+}
+
+// options are the test's default options.
+func (se *sampleEnv) options(t *testing.T) reconcile.Options {
+	return se.withDefaults(t, reconcile.Options{})
 }
 
 // recordedConfig returns a config of the sample's cluster whose writes are

@@ -8,7 +8,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -32,27 +31,11 @@ type UninstallOptions struct {
 	CASecret string
 }
 
-// Uninstall deletes what the installation's inventory lists and still
-// carries its labels, in prune order (webhooks and APIServices first, then
-// custom resources, workloads, …, Namespaces and CRDs last; a Namespace only
-// when it holds nothing that is not the installation's), then its CA Secret
-// and its inventory. It returns the deleted objects. An installation an
-// older installstrategy applied, which has no inventory yet, is removed by
-// what that version marked as its own (plan.LegacyObjects).
-func Uninstall(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]strategy.ObjectRef, error) {
+func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]strategy.ObjectRef, error) {
 	if err := opts.Owner.Validate(); err != nil {
 		return nil, fmt.Errorf("uninstall: %w", err)
 	}
-	a, err := apply.NewForConfig(cfg, apply.Options{Owner: opts.Owner})
-	if err != nil {
-		return nil, err
-	}
-	kcfg := rest.CopyConfig(cfg)
-	kcfg.WarningHandler = rest.NoWarnings{}
-	kube, err := kubernetes.NewForConfig(kcfg)
-	if err != nil {
-		return nil, fmt.Errorf("uninstall: %w", err)
-	}
+	a, kube := rc.applier(apply.Options{Owner: opts.Owner}), rc.kube
 	invs := inventory.NewStore(kube)
 	inv, err := invs.Get(ctx, opts.Owner)
 	if err != nil {

@@ -18,7 +18,6 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/loader"
-	"github.com/installstrategy/installstrategy/pkg/store"
 )
 
 // waitDegraded waits until the Installation is Degraded with reason.
@@ -47,14 +46,7 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st, err := store.NewForConfig(e.env.Config, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry, err := st.Publish(ctx, e.ns, s)
-	if err != nil {
-		t.Fatal(err)
-	}
+	entry := e.publish(ctx, t, s)
 	spec := sampleSpec("v1.0.0")
 	// Unsigned: applied because its digest is pinned (see trust_test.go).
 	spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: entry.Name, Digest: entry.Digest}}

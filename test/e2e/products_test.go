@@ -100,6 +100,21 @@ func TestProductThroughOperator(t *testing.T) {
 	}
 }
 
+// publish stores s in the test's namespace, unsigned (Installations pin
+// it by digest, see configMapSource).
+func (e *e2e) publish(ctx context.Context, t *testing.T, s *strategy.Strategy) store.Entry {
+	t.Helper()
+	st, err := store.NewForConfig(e.env.Config, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := st.Publish(ctx, e.ns, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return entry
+}
+
 // configMapSource names a stored strategy for an Installation, pinned by
 // its digest (the trust policy applies a named ConfigMap only when it is
 // signed by a trusted key or its digest is pinned).

@@ -3,11 +3,13 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 )
@@ -51,4 +53,74 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	if in.ResourceVersion != rv {
 		t.Errorf("resyncs of a deployed Installation wrote it: resourceVersion %s -> %s; status now %s", rv, in.ResourceVersion, describe(in))
 	}
+}
+
+// An idle resync of KubeVirt v1.9.0 (its 245 objects, from its stored
+// ConfigMap) costs almost nothing: no write, and at most 25 reads, since
+// live objects come from caches of the installation's objects, not from
+// one GET each.
+func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
+	const resyncs = 3
+	var metrics *controller.Metrics
+	e, rec := setupRecorded(t, func(o *controller.Options) {
+		o.ResyncPeriod = 3 * time.Second
+		metrics = o.Metrics
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
+	defer cancel()
+	s := testenv.KubeVirtStrategy(t, "v1.9.0")
+	entry := e.publish(ctx, t, s)
+	spec := v1alpha1.InstallationSpec{Version: s.Identity.Version, Registry: s.Identity.Registry,
+		Strategy: &v1alpha1.StrategySource{ConfigMap: configMapSource(entry)}, PruneCRDs: true}
+	e.create(ctx, t, "kubevirt", spec)
+	e.waitDeployed(ctx, t, "kubevirt", s.Identity.Version)
+	deployed := metrics.Reconciles.WithLabelValues("deployed")
+	testenv.WaitFor(ctx, t, "a resync after deployed", func(context.Context) (bool, string, error) {
+		return testutil.ToFloat64(deployed) >= 1, "", nil
+	})
+	// Start counting at the end of a resync.
+	start := testutil.ToFloat64(deployed)
+	testenv.WaitFor(ctx, t, "the next resync", func(context.Context) (bool, string, error) {
+		return testutil.ToFloat64(deployed) > start, "", nil
+	})
+	rec.Reset()
+	start = testutil.ToFloat64(deployed)
+	testenv.WaitFor(ctx, t, fmt.Sprintf("%d resyncs", resyncs), func(context.Context) (bool, string, error) {
+		n := testutil.ToFloat64(deployed)
+		return n >= start+resyncs, fmt.Sprintf("%v deployed reconciles", n-start), nil
+	})
+	writes, reads := rec.Writes(), rec.Reads()
+	n := testutil.ToFloat64(deployed) - start
+	perResync := float64(len(reads)) / n
+	byPath := map[string]int{}
+	for _, r := range reads {
+		byPath[resourcePath(r.Path)]++
+	}
+	t.Logf("%v idle resyncs of %d objects: %d writes, %d reads (%.1f per resync); reads by resource: %v", n, len(s.Objects), len(writes), len(reads), perResync, byPath)
+	if len(writes) != 0 {
+		t.Errorf("idle resyncs sent %d writes: %v", len(writes), writes)
+	}
+	if perResync > 25 {
+		t.Errorf("idle resyncs read %.1f times each, want at most 25", perResync)
+	}
+}
+
+// resourcePath is a request path without the object's name: the resource
+// it reads.
+func resourcePath(p string) string {
+	parts := strings.Split(strings.Trim(p, "/"), "/")
+	// /api/v1/namespaces/NS/RES/NAME, /apis/G/V/namespaces/NS/RES/NAME,
+	// /apis/G/V/RES/NAME: keep up to the resource.
+	for i := 0; i+1 < len(parts); i++ {
+		if parts[i] == "namespaces" && i+2 < len(parts) {
+			return strings.Join(append(parts[:i+1:i+1], parts[i+2]), "/")
+		}
+	}
+	if len(parts) > 3 && parts[0] == "apis" {
+		return strings.Join(parts[:4], "/")
+	}
+	if len(parts) > 2 && parts[0] == "api" {
+		return strings.Join(parts[:3], "/")
+	}
+	return p
 }

@@ -1,6 +1,6 @@
-// Package applytest records the write requests a client makes, so tests can
-// assert that a no-op resync writes nothing and in which order objects were
-// written.
+// Package applytest records the requests a client makes, so tests can
+// assert that a no-op resync writes nothing (and reads little), and in which
+// order objects were written.
 package applytest
 
 import (
@@ -22,11 +22,23 @@ type Write struct {
 	DryRun bool
 }
 
-// Recorder remembers the write requests made through a config returned by
+// Read is one read request (GET); a watch is a long-lived read, counted
+// apart.
+type Read struct {
+	// Path is the URL path.
+	Path string
+	// Watch is true for watch requests (watch=true, or a /watch/ path).
+	Watch bool
+	// Query is the raw query (a list's label selector, for example).
+	Query string
+}
+
+// Recorder remembers the requests made through a config returned by
 // Record.
 type Recorder struct {
 	mu     sync.Mutex
 	writes []Write
+	reads  []Read
 }
 
 // Record returns a copy of cfg whose requests are recorded.
@@ -49,24 +61,39 @@ type roundTripper struct {
 }
 
 func (t roundTripper) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.r.mu.Lock()
 	switch req.Method {
 	case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-		t.r.mu.Lock()
 		t.r.writes = append(t.r.writes, Write{Method: req.Method, Path: req.URL.Path, DryRun: strings.Contains(req.URL.RawQuery, "dryRun=")})
-		t.r.mu.Unlock()
+	case http.MethodGet:
+		watch := strings.Contains(req.URL.RawQuery, "watch=true") || strings.Contains(req.URL.RawQuery, "watch=1") || strings.Contains(req.URL.Path, "/watch/")
+		t.r.reads = append(t.r.reads, Read{Path: req.URL.Path, Watch: watch, Query: req.URL.RawQuery})
 	}
+	t.r.mu.Unlock()
 	return t.next.RoundTrip(req)
 }
 
 // Writes returns the recorded write requests that were not dry runs, in
 // order.
 func (r *Recorder) Writes() []Write {
+	return filtered(r, func() []Write { return r.writes }, func(w Write) bool { return !w.DryRun })
+}
+
+// Reads returns the recorded read requests that were not watches, in
+// order.
+func (r *Recorder) Reads() []Read {
+	return filtered(r, func() []Read { return r.reads }, func(x Read) bool { return !x.Watch })
+}
+
+// filtered returns the recorded requests (all, read under the lock) that
+// keep passes.
+func filtered[T any](r *Recorder, all func() []T, keep func(T) bool) []T {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []Write
-	for _, w := range r.writes {
-		if !w.DryRun {
-			out = append(out, w)
+	var out []T
+	for _, x := range all() {
+		if keep(x) {
+			out = append(out, x)
 		}
 	}
 	return out
@@ -75,6 +102,6 @@ func (r *Recorder) Writes() []Write {
 // Reset forgets what was recorded.
 func (r *Recorder) Reset() {
 	r.mu.Lock()
-	r.writes = nil
+	r.writes, r.reads = nil, nil
 	r.mu.Unlock()
 }

@@ -1,0 +1,102 @@
+package apply
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+)
+
+// Cache serves live reads of objects from informers instead of the API
+// server. It holds only objects that carry the managed-by label
+// (ManagedByLabel=inventory.ManagedBy), so a miss does not mean that the
+// object does not exist: the applier then asks the API server. A hit may
+// lag behind the API server by the watch's delay; the applier only uses it
+// to decide whether to write (a server-side apply is right whatever it
+// read) and, for objects it wrote, only at the generation it wrote.
+type Cache interface {
+	// Cached returns the cached object of a kind, namespace and name;
+	// ok is false when the cache does not hold it.
+	Cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (obj *unstructured.Unstructured, ok bool, err error)
+}
+
+// InformerCache is a Cache over controller-runtime's informer cache, with
+// every informer filtered by the managed-by label: objects of other
+// products and people never enter it, whatever their number. An informer
+// starts the first time a kind is read (one list, then a watch). Start
+// must run (it is a controller-runtime Runnable) before reads return.
+type InformerCache struct {
+	cache crcache.Cache
+	mu    sync.Mutex
+	// bypass holds kinds whose informer did not sync in SyncTimeout (no
+	// right to list them, say), until when reads of them skip the cache.
+	bypass map[schema.GroupVersionKind]time.Time
+}
+
+// SyncTimeout bounds how long a read waits for a new informer to sync;
+// after that the kind's reads go to the API server for BypassFor.
+var (
+	SyncTimeout = 10 * time.Second
+	BypassFor   = 5 * time.Minute
+)
+
+// ManagedSelector selects the objects an installstrategy installation
+// wrote.
+func ManagedSelector() labels.Selector {
+	return labels.SelectorFromSet(labels.Set{ManagedByLabel: inventory.ManagedBy})
+}
+
+// NewInformerCache returns an informer cache of the objects written by any
+// installstrategy installation, over the cluster at cfg.
+func NewInformerCache(cfg *rest.Config) (*InformerCache, error) {
+	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: ManagedSelector()})
+	if err != nil {
+		return nil, fmt.Errorf("informer cache: %w", err)
+	}
+	return &InformerCache{cache: c, bypass: map[schema.GroupVersionKind]time.Time{}}, nil
+}
+
+// Start runs the informers until ctx ends.
+func (c *InformerCache) Start(ctx context.Context) error { return c.cache.Start(ctx) }
+
+// Informers returns the underlying cache, for watches (controller-runtime
+// sources) on the same informers.
+func (c *InformerCache) Informers() crcache.Cache { return c.cache }
+
+// Cached implements Cache.
+func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
+	c.mu.Lock()
+	until, bypassed := c.bypass[gvk]
+	c.mu.Unlock()
+	if bypassed && time.Now().Before(until) {
+		return nil, false, nil
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	sctx, cancel := context.WithTimeout(ctx, SyncTimeout)
+	defer cancel()
+	err := c.cache.Get(sctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, false, nil
+	case err != nil && ctx.Err() == nil && sctx.Err() != nil:
+		c.mu.Lock()
+		c.bypass[gvk] = time.Now().Add(BypassFor)
+		c.mu.Unlock()
+		return nil, false, fmt.Errorf("informer of %s did not sync in %s: %w", gvk, SyncTimeout, err)
+	case err != nil:
+		return nil, false, err
+	}
+	return u, true, nil
+}

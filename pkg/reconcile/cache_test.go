@@ -1,0 +1,68 @@
+package reconcile_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
+)
+
+// A Reconciler reading from the informer cache: an upgrade still waits
+// for the new rollout (a cached copy of the previous generation is not
+// taken for it), and an idle run of the same strategy writes nothing and
+// reads a handful of objects, not one each.
+func TestCachedReconcilerUpgradeAndIdleRun(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx := t.Context()
+	cfg, rec := applytest.Record(se.env.Config)
+	live, err := apply.NewInformerCache(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- live.Start(cctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("cache: %v", err)
+		}
+	})
+	base, err := reconcile.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := base.WithCache(live)
+	run := func(version string, observed string) *reconcile.Result {
+		t.Helper()
+		s := sample(t, se.ns, version)
+		opts := se.options(t)
+		if observed != "" {
+			opts.Observed = sample(t, se.ns, observed).Identity
+		}
+		res, err := rc.Run(ctx, s, opts)
+		assertRolledOver(t, se, res, err)
+		return res
+	}
+	run("v1.0.0", "")
+	run("v1.1.0", "v1.0.0")
+	// The cache has seen every object by now; an idle run of the same
+	// strategy reads from it.
+	rec.Reset()
+	res := run("v1.1.0", "v1.1.0")
+	if n := res.Count(apply.ActionUnchanged); n != len(res.Applied) {
+		t.Errorf("idle run: %d of %d objects unchanged", n, len(res.Applied))
+	}
+	writes, reads := rec.Writes(), rec.Reads()
+	t.Logf("idle run of %d objects: %d writes, %d reads: %v", len(res.Applied), len(writes), len(reads), reads)
+	if len(writes) != 0 {
+		t.Errorf("idle run wrote: %v", writes)
+	}
+	// Discovery (2), the inventory, and the namespaces merged into (not
+	// the installation's, so not cached) are read; objects are not.
+	if len(reads) > 6 {
+		t.Errorf("idle run made %d reads, want at most 6", len(reads))
+	}
+}
