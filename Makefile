@@ -10,6 +10,8 @@
 #   make verify         gofmt and go vet
 #   make fuzz           the fuzz targets, FUZZ_COUNT inputs each
 #   make bench          benchmarks beside their baselines
+#   make bench-cluster  the cluster benchmarks (idle resync, apply against
+#                       kubectl) on a cluster of their own; not in make test
 #   make build          the plugin and operator binaries into _output/bin
 #   make release        release archives (linux, darwin; amd64, arm64),
 #                       SHA256SUMS and the krew manifest into _output/release
@@ -118,6 +120,18 @@ fuzz:
 .PHONY: bench
 bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=5x ./pkg/codec
+
+# bench-cluster runs the benchmarks that need a cluster (idle resync cost,
+# apply against kubectl) on a cluster of their own, like make test; not in
+# make test. BENCH_CLUSTER selects them (a -bench regexp).
+BENCH_CLUSTER ?= IdleResync|ApplyKubeVirt
+.PHONY: bench-cluster
+bench-cluster:
+	@TEST_TARGETS=bench-cluster-run TEST_CLUSTER_STATE_DIR="$(CURDIR)/_output/bench-cluster" hack/test.sh
+
+.PHONY: bench-cluster-run
+bench-cluster-run:
+	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=3x -timeout=60m ./pkg/reconcile
 
 # Build stamps: version, commit and the commit's date (not the build's, so
 # that rebuilding a commit gives the same binary), into internal/buildinfo.

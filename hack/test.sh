@@ -58,6 +58,10 @@ for f in "${state}"/pids/*.pid; do pids+=("$(cat "${f}")"); done
 # Tests use INSTALLSTRATEGY_TEST_KUBECONFIG only; do not let the user's
 # KUBECONFIG leak into anything else either.
 export KUBECONFIG="${INSTALLSTRATEGY_TEST_KUBECONFIG}"
-log "cluster up after $(($(date +%s) - start))s; running go test ${GOTESTFLAGS:-}"
+# TEST_TARGETS: what runs against the cluster (make bench-cluster runs
+# the cluster benchmarks instead).
+targets="${TEST_TARGETS:-test-go test-extra}"
+log "cluster up after $(($(date +%s) - start))s; running make ${targets} (${GOTESTFLAGS:-})"
 
-make --no-print-directory test-go test-extra
+# shellcheck disable=SC2086 # targets are words
+make --no-print-directory ${targets}

@@ -176,6 +176,10 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	return r, nil
 }
 
+// LiveCache returns the informer cache the reconciler reads live objects
+// from and watches workloads through.
+func (r *Reconciler) LiveCache() *apply.InformerCache { return r.live }
+
 // SetupWithManager registers the reconciler with the manager: it watches
 // Installations, strategy ConfigMaps of their namespaces, and Deployments
 // and DaemonSets (spec changes and deletions, for drift).

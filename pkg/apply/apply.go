@@ -195,6 +195,15 @@ func (a *Applier) WithOptions(opts Options) *Applier {
 	return out
 }
 
+// Direct returns an applier sharing clients and mapper that reads every
+// live object from the API server: for an apply right after a write by
+// another path (a patch), which a cache may not have seen yet.
+func (a *Applier) Direct() *Applier {
+	out := a.WithOptions(a.opts)
+	out.cache = nil
+	return out
+}
+
 // WithCache returns an applier sharing clients and mapper that reads live
 // objects from c where c holds them (see Cache), and from the API server
 // otherwise.

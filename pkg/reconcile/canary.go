@@ -127,15 +127,21 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 		return res, err
 	}
 	r.emit(Event{Type: EventCanary, Step: step.Name, Ref: ref, Reason: "canary ready, maxUnavailable " + wide.String()})
-	err = r.checker.Wait(ctx, r.a.Get, []*unstructured.Unstructured{obj}, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval})
+	written := res.Object.GetGeneration()
+	getter := func(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		return r.a.GetAtLeast(ctx, o, written)
+	}
+	err = r.checker.Wait(ctx, getter, []*unstructured.Unstructured{obj}, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval})
 	if err != nil {
 		if deg, ok := err.(*health.DegradedError); ok && deg.Reason == health.ReasonFailed {
 			return res, r.failCanary(ctx, &ds, ref, deg.Error())
 		}
 		return res, err
 	}
-	// Restore the strategy's value by applying the object again.
-	restored, err := r.a.Apply(ctx, obj)
+	// Restore the strategy's value by applying the object again, read
+	// from the API server: a cache may not have seen the patch yet, and
+	// would call the object unchanged.
+	restored, err := r.a.Direct().Apply(ctx, obj)
 	if err != nil {
 		return res, err
 	}

@@ -56,10 +56,12 @@ type e2e struct {
 	scheme *runtime.Scheme
 	keyNS  string
 	// config, when set, is the operator's client configuration.
-	config  *rest.Config
-	change  func(*controller.Options)
-	metrics *controller.Metrics
-	stop    func()
+	config *rest.Config
+	change func(*controller.Options)
+	// reconciler is the running manager's Installation controller.
+	reconciler *controller.Reconciler
+	metrics    *controller.Metrics
+	stop       func()
 }
 
 func installCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
@@ -194,6 +196,7 @@ func (e *e2e) startManager(t *testing.T) {
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	e.reconciler = r
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
