@@ -132,13 +132,21 @@ func resourcePath(p string) string {
 }
 
 // Workloads of other products do not enter the operator's caches: with
-// 2,000 unrelated Deployments in the cluster, the informers the operator
-// reads from and watches through hold the product's Deployments only.
+// 2,000 unrelated Deployments created while the operator runs, the
+// informers it reads from and watches through hold the product's
+// Deployments only. (They are paused, so the controller-manager makes no
+// ReplicaSets for them.)
 func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 	const unrelated = 2000
-	e := setup(t)
+	var metrics *controller.Metrics
+	e := setupWith(t, func(o *controller.Options) {
+		o.ResyncPeriod = 2 * time.Second
+		metrics = o.Metrics
+	})
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 	other := e.env.Namespace(ctx, t)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
@@ -149,6 +157,7 @@ func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("unrelated-%04d", i), Namespace: other, Labels: map[string]string{"app.kubernetes.io/managed-by": "Helm"}},
 				Spec: appsv1.DeploymentSpec{
 					Replicas: &zero,
+					Paused:   true,
 					Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "unrelated"}},
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"app": "unrelated"}},
@@ -163,8 +172,12 @@ func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
-	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	// A resync after they exist.
+	deployed := metrics.Reconciles.WithLabelValues("deployed")
+	start := testutil.ToFloat64(deployed)
+	testenv.WaitFor(ctx, t, "a resync", func(context.Context) (bool, string, error) {
+		return testutil.ToFloat64(deployed) > start, "", nil
+	})
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
 	if err := e.reconciler.LiveCache().Informers().List(ctx, &list); err != nil {
@@ -179,7 +192,7 @@ func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 			product++
 		}
 	}
-	t.Logf("the operator's cache holds %d Deployments, %d of them the product's; %d unrelated ones are not", len(list.Items), product, unrelated)
+	t.Logf("the operator's cache holds %d Deployments, %d of them the product's; the %d unrelated ones are not", len(list.Items), product, unrelated)
 	if product == 0 {
 		t.Errorf("the product's Deployments are not in the operator's cache")
 	}
