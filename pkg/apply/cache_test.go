@@ -1,0 +1,129 @@
+package apply_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+)
+
+// startCache runs an informer cache over cfg until the test ends.
+func startCache(t *testing.T, cfg *rest.Config) *apply.InformerCache {
+	t.Helper()
+	c, err := apply.NewInformerCache(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			t.Errorf("cache: %v", err)
+		}
+	})
+	return c
+}
+
+// An applier with a cache reads the objects it holds from it (no request)
+// and decides "unchanged" from them; objects that are not an
+// installation's are never cached, so they are read (and refused) live.
+func TestCachedReadsAndMisses(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	cfg, rec := applytest.Record(env.Config)
+	a, err := apply.NewForConfig(cfg, apply.Options{Identity: testID, Owner: testOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := a.WithCache(startCache(t, cfg))
+	ours := configMap(t, ns, "ours", map[string]string{"k": "v"})
+	if _, err := a.Apply(ctx, ours); err != nil {
+		t.Fatal(err)
+	}
+	foreign := configMap(t, ns, "foreign", map[string]string{"k": "v"})
+	if _, err := env.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "the cache holds ours", func(ctx context.Context) (bool, string, error) {
+		live, err := cached.Get(ctx, ours)
+		return err == nil && live != nil, "", err
+	})
+	rec.Reset()
+	res, err := cached.Apply(ctx, ours)
+	if err != nil || res.Action != apply.ActionUnchanged {
+		t.Fatalf("apply of an unchanged cached object: %+v, %v", res, err)
+	}
+	if r := rec.Reads(); len(r) != 0 {
+		t.Errorf("apply of an unchanged cached object read %v", r)
+	}
+	if _, err := cached.Apply(ctx, foreign); err == nil {
+		t.Fatal("a foreign object was overwritten through the cache")
+	}
+	if r := rec.Reads(); len(r) != 1 {
+		t.Errorf("apply of a foreign object: reads %v, want its one live GET", r)
+	}
+	if len(rec.Writes()) != 0 {
+		t.Errorf("writes: %v", rec.Writes())
+	}
+}
+
+// A kind the cache's client may not list never syncs: the read waits at
+// most apply.SyncTimeout, then that kind is read from the API server, and
+// Get still answers.
+func TestCacheThatCannotListFallsBackToTheAPIServer(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	user := "cache-get-only-" + ns
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "get-only", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}}}
+	if _, err := env.Kube.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "get-only", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "get-only"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: user}}}
+	if _, err := env.Kube.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	a, err := apply.NewForConfig(env.Config, apply.Options{Identity: testID, Owner: testOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := configMap(t, ns, "cm", map[string]string{"k": "v"})
+	if _, err := a.Apply(ctx, cm); err != nil {
+		t.Fatal(err)
+	}
+	limited := rest.CopyConfig(env.Config)
+	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
+	restore := apply.SyncTimeout
+	apply.SyncTimeout = time.Second
+	t.Cleanup(func() { apply.SyncTimeout = restore })
+	c := startCache(t, limited)
+	if _, ok, err := c.Cached(ctx, cm.GroupVersionKind(), ns, "cm"); ok || err == nil {
+		t.Fatalf("a cache that may not list ConfigMaps answered: ok %v, err %v", ok, err)
+	}
+	// Bypassed from now on: no wait, a miss.
+	if _, ok, err := c.Cached(ctx, cm.GroupVersionKind(), ns, "cm"); ok || err != nil {
+		t.Fatalf("bypassed kind: ok %v, err %v", ok, err)
+	}
+	la, err := apply.NewForConfig(limited, apply.Options{Identity: testID, Owner: testOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := la.WithCache(c).Get(ctx, cm)
+	if err != nil || live == nil {
+		t.Fatalf("get through a cache that cannot list: %v, %v", live, err)
+	}
+}
