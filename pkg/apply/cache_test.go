@@ -15,25 +15,6 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 )
 
-// startCache runs an informer cache over cfg until the test ends.
-func startCache(t *testing.T, cfg *rest.Config) *apply.InformerCache {
-	t.Helper()
-	c, err := apply.NewInformerCache(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Start(ctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	})
-	return c
-}
-
 // An applier with a cache reads the objects it holds from it (no request)
 // and decides "unchanged" from them; objects that are not an
 // installation's are never cached, so they are read (and refused) live.
@@ -46,7 +27,7 @@ func TestCachedReadsAndMisses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached := a.WithCache(startCache(t, cfg))
+	cached := a.WithCache(applytest.StartCache(t, cfg))
 	ours := configMap(t, ns, "ours", map[string]string{"k": "v"})
 	if _, err := a.Apply(ctx, ours); err != nil {
 		t.Fatal(err)
@@ -110,7 +91,7 @@ func TestCacheThatCannotListFallsBackToTheAPIServer(t *testing.T) {
 	restore := apply.SyncTimeout
 	apply.SyncTimeout = time.Second
 	t.Cleanup(func() { apply.SyncTimeout = restore })
-	c := startCache(t, limited)
+	c := applytest.StartCache(t, limited)
 	if _, ok, err := c.Cached(ctx, cm.GroupVersionKind(), ns, "cm"); ok || err == nil {
 		t.Fatalf("a cache that may not list ConfigMaps answered: ok %v, err %v", ok, err)
 	}

@@ -1,7 +1,6 @@
 package reconcile_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -17,19 +16,7 @@ func TestCachedReconcilerUpgradeAndIdleRun(t *testing.T) {
 	se := newSampleEnv(t)
 	ctx := t.Context()
 	cfg, rec := applytest.Record(se.env.Config)
-	live, err := apply.NewInformerCache(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- live.Start(cctx) }()
-	t.Cleanup(func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("cache: %v", err)
-		}
-	})
+	live := applytest.StartCache(t, cfg)
 	base, err := reconcile.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -57,13 +57,7 @@ func BenchmarkIdleResync(b *testing.B) {
 					b.Error(err)
 				}
 			})
-			live, err := apply.NewInformerCache(cfg)
-			if err != nil {
-				b.Fatal(err)
-			}
-			cctx, stop := context.WithCancel(ctx)
-			defer stop()
-			go func() { _ = live.Start(cctx) }()
+			live := applytest.StartCache(b, cfg)
 			cached := direct.WithCache(live)
 			// Warm the informers (one list and watch per kind).
 			if _, err := cached.Run(ctx, bc.s, opts); err != nil {

@@ -4,11 +4,15 @@
 package applytest
 
 import (
+	"context"
 	"net/http"
 	"strings"
 	"sync"
+	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
 )
 
 // Write is one write request.
@@ -104,4 +108,24 @@ func (r *Recorder) Reset() {
 	r.mu.Lock()
 	r.writes, r.reads = nil, nil
 	r.mu.Unlock()
+}
+
+// StartCache runs an informer cache of the cluster at cfg until the test
+// ends (and fails the test if the cache ends with an error).
+func StartCache(tb testing.TB, cfg *rest.Config) *apply.InformerCache {
+	tb.Helper()
+	c, err := apply.NewInformerCache(cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Start(ctx) }()
+	tb.Cleanup(func() {
+		stop()
+		if err := <-done; err != nil {
+			tb.Errorf("cache: %v", err)
+		}
+	})
+	return c
 }
