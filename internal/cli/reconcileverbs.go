@@ -254,9 +254,11 @@ func planChanges(p *plan.Plan) int {
 
 func newPlanCommand(o *options) *cobra.Command {
 	var f reconcileFlags
-	var output, strategyArg string
+	var strategyArg string
+	var out *output
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "plan FILE|-|cm/NAME|NAME",
+		Use:   "plan FILE|-|cm/NAME|NAME | -f FILE",
 		Short: "Show what a reconcile of a strategy would do now, writing nothing",
 		Long: `Compare a strategy (a file, standard input, or a strategy ConfigMap NAME in the
 namespace) with the cluster and print what a reconcile would do, step by step:
@@ -264,30 +266,38 @@ create, update (with the fields that change), recreate (immutable fields),
 unchanged, skip (kind not served, with the reason), conflict (an object that is
 not ours), and prune (objects we manage that the strategy no longer holds).
 Nothing is written: updates are checked with server-side dry runs. The strategy
-is the argument, or --strategy (the older spelling).
+is the argument, or -f (--strategy is the older spelling).
+
+-o json, yaml, jsonpath= and go-template= print the plan as an object of the
+print-only kind Plan (` + reportVersion + `); -o name prints the objects
+the reconcile would write (create, update, recreate, prune), one
+kind.group/name a line.
 
 Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 		Example: `  kubectl installstrategy plan sample-v1.1.0.yaml -n sample
-  kubectl installstrategy plan cm/kubevirt-install-strategy-abcde -n kubevirt -o json`,
+  kubectl installstrategy plan cm/kubevirt-install-strategy-abcde -n kubevirt -o json
+  kubectl installstrategy plan -f sample-v1.1.0.yaml -n sample -o name`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
-			switch {
-			case len(args) == 1 && strategyArg != "":
-				return usageError(errors.New("give the strategy once: as the argument or with --strategy"))
-			case len(args) == 1:
-				strategyArg = args[0]
-			case strategyArg == "":
-				return usageError(errors.New("give the strategy: plan FILE|-|cm/NAME"))
+			if strategyArg != "" {
+				if len(args) == 1 || file.path != "" {
+					return usageError(errors.New("give the strategy once: as the argument, with -f or with --strategy"))
+				}
+				args = []string{strategyArg}
 			}
-			if err := checkOutput(output); err != nil {
-				return fail(err)
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
 			}
-			p, _, err := o.observePlan(cmd.Context(), strategyArg, &f)
+			if err := out.validate(); err != nil {
+				return err
+			}
+			p, _, err := o.observePlan(cmd.Context(), src, &f)
 			if err != nil {
 				return fail(err)
 			}
-			if err := printPlan(o.streams.Out, output, p); err != nil {
+			if err := printPlan(o.streams.Out, out, p); err != nil {
 				return fail(err)
 			}
 			if n := planChanges(p); n > 0 {
@@ -297,35 +307,63 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&strategyArg, "strategy", "", "the strategy: a file, - for standard input, or a strategy ConfigMap name")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	cmd.Flags().StringVar(&strategyArg, "strategy", "", "the strategy: a file, - for standard input, or a strategy ConfigMap name (the older spelling of -f)")
+	out = addOutput(cmd, "table")
+	file = addFileFlag(cmd)
 	f.add(cmd)
 	return cmd
 }
 
-func printPlan(w io.Writer, output string, p *plan.Plan) error {
-	switch output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(p)
-	case "yaml":
-		b, err := yaml.Marshal(p)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
+func printPlan(w io.Writer, out *output, p *plan.Plan) error {
+	if out.Human() {
+		return p.Print(w)
+	}
+	if out.Name() {
+		return out.print(w, refList(planWrites(p)))
+	}
+	obj, err := toObject(p, reportGVK("Plan"), "", "")
+	if err != nil {
 		return err
 	}
-	return p.Print(w)
+	return out.print(w, obj)
+}
+
+// planWrites lists the objects a plan would write, in its order.
+func planWrites(p *plan.Plan) []strategy.ObjectRef {
+	var refs []strategy.ObjectRef
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			if writes(it.Action) {
+				refs = append(refs, it.Ref)
+			}
+		}
+	}
+	for _, it := range p.Prune {
+		if it.Action == apply.ActionDelete {
+			refs = append(refs, it.Ref)
+		}
+	}
+	return refs
+}
+
+// writes says whether an action writes to the cluster.
+func writes(a apply.Action) bool {
+	switch a {
+	case apply.ActionCreate, apply.ActionUpdate, apply.ActionRecreate, apply.ActionDelete:
+		return true
+	}
+	return false
 }
 
 func newApplyCommand(o *options) *cobra.Command {
 	var f reconcileFlags
 	var wait, noPrune bool
 	var timeout time.Duration
+	var dryRun string
+	var out *output
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "apply FILE|NAME",
+		Use:   "apply FILE|-|cm/NAME|NAME | -f FILE",
 		Short: "Reconcile a strategy into the cluster, without an operator",
 		Long: `Make the cluster match a strategy through the same pipeline the operator uses:
 CRDs first (waited until Established), RBAC, ConfigMaps and Secrets (empty TLS
@@ -338,17 +376,48 @@ on a vanilla cluster) are skipped and reported.
 
 Progress is printed as it happens, then a summary. Without --wait, rollouts are
 not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
-over within --timeout.`,
+over within --timeout.
+
+--dry-run=server sends every object the reconcile would create or update as a
+server-side dry run (admission and validation run, nothing is stored) and
+prints what each would do, prune included; --dry-run=client sends nothing and
+prints the objects as apply would send them (placed, namespaced). Neither
+writes anything, the inventory included. With a dry run, -o json, yaml, name,
+jsonpath= or go-template= prints the objects instead.`,
 		Example: `  kubectl installstrategy apply sample-v1.0.0.yaml -n sample --wait
-  kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m`,
-		Args: cobra.ExactArgs(1),
+  kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m
+  kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
+			}
+			switch dryRun {
+			case "none", "server", "client":
+			default:
+				return usageError(fmt.Errorf("--dry-run %q: want none, server or client", dryRun))
+			}
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if dryRun == "none" && cmd.Flags().Changed("output") {
+				return usageError(errors.New("-o prints the objects of a dry run: give --dry-run=server or client"))
+			}
 			// The steps' own deadline ends a stuck wait with the reason
 			// (a Degraded condition, an event); the command's context gets
 			// a margin past it so that reason is what is reported.
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+30*time.Second)
 			defer cancel()
-			l, err := o.strategyArg(ctx, args[0])
+			if dryRun == "server" {
+				p, l, err := o.observePlan(ctx, src, &f)
+				if err != nil {
+					return err
+				}
+				printWarnings(o.streams.ErrOut, l.Warnings)
+				return printDryRun(o.streams.Out, out, p, l.Strategy, "server dry run")
+			}
+			l, err := o.strategyArg(ctx, src)
 			if err != nil {
 				return err
 			}
@@ -363,6 +432,9 @@ over within --timeout.`,
 			owner, err := c.prepareCluster(ctx, l, &f)
 			if err != nil {
 				return err
+			}
+			if dryRun == "client" {
+				return printDryRun(o.streams.Out, out, nil, l.Strategy, "client dry run")
 			}
 			observed, err := c.observedIdentity(ctx, l.Strategy, owner, &f)
 			if err != nil {
@@ -405,8 +477,77 @@ over within --timeout.`,
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every step has rolled over before the next, and prune only then")
 	cmd.Flags().BoolVar(&noPrune, "no-prune", false, "leave objects the strategy no longer holds")
 	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long (also the deadline of each step's wait)")
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send every write as a server-side dry run and print what each object would do; "client": print the objects apply would send; nothing is written either way`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
+	out = addOutput(cmd, "text")
+	file = addFileFlag(cmd)
 	f.add(cmd)
 	return cmd
+}
+
+// printDryRun prints a dry run of apply: with a plan (server), one line
+// per object with what it would do, as kubectl apply --dry-run prints;
+// without (client), the objects it would send. -o prints the objects.
+func printDryRun(w io.Writer, out *output, p *plan.Plan, s *strategy.Strategy, mode string) error {
+	if !out.Human() {
+		return out.print(w, toList(s.Objects))
+	}
+	if p == nil {
+		for _, obj := range s.Objects {
+			fmt.Fprintf(w, "%s (%s)\n", refName(strategy.RefOf(obj)), mode)
+		}
+		return nil
+	}
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			line := fmt.Sprintf("%s %s (%s)", refName(it.Ref), pastTense(it.Action), mode)
+			if it.Reason != "" && (it.Action == apply.ActionSkip || it.Action == apply.ActionConflict || it.Action == apply.ActionRecreate) {
+				line += ": " + it.Reason
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	for _, it := range p.Prune {
+		line := fmt.Sprintf("%s %s (%s)", refName(it.Ref), "pruned", mode)
+		if it.Action != apply.ActionDelete {
+			line = fmt.Sprintf("%s kept (%s): %s", refName(it.Ref), mode, it.Reason)
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
+
+// refName is an object as kubectl names it: kind.group/name, and the
+// namespace after it, since a strategy spans namespaces.
+func refName(r strategy.ObjectRef) string {
+	kind := strings.ToLower(r.Kind)
+	if r.Group != "" {
+		kind += "." + r.Group
+	}
+	s := kind + "/" + r.Name
+	if r.Namespace != "" {
+		s += " -n " + r.Namespace
+	}
+	return s
+}
+
+// pastTense is what kubectl apply prints of an action.
+func pastTense(a apply.Action) string {
+	switch a {
+	case apply.ActionCreate:
+		return "created"
+	case apply.ActionUpdate:
+		return "configured"
+	case apply.ActionRecreate:
+		return "recreated"
+	case apply.ActionUnchanged:
+		return "unchanged"
+	case apply.ActionSkip:
+		return "skipped"
+	case apply.ActionConflict:
+		return "conflict"
+	}
+	return string(a)
 }
 
 func adoptPolicy(adopt bool) apply.AdoptPolicy {

@@ -121,7 +121,15 @@ objects in it are skipped and named, a chunked strategy's head is reassembled
 from the chunks beside it, and several strategies need --name) or a
 plain manifests text (documents separated by --- lines). Objects read from a
 cluster that are not strategies (a Secret, an ordinary ConfigMap, a chunk of a
-stored strategy) are refused with what they are.`,
+stored strategy) are refused with what they are. -f FILE is the same as the
+argument (kubectl's spelling).
+
+Every verb that prints objects (list, inspect, status, plan, decode, apply
+--dry-run) takes kubectl's -o: its own table (and wide, or text) by default,
+and cli-runtime's printers for json, yaml, name, jsonpath= and go-template=.
+
+Without a reachable cluster, a cluster verb fails at once in one line naming
+the server (client-go's klog output is silenced).`,
 		SilenceUsage:     true,
 		SilenceErrors:    true,
 		PersistentPreRun: func(cmd *cobra.Command, args []string) { o.ctx = cmd.Context() },
