@@ -192,13 +192,9 @@ func TestDiffReleases(t *testing.T) {
 }
 
 func TestDiffShowsFieldChange(t *testing.T) {
-	a := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: n\ndata:\n  k: one\n"
-	dir := t.TempDir()
-	pa, pb := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
-	os.WriteFile(pa, []byte(a), 0o644)
-	os.WriteFile(pb, []byte(strings.Replace(a, "one", "two", 1)), 0o644)
+	pa, pb := oneTwo(t)
 	code, out, _ := run(t, nil, "diff", pa, pb)
-	if code != 1 || !strings.Contains(out, "-  k: one\n+  k: two\n") || !strings.Contains(out, "~ ConfigMap/n/c") {
+	if code != 1 || !strings.Contains(out, "-  k: one\n+  k: two\n") || !strings.Contains(out, "~ ConfigMap n/c: .data.k one → two\n") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

@@ -57,6 +57,7 @@ var mistakes = []struct {
 	{"", "apply strategy.yaml --dry-run=maybe"},
 	{"", "apply strategy.yaml -o yaml"},
 	{"", "plan -f strategy.yaml --strategy strategy.yaml"},
+	{"", "diff strategy.yaml manifests.yaml --color sometimes"},
 	// Inputs that are wrong: runtime errors.
 	{"", "decode missing.yaml"},
 	{"", "decode secret.yaml"},

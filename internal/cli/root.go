@@ -82,6 +82,8 @@ type options struct {
 	streams        Streams
 	kube           *genericclioptions.ConfigFlags
 	maxDecodedSize string
+	// color is --color: auto, always or never.
+	color string
 }
 
 func (o *options) decodeOptions() (codec.DecodeOptions, error) {
@@ -130,9 +132,13 @@ and cli-runtime's printers for json, yaml, name, jsonpath= and go-template=.
 
 Without a reachable cluster, a cluster verb fails at once in one line naming
 the server (client-go's klog output is silenced).`,
-		SilenceUsage:     true,
-		SilenceErrors:    true,
-		PersistentPreRun: func(cmd *cobra.Command, args []string) { o.ctx = cmd.Context() },
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			o.ctx = cmd.Context()
+			_, err := o.palette(nil)
+			return err
+		},
 		// A word that is no command is a usage error, with suggestions.
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -155,6 +161,7 @@ the server (client-go's klog output is silenced).`,
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.maxDecodedSize, "max-decoded-size", "64Mi",
 		"refuse strategies whose decoded text is larger than this (guards against gzip bombs)")
+	root.PersistentFlags().StringVar(&o.color, "color", "auto", "colour what is printed for people: auto (on a terminal, unless $NO_COLOR is set), always or never")
 	root.AddCommand(
 		newDecodeCommand(o),
 		newEncodeCommand(o),
