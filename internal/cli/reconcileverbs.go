@@ -257,6 +257,7 @@ func newPlanCommand(o *options) *cobra.Command {
 	var strategyArg string
 	var out *output
 	var file *fileFlag
+	var filter objectFilter
 	cmd := &cobra.Command{
 		Use:   "plan FILE|-|cm/NAME|NAME | -f FILE",
 		Short: "Show what a reconcile of a strategy would do now, writing nothing",
@@ -267,6 +268,11 @@ unchanged, skip (kind not served, with the reason), conflict (an object that is
 not ours), and prune (objects we manage that the strategy no longer holds).
 Nothing is written: updates are checked with server-side dry runs. The strategy
 is the argument, or -f (--strategy is the older spelling).
+
+The table is led by what matters, as in diff: workloads that will restart and
+why, image changes, CRD schema changes and RBAC widening, then the updates
+with identical changes grouped. --kind and --object narrow the plan to some
+objects (it is still observed whole, so prune is right).
 
 -o json, yaml, jsonpath= and go-template= print the plan as an object of the
 print-only kind Plan (` + reportVersion + `); -o name prints the objects
@@ -293,11 +299,16 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
+			pal, err := o.palette(o.streams.Out)
+			if err != nil {
+				return err
+			}
 			p, _, err := o.observePlan(cmd.Context(), src, &f)
 			if err != nil {
 				return fail(err)
 			}
-			if err := printPlan(o.streams.Out, out, p); err != nil {
+			filter.plan(p)
+			if err := printPlan(o.streams.Out, out, p, pal); err != nil {
 				return fail(err)
 			}
 			if n := planChanges(p); n > 0 {
@@ -307,6 +318,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 			return nil
 		},
 	}
+	filter.add(cmd)
 	cmd.Flags().StringVar(&strategyArg, "strategy", "", "the strategy: a file, - for standard input, or a strategy ConfigMap name (the older spelling of -f)")
 	out = addOutput(cmd, "table")
 	file = addFileFlag(cmd)
@@ -314,8 +326,14 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 	return cmd
 }
 
-func printPlan(w io.Writer, out *output, p *plan.Plan) error {
+func printPlan(w io.Writer, out *output, p *plan.Plan, pal palette) error {
 	if out.Human() {
+		// What matters leads; the table of every object follows.
+		if s := summarisePlan(p); !s.empty() {
+			var b strings.Builder
+			printSummary(&b, s, pal)
+			fmt.Fprintf(w, "%s\n", strings.TrimLeft(b.String(), "\n"))
+		}
 		return p.Print(w)
 	}
 	if out.Name() {

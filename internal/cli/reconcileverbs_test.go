@@ -170,6 +170,10 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "configmap/added\n") || !strings.Contains(out, "configmap/dropped\n") {
 		t.Fatalf("plan v2 -o name: exit %d, want 1 with the added and the pruned ConfigMap\n%s", code, out)
 	}
+	code, out, _ = run(t, nil, args(append([]string{"plan", "-f", v2, "-o", "name", "--kind", "deployment", "--object", "small-*"}, v2args...)...)...)
+	if code != 1 || out != "deployment.apps/small-controller\n" {
+		t.Fatalf("plan v2 --kind deployment -o name: exit %d, want 1 with the Deployment only\n%s", code, out)
+	}
 	before = configMapVersions(ctx, t, env, ns)
 	code, out, errOut = run(t, nil, args(append([]string{"apply", v2, "--dry-run=server"}, v2args...)...)...)
 	if code != 0 || !strings.Contains(out, "configmap/added -n "+ns+" created (server dry run)\n") || !strings.Contains(out, "configmap/dropped -n "+ns+" pruned (server dry run)\n") {

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -90,12 +91,78 @@ func summarise(a, b *strategy.Strategy, c *Change, showSecrets bool) *Summary {
 		}
 		g.Refs = append(g.Refs, ref)
 	}
+	s.group(groups, order)
+	return s
+}
+
+func (s *Summary) group(groups map[string]*ChangeGroup, order []string) {
 	for _, k := range order {
 		s.Groups = append(s.Groups, *groups[k])
 	}
 	// Large groups first: they are what a reader can dismiss at once.
 	sort.SliceStable(s.Groups, func(i, j int) bool { return len(s.Groups[i].Refs) > len(s.Groups[j].Refs) })
+}
+
+// summarisePlan builds the Summary of what a plan would write: the objects
+// it creates, and those it updates or recreates compared with their live
+// state through the plan's field changes (Secret values are masked by
+// the plan already).
+func summarisePlan(p *plan.Plan) *Summary {
+	s := &Summary{}
+	groups := map[string]*ChangeGroup{}
+	var order []string
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			switch {
+			case it.Action == apply.ActionCreate && it.Object != nil:
+				s.added(it.Ref, it.Object)
+			case (it.Action == apply.ActionUpdate || it.Action == apply.ActionRecreate) && it.Live != nil && it.Object != nil:
+				fields := make([]fieldChange, 0, len(it.Changes))
+				for _, c := range it.Changes {
+					if !plan.IsBookkeeping(c.Path) {
+						fields = append(fields, fieldChange{Path: namedVersions(c.Path, it.Object), Old: c.Live, New: c.Desired})
+					}
+				}
+				if len(fields) == 0 {
+					continue // the identity annotations only: the table says so
+				}
+				changes, key := s.changedFields(it.Ref, it.Live, it.Object, fields)
+				key = it.Ref.GroupKind().String() + "\x00" + key
+				g, ok := groups[key]
+				if !ok {
+					g = &ChangeGroup{Kind: it.Ref.Kind, Changes: changes}
+					groups[key] = g
+					order = append(order, key)
+				}
+				g.Refs = append(g.Refs, it.Ref)
+			}
+		}
+	}
+	s.group(groups, order)
 	return s
+}
+
+// namedVersions names the CRD version of a plan's path by its name, as a
+// diff does: .spec.versions[0].schema → .spec.versions[v1].schema.
+func namedVersions(path string, obj *unstructured.Unstructured) string {
+	rest, ok := strings.CutPrefix(path, ".spec.versions[")
+	if !ok {
+		return path
+	}
+	idx, tail, _ := strings.Cut(rest, "]")
+	var i int
+	if _, err := fmt.Sscanf(idx, "%d", &i); err != nil {
+		return path
+	}
+	if names := crdVersions(obj); i < len(names) {
+		return ".spec.versions[" + names[i] + "]" + tail
+	}
+	return path
+}
+
+// empty says whether the summary has nothing to say.
+func (s *Summary) empty() bool {
+	return len(s.Restarts)+len(s.Images)+len(s.Schemas)+len(s.RBAC)+len(s.Groups) == 0
 }
 
 // added records what a new object brings: a workload's pods and images,
@@ -122,8 +189,13 @@ func (s *Summary) added(ref strategy.ObjectRef, obj *unstructured.Unstructured) 
 // description of its changes, for people, and the key that grouping
 // compares (every field change, exactly).
 func (s *Summary) changed(ref strategy.ObjectRef, a, b *unstructured.Unstructured) ([]string, string) {
+	return s.changedFields(ref, a, b, fieldChanges(a.Object, b.Object))
+}
+
+// changedFields is changed with the field changes given (a plan's, which
+// ignore what the server fills in).
+func (s *Summary) changedFields(ref strategy.ObjectRef, a, b *unstructured.Unstructured, fields []fieldChange) ([]string, string) {
 	info, _ := kinds.Lookup(ref.GroupKind())
-	fields := fieldChanges(a.Object, b.Object)
 	var key strings.Builder
 	for _, f := range fields {
 		fmt.Fprintf(&key, "%s=%v>%v\x00", f.Path, f.Old, f.New)
@@ -184,11 +256,10 @@ func (s *Summary) changed(ref strategy.ObjectRef, a, b *unstructured.Unstructure
 // "securityContext", "label app".
 func templateReason(rel string) string {
 	rel = strings.TrimPrefix(rel, ".spec")
-	if k, ok := strings.CutPrefix(rel, ".metadata.labels["); ok {
-		return "label " + strings.TrimSuffix(k, "]")
-	}
-	if k, ok := strings.CutPrefix(rel, ".metadata.annotations["); ok {
-		return "annotation " + strings.TrimSuffix(k, "]")
+	for _, p := range []struct{ prefix, word string }{{".metadata.labels", "label "}, {".metadata.annotations", "annotation "}} {
+		if k, ok := strings.CutPrefix(rel, p.prefix); ok && k != "" {
+			return p.word + strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(k, "."), "["), "]")
+		}
 	}
 	segs := splitPath(rel)
 	n := 1
