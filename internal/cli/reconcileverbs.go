@@ -392,8 +392,10 @@ resources, then prune of what the previously applied strategy had and this one
 lacks (CRDs only with --prune-crds). Kinds the cluster does not serve (OpenShift's
 on a vanilla cluster) are skipped and reported.
 
-Progress is printed as it happens, then a summary. Without --wait, rollouts are
-not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
+Progress is printed as it happens, then a summary. While a step waits, each
+object it waits for has a line (waiting, with what it waits for; ready; failed,
+with why), redrawn in place on a terminal and printed when it changes
+otherwise. Without --wait, rollouts are not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
 over within --timeout.
 
 --dry-run=server sends every object the reconcile would create or update as a
@@ -459,11 +461,21 @@ jsonpath= or go-template= prints the objects instead.`,
 				return err
 			}
 			out := o.streams.Out
+			pal, err := o.palette(out)
+			if err != nil {
+				return err
+			}
+			view := newRolloutView(out, isTerminal(out), pal)
 			fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
 			res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
 				Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: noPrune, NoWait: !wait,
 				StageDeadline: timeout,
 				OnEvent: func(e reconcile.Event) {
+					if e.Type == reconcile.EventProgress {
+						view.progress(e.Progress)
+						return
+					}
+					defer view.printed()
 					switch {
 					case e.Ref != (strategy.ObjectRef{}):
 						reason := ""

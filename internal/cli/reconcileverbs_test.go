@@ -126,6 +126,11 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "summary: 5 created") || !strings.Contains(out, "rolled over: true") {
 		t.Fatalf("apply v1: exit %d\n%s\n%s", code, out, errOut)
 	}
+	// The rollout's live lines (plain: not a terminal): the Deployment
+	// ends ready, and each line is printed once.
+	if ready := "  ready   Deployment.apps/" + ns + "/small-controller\n"; strings.Count(out, ready) != 1 {
+		t.Errorf("apply --wait: want the line %q once:\n%s", ready, out)
+	}
 	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "small-controller", metav1.GetOptions{})
 	if err != nil || d.Status.ReadyReplicas != 2 {
 		t.Fatalf("controller after apply --wait: %v ready %d", err, d.Status.ReadyReplicas)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -182,4 +183,33 @@ func oneTwo(t *testing.T) (string, string) {
 	t.Helper()
 	a := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: n\ndata:\n  k: one\n"
 	return writeFile(t, "a.yaml", a), writeFile(t, "b.yaml", strings.Replace(a, "one", "two", 1))
+}
+
+// TestRolloutView: on a terminal the block is redrawn in place; otherwise
+// a line is printed only when an object's state changes.
+func TestRolloutView(t *testing.T) {
+	ref := strategy.ObjectRef{Group: "apps", Kind: "Deployment", Namespace: "n", Name: "app"}
+	rounds := [][]health.Status{
+		{{Ref: ref, Reason: "1/2 updated"}},
+		{{Ref: ref, Reason: "1/2 updated"}},
+		{{Ref: ref, Ready: true}},
+	}
+	var plain strings.Builder
+	v := newRolloutView(&plain, false, palette{})
+	for _, r := range rounds {
+		v.progress(r)
+	}
+	if want := "  waiting Deployment.apps/n/app: 1/2 updated\n  ready   Deployment.apps/n/app\n"; plain.String() != want {
+		t.Errorf("plain:\n%q\nwant\n%q", plain.String(), want)
+	}
+	var tty strings.Builder
+	v = newRolloutView(&tty, true, palette{})
+	for _, r := range rounds {
+		v.progress(r)
+	}
+	v.printed()
+	v.progress(rounds[0])
+	if got := strings.Count(tty.String(), "\x1b[1A"); got != 2 {
+		t.Errorf("tty: %d redraws, want 2 (then a new block after printed):\n%q", got, tty.String())
+	}
 }
