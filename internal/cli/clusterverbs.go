@@ -117,9 +117,10 @@ DIGEST column only says whether one is recorded.
 List of the strategy ConfigMaps as list sees them (apiVersion v1, kind
 ConfigMap, metadata, and the columns' fields; not their data), which
 jsonpath= and go-template= read; -o name prints configmap/NAME, which every
-strategy-reading verb takes.`,
+strategy-reading verb takes (list -o name | xargs -n1 kubectl installstrategy
+verify -n NS verifies them all).`,
 		Example: `  kubectl installstrategy list -n kubevirt
-  kubectl installstrategy list -n kubevirt -o name | xargs -n1 kubectl installstrategy verify -n kubevirt
+  kubectl installstrategy list -n kubevirt -o name
   kubectl installstrategy list -A --verify -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -58,6 +58,9 @@ var mistakes = []struct {
 	{"", "apply strategy.yaml -o yaml"},
 	{"", "plan -f strategy.yaml --strategy strategy.yaml"},
 	{"", "diff strategy.yaml manifests.yaml --color sometimes"},
+	{"", "history"},
+	{"", "rollback"},
+	{"", "rollback demo --to-revision -1"},
 	// Inputs that are wrong: runtime errors.
 	{"", "decode missing.yaml"},
 	{"", "decode secret.yaml"},
@@ -84,6 +87,8 @@ var mistakes = []struct {
 	{"", "apply manifests.yaml --kubeconfig unreachable.kubeconfig"},
 	{"", "diff --live manifests.yaml --kubeconfig unreachable.kubeconfig"},
 	{"", "status --kubeconfig unreachable.kubeconfig"},
+	{"", "history demo --kubeconfig unreachable.kubeconfig"},
+	{"", "rollback demo --kubeconfig unreachable.kubeconfig"},
 }
 
 // TestMistakes: each mistake gives its exit code and a one-line message

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
@@ -61,6 +63,14 @@ func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.identity.Identifier, "identifier", "", "the identifier of a strategy that records none")
 	cmd.Flags().StringVar(&f.placementFile, "placement", "", "a YAML or JSON file placing the strategy's pods, as an Installation's spec does: infra and workloads, each with nodeSelector, tolerations and affinity (per-node agents get workloads, the others infra)")
 	cmd.Flags().StringArrayVar(&f.pullSecrets, "pull-secret", nil, "an image pull Secret added to every pod template (repeat the flag for more)")
+}
+
+// addAdoption adds the flags rollback shares with apply (the strategy of a
+// revision has its identity and placement already).
+func (f *reconcileFlags) addAdoption(cmd *cobra.Command) {
+	f.observed = "auto"
+	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "take over existing objects of the strategy that no installation owns (from kubectl apply, Helm, a person); another installation's objects are never taken")
+	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
 }
 
 // prepare gives the flags' identity to a strategy that has none, and puts
@@ -375,8 +385,7 @@ func writes(a apply.Action) bool {
 
 func newApplyCommand(o *options) *cobra.Command {
 	var f reconcileFlags
-	var wait, noPrune bool
-	var timeout time.Duration
+	var a applyFlags
 	var dryRun string
 	var out *output
 	var file *fileFlag
@@ -427,7 +436,7 @@ jsonpath= or go-template= prints the objects instead.`,
 			// The steps' own deadline ends a stuck wait with the reason
 			// (a Degraded condition, an event); the command's context gets
 			// a margin past it so that reason is what is reported.
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+30*time.Second)
+			ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout+30*time.Second)
 			defer cancel()
 			if dryRun == "server" {
 				p, l, err := o.observePlan(ctx, src, &f)
@@ -449,70 +458,98 @@ jsonpath= or go-template= prints the objects instead.`,
 			if err != nil {
 				return err
 			}
-			owner, err := c.prepareCluster(ctx, l, &f)
-			if err != nil {
-				return err
-			}
 			if dryRun == "client" {
+				if _, err := c.prepareCluster(ctx, l, &f); err != nil {
+					return err
+				}
 				return printDryRun(o.streams.Out, out, nil, l.Strategy, "client dry run")
 			}
-			observed, err := c.observedIdentity(ctx, l.Strategy, owner, &f)
-			if err != nil {
-				return err
-			}
-			out := o.streams.Out
-			pal, err := o.palette(out)
-			if err != nil {
-				return err
-			}
-			view := newRolloutView(out, isTerminal(out), pal)
-			fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
-			res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
-				Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: noPrune, NoWait: !wait,
-				StageDeadline: timeout,
-				OnEvent: func(e reconcile.Event) {
-					if e.Type == reconcile.EventProgress {
-						view.progress(e.Progress)
-						return
-					}
-					defer view.printed()
-					switch {
-					case e.Ref != (strategy.ObjectRef{}):
-						reason := ""
-						if e.Reason != "" {
-							reason = " (" + e.Reason + ")"
-						}
-						fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
-					default:
-						line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05"), e.Type, e.Step)
-						if e.Reason != "" {
-							line += ": " + e.Reason
-						}
-						fmt.Fprintln(out, line)
-					}
-				},
-			})
-			if res != nil {
-				printApplySummary(out, res)
-			}
-			if runErr != nil {
-				return runErr
-			}
-			if wait && !res.RolledOver {
-				return &ExitError{Code: 1, Err: errors.New("applied, but not rolled over")}
-			}
-			return nil
+			return o.runApply(ctx, c, l, &f, a, sourceName(src))
 		},
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every step has rolled over before the next, and prune only then")
-	cmd.Flags().BoolVar(&noPrune, "no-prune", false, "leave objects the strategy no longer holds")
-	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long (also the deadline of each step's wait)")
+	a.add(cmd)
 	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send every write as a server-side dry run and print what each object would do; "client": print the objects apply would send; nothing is written either way`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	out = addOutput(cmd, "text")
 	file = addFileFlag(cmd)
 	f.add(cmd)
 	return cmd
+}
+
+// applyFlags are the flags of apply that rollback shares.
+type applyFlags struct {
+	wait, noPrune bool
+	timeout       time.Duration
+	historyLimit  int
+}
+
+func (a *applyFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&a.wait, "wait", false, "wait until every step has rolled over before the next, and prune only then")
+	cmd.Flags().BoolVar(&a.noPrune, "no-prune", false, "leave objects the strategy no longer holds")
+	cmd.Flags().DurationVar(&a.timeout, "timeout", 10*time.Minute, "give up after this long (also the deadline of each step's wait)")
+	cmd.Flags().IntVar(&a.historyLimit, "history-limit", history.DefaultLimit, "how many revisions of the installation to keep for history and rollback")
+}
+
+// runApply reconciles a loaded (and prepared) strategy into the cluster as
+// the installation of f, prints progress and a summary, and records the
+// revision in the installation's history (source says where the strategy
+// came from).
+func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *reconcileFlags, a applyFlags, source string) error {
+	owner, err := c.prepareCluster(ctx, l, f)
+	if err != nil {
+		return err
+	}
+	observed, err := c.observedIdentity(ctx, l.Strategy, owner, f)
+	if err != nil {
+		return err
+	}
+	out := o.streams.Out
+	pal, err := o.palette(out)
+	if err != nil {
+		return err
+	}
+	view := newRolloutView(out, isTerminal(out), pal)
+	fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
+	res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
+		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
+		StageDeadline: a.timeout,
+		OnEvent: func(e reconcile.Event) {
+			if e.Type == reconcile.EventProgress {
+				view.progress(e.Progress)
+				return
+			}
+			defer view.printed()
+			switch {
+			case e.Ref != (strategy.ObjectRef{}):
+				reason := ""
+				if e.Reason != "" {
+					reason = " (" + e.Reason + ")"
+				}
+				fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
+			default:
+				line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05"), e.Type, e.Step)
+				if e.Reason != "" {
+					line += ": " + e.Reason
+				}
+				fmt.Fprintln(out, line)
+			}
+		},
+	})
+	if res != nil {
+		printApplySummary(out, res)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	rev, err := c.recordRevision(ctx, o.streams.ErrOut, owner, l.Strategy, source, a.historyLimit)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "revision %d of installation %s (kubectl installstrategy history %s -n %s)\n", rev.Revision, owner, owner.Name, owner.Namespace)
+	if a.wait && !res.RolledOver {
+		return &ExitError{Code: 1, Err: errors.New("applied, but not rolled over")}
+	}
+	return nil
 }
 
 // printDryRun prints a dry run of apply: with a plan (server), one line
@@ -659,4 +696,18 @@ func jsonValue(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// sourceName is how a history names where a strategy came from: a file by
+// its absolute path, else the argument as given (-, cm/NAME, NAME).
+func sourceName(src string) string {
+	if _, isRef := clusterRef(src); isRef || src == "-" {
+		return src
+	}
+	if abs, err := filepath.Abs(src); err == nil {
+		if _, err := os.Stat(abs); err == nil {
+			return abs
+		}
+	}
+	return src
 }

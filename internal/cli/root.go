@@ -177,6 +177,8 @@ the server (client-go's klog output is silenced).`,
 		newPlanCommand(o),
 		newApplyCommand(o),
 		newUninstallCommand(o),
+		newHistoryCommand(o),
+		newRollbackCommand(o),
 		newVersionCommand(o),
 	)
 	for _, c := range root.Commands() {

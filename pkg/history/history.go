@@ -131,8 +131,8 @@ func decode(o inventory.Owner, cm *corev1.ConfigMap) (*History, error) {
 // Record adds rev as the newest revision of o's history (its number and,
 // when zero, its time are set here) and keeps the newest limit revisions (0
 // means DefaultLimit); it returns the history written and the revisions
-// dropped. When the newest revision already runs the same identity from
-// the same ConfigMap, nothing is added (a resync, a re-apply).
+// dropped. When the newest revision already runs the same identity with
+// the same digest, nothing is added (a resync, a re-apply).
 func (s *Store) Record(ctx context.Context, o inventory.Owner, rev Revision, limit int) (*History, []Revision, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
@@ -153,7 +153,7 @@ func (s *Store) Record(ctx context.Context, o inventory.Owner, rev Revision, lim
 			return err
 		}
 		dropped = nil
-		if cur := h.Current(); cur != nil && cur.Identity == rev.Identity && cur.ConfigMap == rev.ConfigMap {
+		if cur := h.Current(); cur != nil && cur.Identity == rev.Identity && cur.Digest == rev.Digest {
 			if len(h.Revisions) <= limit {
 				return nil
 			}
