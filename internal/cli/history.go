@@ -15,9 +15,11 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/duration"
 
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -115,8 +117,28 @@ func (c *cluster) installationHistory(ctx context.Context, name string) (invento
 	if err != nil {
 		return owner, nil, nil, err
 	}
+	if in != nil {
+		h, err := installationRevisions(owner, in)
+		return owner, in, h, err
+	}
 	h, err := history.NewStore(c.kube).Get(ctx, owner)
 	return owner, in, h, err
+}
+
+// installationRevisions is an Installation's status.history, which the
+// operator records.
+func installationRevisions(owner inventory.Owner, u *unstructured.Unstructured) (*history.History, error) {
+	var in v1alpha1.Installation
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &in); err != nil {
+		return nil, fmt.Errorf("read installation %s: %w", owner, err)
+	}
+	h := &history.History{Owner: owner}
+	for _, r := range in.Status.History {
+		h.Revisions = append(h.Revisions, history.Revision{Revision: int(r.Revision),
+			Identity:  strategy.Identity{Version: r.Version, Registry: r.Registry, Identifier: r.Identifier},
+			ConfigMap: r.ConfigMap, Digest: r.Digest, Applied: r.DeployedAt.Time, Source: string(r.Source)})
+	}
+	return h, nil
 }
 
 func newHistoryCommand(o *options) *cobra.Command {
