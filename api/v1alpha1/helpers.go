@@ -178,3 +178,38 @@ func (c *CustomizeComponents) Identifier() string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
 }
+
+// DefaultHistoryLimit is the number of revisions status.history keeps when
+// spec.historyLimit is 0.
+const DefaultHistoryLimit = 5
+
+// HistoryLimitOrDefault is spec.historyLimit, or DefaultHistoryLimit.
+func (s *InstallationSpec) HistoryLimitOrDefault() int {
+	if s.HistoryLimit > 0 {
+		return int(s.HistoryLimit)
+	}
+	return DefaultHistoryLimit
+}
+
+// RecordRevision puts a rolled-out strategy at the head of status.history
+// (revision numbers count up) and keeps the newest HistoryLimitOrDefault;
+// it reports whether the history changed. The same strategy as the newest
+// revision (identity and digest) adds nothing.
+func (in *Installation) RecordRevision(r StrategyRevision) bool {
+	h := in.Status.History
+	if len(h) > 0 {
+		cur := h[0]
+		if cur.Version == r.Version && cur.Registry == r.Registry && cur.Identifier == r.Identifier && cur.Digest == r.Digest {
+			return false
+		}
+		r.Revision = cur.Revision + 1
+	} else {
+		r.Revision = 1
+	}
+	h = append([]StrategyRevision{r}, h...)
+	if limit := in.Spec.HistoryLimitOrDefault(); len(h) > limit {
+		h = h[:limit]
+	}
+	in.Status.History = h
+	return true
+}

@@ -191,3 +191,27 @@ func TestSchemeAndDeepCopy(t *testing.T) {
 		t.Errorf("Resource = %s", Resource("installations"))
 	}
 }
+
+// TestRecordRevision: revisions count up newest first, the same strategy
+// twice is one revision, and spec.historyLimit bounds the history.
+func TestRecordRevision(t *testing.T) {
+	in := &Installation{Spec: InstallationSpec{HistoryLimit: 2}}
+	rev := func(v string) StrategyRevision {
+		return StrategyRevision{Version: v, Digest: "sha256:" + v, ConfigMap: "cm-" + v}
+	}
+	for i, c := range []struct {
+		version string
+		changed bool
+	}{{"v1", true}, {"v1", false}, {"v2", true}, {"v3", true}} {
+		if got := in.RecordRevision(rev(c.version)); got != c.changed {
+			t.Errorf("record %d (%s): changed %v, want %v", i, c.version, got, c.changed)
+		}
+	}
+	h := in.Status.History
+	if len(h) != 2 || h[0].Version != "v3" || h[0].Revision != 3 || h[1].Version != "v2" || h[1].Revision != 2 {
+		t.Fatalf("history %+v, want v3 (3) and v2 (2)", h)
+	}
+	if (&InstallationSpec{}).HistoryLimitOrDefault() != DefaultHistoryLimit {
+		t.Error("no historyLimit is not the default")
+	}
+}

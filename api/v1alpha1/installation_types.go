@@ -100,6 +100,14 @@ type InstallationSpec struct {
 	// +optional
 	Canary *CanarySpec `json:"canary,omitempty"`
 
+	// HistoryLimit is how many rolled-out strategies status.history keeps
+	// (and garbage collection keeps stored with them, for rollback); 0
+	// means 5.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	HistoryLimit int32 `json:"historyLimit,omitempty"`
+
 	// UninstallStrategy says what deleting the Installation does while
 	// custom resources of the product's CRDs (its workloads) still exist.
 	// +kubebuilder:default=BlockUninstallIfWorkloadsExist
@@ -395,6 +403,38 @@ type InstallationStatus struct {
 	// +listMapKey=name
 	// +optional
 	Components []ComponentStatus `json:"components,omitempty"`
+
+	// History lists the strategies the Installation rolled out, newest
+	// first, at most spec.historyLimit: what kubectl installstrategy
+	// history shows and rollback returns to. Garbage collection keeps the
+	// stored strategies it names.
+	// +optional
+	History []StrategyRevision `json:"history,omitempty"`
+}
+
+// StrategyRevision is one strategy an Installation rolled out.
+type StrategyRevision struct {
+	// Revision counts up from 1.
+	Revision int32 `json:"revision"`
+	// Version, Registry and Identifier are the strategy's identity.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// +optional
+	Registry string `json:"registry,omitempty"`
+	// +optional
+	Identifier string `json:"identifier,omitempty"`
+	// ConfigMap is the stored strategy (the head of a chunked one) in the
+	// Installation's namespace.
+	// +optional
+	ConfigMap string `json:"configMap,omitempty"`
+	// Digest is the "sha256:" digest of its manifests text.
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Source is the kind of source it came from.
+	// +optional
+	Source StrategySourceType `json:"source,omitempty"`
+	// DeployedAt is when it was fully rolled out.
+	DeployedAt metav1.Time `json:"deployedAt"`
 }
 
 // StrategyStatus records the strategy an Installation is deploying.

@@ -2,10 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -70,6 +72,52 @@ func TestInspectGolden(t *testing.T) {
 			}
 			golden(t, "inspect-v1.9.0-"+format, out)
 		})
+	}
+}
+
+// TestInspectPrinters: -o name and -o jsonpath= are cli-runtime's printers
+// (golden), and -f FILE is the argument under kubectl's spelling.
+func TestInspectPrinters(t *testing.T) {
+	path := kubevirtdata.Path(t, "v1.9.0", "configmap.yaml")
+	for _, c := range []struct{ golden, output string }{
+		{"inspect-v1.9.0-name", "name"},
+		{"inspect-v1.9.0-jsonpath", `jsonpath={.identity.version} {.sizes.encoded} {range .kinds[*]}{.kind}={.count} {end}{"\n"}`},
+		{"inspect-v1.9.0-template", `go-template={{.identity.identifier}}:{{range .objects}}{{if .images}} {{.name}}{{end}}{{end}}{{"\n"}}`},
+	} {
+		code, out, errOut := run(t, nil, "inspect", path, "-o", c.output)
+		if code != 0 {
+			t.Fatalf("-o %s: exit %d: %s", c.output, code, errOut)
+		}
+		golden(t, c.golden, out)
+		code, viaF, errOut := run(t, nil, "inspect", "-f", path, "-o", c.output)
+		if code != 0 || viaF != out {
+			t.Fatalf("-f: exit %d, same output as the argument: %v; %s", code, viaF == out, errOut)
+		}
+	}
+}
+
+// TestDecodeObjects: decode -o prints the strategy's objects through the
+// printers: a v1 List of 245 objects, and their names.
+func TestDecodeObjects(t *testing.T) {
+	path := kubevirtdata.Path(t, "v1.9.0", "configmap.yaml")
+	code, out, errOut := run(t, nil, "decode", "-f", path, "-o", "json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var list struct {
+		Kind  string           `json:"kind"`
+		Items []map[string]any `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Kind != "List" || len(list.Items) != 245 {
+		t.Fatalf("decode -o json: kind %q, %d items", list.Kind, len(list.Items))
+	}
+	code, out, _ = run(t, nil, "decode", path, "-o", "name")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if code != 0 || len(lines) != 245 || !slices.Contains(lines, "deployment.apps/virt-api") {
+		t.Fatalf("decode -o name: exit %d, %d lines: %v", code, len(lines), lines[:min(3, len(lines))])
 	}
 }
 
@@ -144,13 +192,9 @@ func TestDiffReleases(t *testing.T) {
 }
 
 func TestDiffShowsFieldChange(t *testing.T) {
-	a := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: n\ndata:\n  k: one\n"
-	dir := t.TempDir()
-	pa, pb := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
-	os.WriteFile(pa, []byte(a), 0o644)
-	os.WriteFile(pb, []byte(strings.Replace(a, "one", "two", 1)), 0o644)
+	pa, pb := oneTwo(t)
 	code, out, _ := run(t, nil, "diff", pa, pb)
-	if code != 1 || !strings.Contains(out, "-  k: one\n+  k: two\n") || !strings.Contains(out, "~ ConfigMap/n/c") {
+	if code != 1 || !strings.Contains(out, "-  k: one\n+  k: two\n") || !strings.Contains(out, "~ ConfigMap n/c: .data.k one → two\n") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }

@@ -58,10 +58,7 @@ func TestClusterListGetInspect(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list: exit %d: %s", code, errOut)
 	}
-	var rows []ListRow
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatal(err)
-	}
+	rows := listRows(t, out)
 	if len(rows) != 1 {
 		t.Fatalf("list: %d rows, want 1:\n%s", len(rows), out)
 	}
@@ -74,6 +71,23 @@ func TestClusterListGetInspect(t *testing.T) {
 	if r.LimitUsedPercent < 53 || r.LimitUsedPercent > 54 {
 		t.Errorf("limit used: %.1f%%", r.LimitUsedPercent)
 	}
+	// -o name and jsonpath= (golden): configmap/NAME, which every
+	// strategy-reading verb takes.
+	code, out, errOut = run(t, nil, append([]string{"list", "-o", "name"}, clusterArgs(ns)...)...)
+	if code != 0 {
+		t.Fatalf("list -o name: exit %d: %s", code, errOut)
+	}
+	golden(t, "list-name", strings.ReplaceAll(out, name, "NAME"))
+	code, _, errOut = run(t, nil, append([]string{"inspect", strings.TrimSpace(out), "-o", "name"}, clusterArgs(ns)...)...)
+	if code != 0 {
+		t.Fatalf("inspect of list -o name: exit %d: %s", code, errOut)
+	}
+	code, out, errOut = run(t, nil, append([]string{"list", "-o",
+		`jsonpath={range .items[*]}{.metadata.name} {.identity.version} {.format} {.encodedBytes} {.digest}{"\n"}{end}`}, clusterArgs(ns)...)...)
+	if code != 0 {
+		t.Fatalf("list -o jsonpath: exit %d: %s", code, errOut)
+	}
+	golden(t, "list-jsonpath", strings.ReplaceAll(out, name, "NAME"))
 
 	want := string(kubevirtdata.Read(t, "v1.9.0", "manifests.yaml"))
 	for _, args := range [][]string{
@@ -131,10 +145,7 @@ func TestClusterPublishChunked(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("list --verify: exit %d %s", code, errOut)
 	}
-	var rows []ListRow
-	if err := json.Unmarshal([]byte(out), &rows); err != nil {
-		t.Fatal(err)
-	}
+	rows := listRows(t, out)
 	if len(rows) != 1 || rows[0].Chunks < 3 || rows[0].Digest != "verified" || rows[0].LimitUsedPercent < 250 {
 		t.Fatalf("list: %s", out)
 	}
@@ -318,4 +329,20 @@ func TestClusterStrategyReferences(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "list configmaps in namespace "+ns+" with label") {
 		t.Fatalf("list as nobody: exit %d %s", code, errOut)
 	}
+}
+
+// listRows reads list -o json: a v1 List of the rows.
+func listRows(t *testing.T, out string) []ListRow {
+	t.Helper()
+	var list struct {
+		Kind  string    `json:"kind"`
+		Items []ListRow `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.Kind != "List" {
+		t.Fatalf("list -o json: kind %q, want List", list.Kind)
+	}
+	return list.Items
 }

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,12 +11,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/duration"
-	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -69,7 +68,7 @@ func (c *cluster) markUsers(ctx context.Context, namespace string, entries []sto
 			if apierrors.IsNotFound(err) {
 				continue // the kind is not served here
 			}
-			errs = append(errs, fmt.Errorf("list %s: %w", u.gvr.Resource, err))
+			errs = append(errs, fmt.Errorf("list %s in %s: %w", u.gvr.Resource, namespaceName(namespace), err))
 			continue
 		}
 		for _, item := range list.Items {
@@ -100,7 +99,7 @@ func statusString(u *unstructured.Unstructured, field string) string {
 
 func newListCommand(o *options) *cobra.Command {
 	var allNamespaces, verify bool
-	var output string
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "list",
 		Short: "List the strategy ConfigMaps in a namespace (native and KubeVirt's)",
@@ -112,12 +111,20 @@ as the operator picks it). Chunk ConfigMaps are parts of a strategy, not
 strategies, and are not listed.
 
 --verify reads every strategy and checks its digest (and chunks); without it the
-DIGEST column only says whether one is recorded.`,
+DIGEST column only says whether one is recorded.
+
+-o wide adds the full identifier and the encoding. -o json and yaml print a v1
+List of the strategy ConfigMaps as list sees them (apiVersion v1, kind
+ConfigMap, metadata, and the columns' fields; not their data), which
+jsonpath= and go-template= read; -o name prints configmap/NAME, which every
+strategy-reading verb takes (list -o name | xargs -n1 kubectl installstrategy
+verify -n NS verifies them all).`,
 		Example: `  kubectl installstrategy list -n kubevirt
+  kubectl installstrategy list -n kubevirt -o name
   kubectl installstrategy list -A --verify -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := out.validate(); err != nil {
 				return err
 			}
 			c, err := o.cluster()
@@ -147,7 +154,7 @@ DIGEST column only says whether one is recorded.`,
 			if err := c.markUsers(ctx, ns, entries, rows); err != nil {
 				fmt.Fprintf(o.streams.ErrOut, "warning: %v\n", err)
 			}
-			if err := printList(o.streams.Out, output, rows, allNamespaces); err != nil {
+			if err := printList(o.streams.Out, out, rows, allNamespaces); err != nil {
 				return err
 			}
 			if listErr != nil {
@@ -163,7 +170,7 @@ DIGEST column only says whether one is recorded.`,
 	}
 	cmd.Flags().BoolVarP(&allNamespaces, "all-namespaces", "A", false, "list strategies in every namespace")
 	cmd.Flags().BoolVar(&verify, "verify", false, "read each strategy and verify its digest and chunks")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	out = addOutput(cmd, "table", "wide")
 	return cmd
 }
 
@@ -177,42 +184,44 @@ func listRow(e store.Entry) ListRow {
 	return r
 }
 
-func printList(w io.Writer, output string, rows []ListRow, withNamespace bool) error {
-	switch output {
-	case "json", "yaml":
-		if rows == nil {
-			rows = []ListRow{}
+func printList(w io.Writer, out *output, rows []ListRow, withNamespace bool) error {
+	if !out.Human() {
+		items := make([]*unstructured.Unstructured, 0, len(rows))
+		for _, r := range rows {
+			u, err := toObject(r, corev1.SchemeGroupVersion.WithKind("ConfigMap"), r.Name, r.Namespace)
+			if err != nil {
+				return err
+			}
+			u.SetCreationTimestamp(metav1.NewTime(r.Created))
+			items = append(items, u)
 		}
-		if output == "json" {
-			enc := json.NewEncoder(w)
-			enc.SetIndent("", "  ")
-			return enc.Encode(rows)
-		}
-		b, err := yaml.Marshal(rows)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+		return out.print(w, toList(items))
 	}
+	wide := out.format == "wide"
 	if len(rows) == 0 {
 		_, err := fmt.Fprintln(w, "No strategies found.")
 		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "NAME\tVERSION\tREGISTRY\tIDENTIFIER\tFORMAT\tCHUNKS\tSIZE\tLIMIT\tDIGEST\tAGE\tUSED BY"
+	if wide {
+		header += "\tENCODING"
+	}
 	if withNamespace {
 		header = "NAMESPACE\t" + header
 	}
 	fmt.Fprintln(tw, header)
 	for _, r := range rows {
 		id := r.Identity.Identifier
-		if len(id) > 12 {
+		if len(id) > 12 && !wide {
 			id = id[:12]
 		}
 		line := fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%d\t%s\t%.1f%%\t%s\t%s\t%s", r.Name, orNone(r.Identity.Version), orNone(r.Identity.Registry),
 			orNone(id), r.Format, r.Chunks, sizeShort(r.EncodedBytes), r.LimitUsedPercent, r.Digest,
 			duration.HumanDuration(time.Since(r.Created)), strings.Join(r.UsedBy, ","))
+		if wide {
+			line += "\t" + r.Encoding
+		}
 		if withNamespace {
 			line = r.Namespace + "\t" + line
 		}
@@ -316,8 +325,9 @@ func (c *cluster) newestOfVersion(ctx context.Context, id strategy.Identity) (st
 func newPublishCommand(o *options) *cobra.Command {
 	var id strategy.Identity
 	var format, keyFile string
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "publish FILE|DIR|-",
+		Use:   "publish FILE|DIR|- | -f FILE",
 		Short: "Store a strategy in the cluster, in chunks when it is large",
 		Long: `Publish a strategy into the cluster (namespace -n) through the store: a manifests
 text, a folder of manifests (as decode --output-dir writes), or a strategy
@@ -332,13 +342,17 @@ while storing it (the signature goes on the head of a chunked one; see sign).`,
 		Example: `  kubectl installstrategy publish ./v1.9.0 -n kubevirt --version v1.9.0 --registry quay.io/kubevirt \
       --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
   kubectl installstrategy publish kubevirt-v1.9.0.configmap.yaml -n kubevirt --format kubevirt`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
+			}
 			f, err := codec.ParseFormat(format)
 			if err != nil {
 				return usageError(err)
 			}
-			text, fromCM, warnings, err := o.publishInput(cmd.Context(), args[0])
+			text, fromCM, warnings, err := o.publishInput(cmd.Context(), src)
 			if err != nil {
 				return err
 			}
@@ -393,6 +407,7 @@ while storing it (the signature goes on the head of a chunked one; see sign).`,
 	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
 	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
 	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt (chunked strategies are always native)")
+	file = addFileFlag(cmd)
 	return cmd
 }
 
@@ -414,4 +429,12 @@ func (o *options) publishInput(ctx context.Context, path string) ([]byte, strate
 	}
 	text, err := l.Strategy.Serialize()
 	return text, l.Strategy.Identity, l.Warnings, err
+}
+
+// namespaceName names a namespace in a message; "" is every namespace (-A).
+func namespaceName(ns string) string {
+	if ns == "" {
+		return "every namespace"
+	}
+	return "namespace " + ns
 }

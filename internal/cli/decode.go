@@ -19,8 +19,10 @@ import (
 func newDecodeCommand(o *options) *cobra.Command {
 	var outputDir, name string
 	var force bool
+	var out *output
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "decode FILE|-|cm/NAME",
+		Use:   "decode FILE|-|cm/NAME | -f FILE",
 		Short: "Print the manifests text of a strategy ConfigMap, or split it into files",
 		Long: `Decode a strategy ConfigMap and print its manifests text exactly as stored
 (gzip+base64 or legacy plain; a native ConfigMap's digest is verified first).
@@ -34,21 +36,38 @@ The folder ends up holding exactly this strategy's objects, so that a later
 encode DIR builds the same strategy: decode records the files it wrote in
 DIR/.installstrategy-files and removes those of an earlier decode that this one
 does not write. It refuses a folder holding other .yaml, .yml or .json files
-(a later encode DIR would include them), unless --force, which removes them.`,
+(a later encode DIR would include them), unless --force, which removes them.
+
+-o json, yaml, name, jsonpath= or go-template= prints the strategy's objects (a
+v1 List, as kubectl does) instead of the text.`,
 		Example: `  # Decode a real KubeVirt strategy ConfigMap
   kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml > strategies.yaml
   kubectl installstrategy decode strategies.yaml --name kubevirt-install-strategy-abcde
 
   # From a file, one object per file
   kubectl installstrategy decode kubevirt-v1.9.0.configmap.yaml --output-dir ./v1.9.0`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
+			}
 			if force && outputDir == "" {
 				return usageError(errors.New("--force applies to --output-dir"))
 			}
-			l, err := o.loadStrategy(cmd.Context(), args[0], pick{name: name, flag: "--name"})
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if !out.Human() && outputDir != "" {
+				return usageError(errors.New("-o and --output-dir: give one"))
+			}
+			l, err := o.loadStrategy(cmd.Context(), src, pick{name: name, flag: "--name"})
 			if err != nil {
 				return err
+			}
+			if !out.Human() {
+				printWarnings(o.streams.ErrOut, l.Warnings)
+				return out.print(o.streams.Out, toList(l.Strategy.Objects))
 			}
 			return o.writeDecoded(l, outputDir, force)
 		},
@@ -56,6 +75,8 @@ does not write. It refuses a folder holding other .yaml, .yml or .json files
 	cmd.Flags().StringVar(&outputDir, "output-dir", "", "write one file per object into this folder instead of printing the text")
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to decode when the input holds several")
 	cmd.Flags().BoolVar(&force, "force", false, "with --output-dir, remove .yaml, .yml and .json files of the folder that this decode does not write, whoever wrote them")
+	out = addOutput(cmd, "text")
+	file = addFileFlag(cmd)
 	return cmd
 }
 

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 
 	"github.com/pmezard/go-difflib/difflib"
@@ -24,6 +25,9 @@ type Change struct {
 	Removed   []strategy.ObjectRef `json:"removed"`
 	Changed   []strategy.ObjectRef `json:"changed"`
 	Unchanged int                  `json:"unchanged"`
+	// Summary is what matters first: restarts, images, CRD schemas,
+	// RBAC widening, and the changes grouped.
+	Summary *Summary `json:"summary,omitempty"`
 	// diffs holds the unified diff of each changed object.
 	diffs map[strategy.ObjectRef]string
 }
@@ -84,6 +88,7 @@ func diffStrategies(a, b *strategy.Strategy, nameA, nameB string, showSecrets bo
 	for _, l := range [][]strategy.ObjectRef{c.Added, c.Removed, c.Changed} {
 		sort.Slice(l, func(i, j int) bool { return l[i].Less(l[j]) })
 	}
+	c.Summary = summarise(a, b, c, showSecrets)
 	return c, nil
 }
 
@@ -91,6 +96,7 @@ func newDiffCommand(o *options) *cobra.Command {
 	var summary, live, showSecrets bool
 	var output, from, to, fromName, toName string
 	var f reconcileFlags
+	var filter objectFilter
 	cmd := &cobra.Command{
 		Use:   "diff A B | --from A --to B | FILE --from-name X --to-name Y | --live STRATEGY",
 		Short: "Show the objects added, removed and changed between two strategies, or against the cluster",
@@ -112,6 +118,22 @@ sizes ("(secret, 12 bytes)"). In the diff of two strategies, a changed Secret's
 data and stringData values are masked ("***", "*** (before, 12 bytes)") unless
 --show-secrets.
 
+The text output leads with what matters: the workloads that will restart and
+why (their pod template changes), image changes, CRD schema changes (versions
+added or removed, schemas, served and storage) and RBAC widening (permissions a
+role gains, subjects a binding gains); then every changed object, objects of a
+kind with identical changes in one line ("65 VirtualMachineClusterInstancetype:
+label ... v1.6.0 → v1.7.0"); then the objects added and removed, and (without
+--summary) the diff of each changed object. --kind and --object narrow the
+comparison to some objects.
+
+With $KUBECTL_EXTERNAL_DIFF set (as for kubectl diff: a program and plain
+flags, such as "colordiff -N -u" or "dyff between"), the diff of two strategies
+is that program's: both strategies' objects are written, one file per object
+named group.version.kind.namespace.name, into two temporary folders (FROM-...
+and TO-...) that it is given; its exit status 0 or 1 is diff's, another is an
+error (2).
+
 The exit status is that of diff(1): 0 when the same, 1 when different, 2 on error.`,
 		Example: `  # What changed between two KubeVirt releases
   kubectl installstrategy diff kubevirt-v1.8.4.configmap.yaml kubevirt-v1.9.0.configmap.yaml --summary
@@ -127,6 +149,10 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 			if output != "text" && output != "json" {
 				return usageError(fmt.Errorf("--output %q: want text or json", output))
 			}
+			pal, err := o.palette(o.streams.Out)
+			if err != nil {
+				return err
+			}
 			if live {
 				if len(args) != 1 {
 					return usageError(errors.New("--live takes one strategy"))
@@ -135,6 +161,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 				if err != nil {
 					return fail(err)
 				}
+				filter.plan(p)
 				n, err := printLiveDiff(o.streams.Out, p)
 				if err != nil {
 					return fail(err)
@@ -161,7 +188,11 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 			if err != nil {
 				return fail(err)
 			}
-			c, err := diffStrategies(la.Strategy, lb.Strategy, "a", "b", showSecrets)
+			sa, sb := filter.strategy(la.Strategy), filter.strategy(lb.Strategy)
+			if prog := os.Getenv("KUBECTL_EXTERNAL_DIFF"); prog != "" && output == "text" && !summary {
+				return externalDiff(cmd.Context(), o.streams, prog, sa, sb, showSecrets)
+			}
+			c, err := diffStrategies(sa, sb, "a", "b", showSecrets)
 			if err != nil {
 				return fail(err)
 			}
@@ -170,7 +201,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 				enc.SetIndent("", "  ")
 				err = enc.Encode(c)
 			} else {
-				err = printChange(o.streams.Out, c, !summary)
+				err = printChange(o.streams.Out, c, !summary, pal)
 			}
 			if err != nil {
 				return fail(err)
@@ -188,6 +219,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 	cmd.Flags().BoolVar(&live, "live", false, "compare one strategy with the cluster")
 	cmd.Flags().StringVar(&fromName, "from-name", "", "the ConfigMap of the old strategy, when its file holds several")
 	cmd.Flags().StringVar(&toName, "to-name", "", "the ConfigMap of the new strategy, when its file holds several")
+	filter.add(cmd)
 	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "show the values of Secrets' data and stringData in the diff of two strategies (masked by default; live Secret values are never shown)")
 	f.add(cmd)
 	return cmd
@@ -204,22 +236,30 @@ func identityString(id strategy.Identity) string {
 	return s
 }
 
-func printChange(w io.Writer, c *Change, details bool) error {
+func printChange(w io.Writer, c *Change, details bool, pal palette) error {
 	if c.From != c.To {
 		fmt.Fprintf(w, "identity: %s -> %s\n", identityString(c.From), identityString(c.To))
 	}
 	fmt.Fprintf(w, "added %d, removed %d, changed %d, unchanged %d\n", len(c.Added), len(c.Removed), len(c.Changed), c.Unchanged)
+	if c.Summary != nil {
+		printSummary(w, c.Summary, pal)
+	}
 	for _, sec := range []struct {
-		mark string
-		refs []strategy.ObjectRef
-	}{{"+", c.Added}, {"-", c.Removed}, {"~", c.Changed}} {
+		title string
+		mark  string
+		refs  []strategy.ObjectRef
+	}{{"Added", pal.add("+"), c.Added}, {"Removed", pal.remove("-"), c.Removed}} {
+		if len(sec.refs) == 0 {
+			continue
+		}
+		fmt.Fprintf(w, "\n%s (%d):\n", pal.bold(sec.title), len(sec.refs))
 		for _, ref := range sec.refs {
-			fmt.Fprintf(w, "%s %s\n", sec.mark, ref)
+			fmt.Fprintf(w, "  %s %s\n", sec.mark, ref)
 		}
 	}
 	if details {
 		for _, ref := range c.Changed {
-			if _, err := io.WriteString(w, "\n"+c.diffs[ref]); err != nil {
+			if _, err := io.WriteString(w, "\n"+pal.colorDiff(c.diffs[ref])); err != nil {
 				return err
 			}
 		}

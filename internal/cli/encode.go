@@ -24,8 +24,9 @@ func newEncodeCommand(o *options) *cobra.Command {
 		output   string
 		keepText bool
 	)
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "encode FILE|DIR|-",
+		Use:   "encode FILE|DIR|- | -f FILE",
 		Short: "Wrap manifests in a strategy ConfigMap",
 		Long: `Encode a manifests text (a file, standard input, or a folder of .yaml, .yml and
 .json files as written by decode --output-dir) into a strategy ConfigMap, printed
@@ -46,8 +47,12 @@ with a sha256 digest of the text that every read verifies.`,
 
   # A folder of objects into a native ConfigMap, then create it
   kubectl installstrategy encode ./v1.9.0 --version v1.9.0 -n kubevirt | kubectl create -f -`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
+			}
 			f, err := codec.ParseFormat(format)
 			if err != nil {
 				return usageError(err)
@@ -58,7 +63,7 @@ with a sha256 digest of the text that every read verifies.`,
 			if id.Version == "" {
 				return usageError(errors.New("--version is required: the strategy's product version"))
 			}
-			text, warnings, err := o.readManifests(args[0], keepText)
+			text, warnings, err := o.readManifests(src, keepText)
 			if err != nil {
 				return err
 			}
@@ -94,6 +99,7 @@ with a sha256 digest of the text that every read verifies.`,
 	cmd.Flags().StringVar(&name, "name", "", "ConfigMap name (default: a generateName prefix)")
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&keepText, "keep-text", false, "store the input text as it is instead of its canonical form")
+	file = addFileFlag(cmd)
 	return cmd
 }
 

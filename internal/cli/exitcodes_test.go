@@ -51,6 +51,16 @@ var mistakes = []struct {
 	{"", "publish manifests.yaml --version v1 --format bogus"},
 	{"", "status -o xml"},
 	{"", "version extra"},
+	{"", "inspect strategy.yaml -f strategy.yaml"},
+	{"", "inspect strategy.yaml -o jsonpath={.bad"},
+	{"", "decode strategy.yaml -o name --output-dir x"},
+	{"", "apply strategy.yaml --dry-run=maybe"},
+	{"", "apply strategy.yaml -o yaml"},
+	{"", "plan -f strategy.yaml --strategy strategy.yaml"},
+	{"", "diff strategy.yaml manifests.yaml --color sometimes"},
+	{"", "history"},
+	{"", "rollback"},
+	{"", "rollback demo --to-revision -1"},
 	// Inputs that are wrong: runtime errors.
 	{"", "decode missing.yaml"},
 	{"", "decode secret.yaml"},
@@ -73,9 +83,12 @@ var mistakes = []struct {
 	{"", "get cm/x --kubeconfig unreachable.kubeconfig"},
 	{"", "verify cm/x --kubeconfig unreachable.kubeconfig"},
 	{"", "plan manifests.yaml --kubeconfig unreachable.kubeconfig"},
+	{"", "apply -f manifests.yaml --dry-run=server --kubeconfig unreachable.kubeconfig"},
 	{"", "apply manifests.yaml --kubeconfig unreachable.kubeconfig"},
 	{"", "diff --live manifests.yaml --kubeconfig unreachable.kubeconfig"},
 	{"", "status --kubeconfig unreachable.kubeconfig"},
+	{"", "history demo --kubeconfig unreachable.kubeconfig"},
+	{"", "rollback demo --kubeconfig unreachable.kubeconfig"},
 }
 
 // TestMistakes: each mistake gives its exit code and a one-line message

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/spf13/cobra"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -221,4 +222,27 @@ func pickConfigMap(in *codec.Input, p pick) (*corev1.ConfigMap, error) {
 		}
 	}
 	return nil, fmt.Errorf("%s: no strategy ConfigMap named %q", in.Source, p.name)
+}
+
+// fileFlag is -f/--filename, kubectl's spelling of a verb's strategy
+// argument: the verb takes the argument or -f, not both.
+type fileFlag struct{ path string }
+
+func addFileFlag(cmd *cobra.Command) *fileFlag {
+	f := &fileFlag{}
+	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "the strategy: a file, - for standard input, or cm/NAME (the same as the argument)")
+	return f
+}
+
+// source returns the one strategy given, as the argument or with -f.
+func (f *fileFlag) source(cmd *cobra.Command, args []string) (string, error) {
+	switch {
+	case len(args) == 1 && f.path != "":
+		return "", usageError(fmt.Errorf("%s: give the strategy once, as the argument or with -f", cmd.CommandPath()))
+	case len(args) == 1:
+		return args[0], nil
+	case f.path != "":
+		return f.path, nil
+	}
+	return "", usageError(fmt.Errorf("%s: give the strategy, as the argument or with -f (usage: %s)", cmd.CommandPath(), cmd.UseLine()))
 }

@@ -1,14 +1,12 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
-	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -46,42 +44,45 @@ type ObjectRow struct {
 }
 
 func newInspectCommand(o *options) *cobra.Command {
-	var output, name string
+	var name string
+	var out *output
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "inspect FILE|-|cm/NAME",
+		Use:   "inspect FILE|-|cm/NAME | -f FILE",
 		Short: "Show a strategy's identity, sizes, kinds and objects",
 		Long: `Inspect a strategy ConfigMap (or a manifests text): its identity (version,
 registry, identifier), encoding, digest and signature key (verify --key checks
 the signature), its sizes (encoded, decoded, ratio,
 and the headroom left before the 1 MiB object limit), the count of objects of
 each kind, and every object with the images its workloads run. Repairs made
-while parsing are listed as warnings.`,
+while parsing are listed as warnings.
+
+-o json, yaml, jsonpath= and go-template= print the report as an object of the
+print-only kind StrategyReport (` + reportVersion + `); -o name prints
+the strategy's objects, one kind.group/name a line, as kubectl get -f does.`,
 		Example: `  kubectl installstrategy inspect kubevirt-v1.9.0.configmap.yaml
   kubectl get cm -n kubevirt kubevirt-install-strategy-abcde -o yaml | kubectl installstrategy inspect - -o json`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
-				return err
-			}
-			l, err := o.loadStrategy(cmd.Context(), args[0], pick{name: name, flag: "--name"})
+			src, err := file.source(cmd, args)
 			if err != nil {
 				return err
 			}
-			r := buildReport(args[0], l)
-			return printReport(o.streams.Out, output, r)
+			if err := out.validate(); err != nil {
+				return err
+			}
+			l, err := o.loadStrategy(cmd.Context(), src, pick{name: name, flag: "--name"})
+			if err != nil {
+				return err
+			}
+			r := buildReport(src, l)
+			return printReport(o.streams.Out, out, r)
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	out = addOutput(cmd, "table")
+	file = addFileFlag(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to inspect when the input holds several")
 	return cmd
-}
-
-func checkOutput(output string) error {
-	switch output {
-	case "table", "yaml", "json":
-		return nil
-	}
-	return usageError(fmt.Errorf("--output %q: want table, yaml or json", output))
 }
 
 func buildReport(source string, l *codec.Loaded) *Report {
@@ -99,21 +100,26 @@ func buildReport(source string, l *codec.Loaded) *Report {
 	return r
 }
 
-func printReport(w io.Writer, output string, r *Report) error {
-	switch output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	case "yaml":
-		b, err := yaml.Marshal(r)
-		if err != nil {
-			return err
+func printReport(w io.Writer, out *output, r *Report) error {
+	if out.Human() {
+		return printReportTable(w, r)
+	}
+	if out.Name() {
+		refs := make([]strategy.ObjectRef, len(r.Objects))
+		for i, obj := range r.Objects {
+			refs[i] = obj.ObjectRef
 		}
-		_, err = w.Write(b)
+		return out.print(w, refList(refs))
+	}
+	name, ns := "", ""
+	if ci := r.ConfigMap; ci != nil {
+		name, ns = ci.Name, ci.Namespace
+	}
+	obj, err := toObject(r, reportGVK("StrategyReport"), name, ns)
+	if err != nil {
 		return err
 	}
-	return printReportTable(w, r)
+	return out.print(w, obj)
 }
 
 func printReportTable(w io.Writer, r *Report) error {

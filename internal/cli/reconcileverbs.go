@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"time"
@@ -24,6 +25,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
@@ -61,6 +63,14 @@ func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.identity.Identifier, "identifier", "", "the identifier of a strategy that records none")
 	cmd.Flags().StringVar(&f.placementFile, "placement", "", "a YAML or JSON file placing the strategy's pods, as an Installation's spec does: infra and workloads, each with nodeSelector, tolerations and affinity (per-node agents get workloads, the others infra)")
 	cmd.Flags().StringArrayVar(&f.pullSecrets, "pull-secret", nil, "an image pull Secret added to every pod template (repeat the flag for more)")
+}
+
+// addAdoption adds the flags rollback shares with apply (the strategy of a
+// revision has its identity and placement already).
+func (f *reconcileFlags) addAdoption(cmd *cobra.Command) {
+	f.observed = "auto"
+	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "take over existing objects of the strategy that no installation owns (from kubectl apply, Helm, a person); another installation's objects are never taken")
+	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
 }
 
 // prepare gives the flags' identity to a strategy that has none, and puts
@@ -254,9 +264,12 @@ func planChanges(p *plan.Plan) int {
 
 func newPlanCommand(o *options) *cobra.Command {
 	var f reconcileFlags
-	var output, strategyArg string
+	var strategyArg string
+	var out *output
+	var file *fileFlag
+	var filter objectFilter
 	cmd := &cobra.Command{
-		Use:   "plan FILE|-|cm/NAME|NAME",
+		Use:   "plan FILE|-|cm/NAME|NAME | -f FILE",
 		Short: "Show what a reconcile of a strategy would do now, writing nothing",
 		Long: `Compare a strategy (a file, standard input, or a strategy ConfigMap NAME in the
 namespace) with the cluster and print what a reconcile would do, step by step:
@@ -264,30 +277,48 @@ create, update (with the fields that change), recreate (immutable fields),
 unchanged, skip (kind not served, with the reason), conflict (an object that is
 not ours), and prune (objects we manage that the strategy no longer holds).
 Nothing is written: updates are checked with server-side dry runs. The strategy
-is the argument, or --strategy (the older spelling).
+is the argument, or -f (--strategy is the older spelling).
+
+The table is led by what matters, as in diff: workloads that will restart and
+why, image changes, CRD schema changes and RBAC widening, then the updates
+with identical changes grouped. --kind and --object narrow the plan to some
+objects (it is still observed whole, so prune is right).
+
+-o json, yaml, jsonpath= and go-template= print the plan as an object of the
+print-only kind Plan (` + reportVersion + `); -o name prints the objects
+the reconcile would write (create, update, recreate, prune), one
+kind.group/name a line.
 
 Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 		Example: `  kubectl installstrategy plan sample-v1.1.0.yaml -n sample
-  kubectl installstrategy plan cm/kubevirt-install-strategy-abcde -n kubevirt -o json`,
+  kubectl installstrategy plan cm/kubevirt-install-strategy-abcde -n kubevirt -o json
+  kubectl installstrategy plan -f sample-v1.1.0.yaml -n sample -o name`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
-			switch {
-			case len(args) == 1 && strategyArg != "":
-				return usageError(errors.New("give the strategy once: as the argument or with --strategy"))
-			case len(args) == 1:
-				strategyArg = args[0]
-			case strategyArg == "":
-				return usageError(errors.New("give the strategy: plan FILE|-|cm/NAME"))
+			if strategyArg != "" {
+				if len(args) == 1 || file.path != "" {
+					return usageError(errors.New("give the strategy once: as the argument, with -f or with --strategy"))
+				}
+				args = []string{strategyArg}
 			}
-			if err := checkOutput(output); err != nil {
-				return fail(err)
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
 			}
-			p, _, err := o.observePlan(cmd.Context(), strategyArg, &f)
+			if err := out.validate(); err != nil {
+				return err
+			}
+			pal, err := o.palette(o.streams.Out)
+			if err != nil {
+				return err
+			}
+			p, _, err := o.observePlan(cmd.Context(), src, &f)
 			if err != nil {
 				return fail(err)
 			}
-			if err := printPlan(o.streams.Out, output, p); err != nil {
+			filter.plan(p)
+			if err := printPlan(o.streams.Out, out, p, pal); err != nil {
 				return fail(err)
 			}
 			if n := planChanges(p); n > 0 {
@@ -297,35 +328,69 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&strategyArg, "strategy", "", "the strategy: a file, - for standard input, or a strategy ConfigMap name")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	filter.add(cmd)
+	cmd.Flags().StringVar(&strategyArg, "strategy", "", "the strategy: a file, - for standard input, or a strategy ConfigMap name (the older spelling of -f)")
+	out = addOutput(cmd, "table")
+	file = addFileFlag(cmd)
 	f.add(cmd)
 	return cmd
 }
 
-func printPlan(w io.Writer, output string, p *plan.Plan) error {
-	switch output {
-	case "json":
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(p)
-	case "yaml":
-		b, err := yaml.Marshal(p)
-		if err != nil {
-			return err
+func printPlan(w io.Writer, out *output, p *plan.Plan, pal palette) error {
+	if out.Human() {
+		// What matters leads; the table of every object follows.
+		if s := summarisePlan(p); !s.empty() {
+			var b strings.Builder
+			printSummary(&b, s, pal)
+			fmt.Fprintf(w, "%s\n", strings.TrimLeft(b.String(), "\n"))
 		}
-		_, err = w.Write(b)
+		return p.Print(w)
+	}
+	if out.Name() {
+		return out.print(w, refList(planWrites(p)))
+	}
+	obj, err := toObject(p, reportGVK("Plan"), "", "")
+	if err != nil {
 		return err
 	}
-	return p.Print(w)
+	return out.print(w, obj)
+}
+
+// planWrites lists the objects a plan would write, in its order.
+func planWrites(p *plan.Plan) []strategy.ObjectRef {
+	var refs []strategy.ObjectRef
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			if writes(it.Action) {
+				refs = append(refs, it.Ref)
+			}
+		}
+	}
+	for _, it := range p.Prune {
+		if it.Action == apply.ActionDelete {
+			refs = append(refs, it.Ref)
+		}
+	}
+	return refs
+}
+
+// writes says whether an action writes to the cluster.
+func writes(a apply.Action) bool {
+	switch a {
+	case apply.ActionCreate, apply.ActionUpdate, apply.ActionRecreate, apply.ActionDelete:
+		return true
+	}
+	return false
 }
 
 func newApplyCommand(o *options) *cobra.Command {
 	var f reconcileFlags
-	var wait, noPrune bool
-	var timeout time.Duration
+	var a applyFlags
+	var dryRun string
+	var out *output
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "apply FILE|NAME",
+		Use:   "apply FILE|-|cm/NAME|NAME | -f FILE",
 		Short: "Reconcile a strategy into the cluster, without an operator",
 		Long: `Make the cluster match a strategy through the same pipeline the operator uses:
 CRDs first (waited until Established), RBAC, ConfigMaps and Secrets (empty TLS
@@ -336,19 +401,52 @@ resources, then prune of what the previously applied strategy had and this one
 lacks (CRDs only with --prune-crds). Kinds the cluster does not serve (OpenShift's
 on a vanilla cluster) are skipped and reported.
 
-Progress is printed as it happens, then a summary. Without --wait, rollouts are
-not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
-over within --timeout.`,
+Progress is printed as it happens, then a summary. While a step waits, each
+object it waits for has a line (waiting, with what it waits for; ready; failed,
+with why), redrawn in place on a terminal and printed when it changes
+otherwise. Without --wait, rollouts are not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
+over within --timeout.
+
+--dry-run=server sends every object the reconcile would create or update as a
+server-side dry run (admission and validation run, nothing is stored) and
+prints what each would do, prune included; --dry-run=client sends nothing and
+prints the objects as apply would send them (placed, namespaced). Neither
+writes anything, the inventory included. With a dry run, -o json, yaml, name,
+jsonpath= or go-template= prints the objects instead.`,
 		Example: `  kubectl installstrategy apply sample-v1.0.0.yaml -n sample --wait
-  kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m`,
-		Args: cobra.ExactArgs(1),
+  kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m
+  kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`,
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
+			}
+			switch dryRun {
+			case "none", "server", "client":
+			default:
+				return usageError(fmt.Errorf("--dry-run %q: want none, server or client", dryRun))
+			}
+			if err := out.validate(); err != nil {
+				return err
+			}
+			if dryRun == "none" && cmd.Flags().Changed("output") {
+				return usageError(errors.New("-o prints the objects of a dry run: give --dry-run=server or client"))
+			}
 			// The steps' own deadline ends a stuck wait with the reason
 			// (a Degraded condition, an event); the command's context gets
 			// a margin past it so that reason is what is reported.
-			ctx, cancel := context.WithTimeout(cmd.Context(), timeout+30*time.Second)
+			ctx, cancel := context.WithTimeout(cmd.Context(), a.timeout+30*time.Second)
 			defer cancel()
-			l, err := o.strategyArg(ctx, args[0])
+			if dryRun == "server" {
+				p, l, err := o.observePlan(ctx, src, &f)
+				if err != nil {
+					return err
+				}
+				printWarnings(o.streams.ErrOut, l.Warnings)
+				return printDryRun(o.streams.Out, out, p, l.Strategy, "server dry run")
+			}
+			l, err := o.strategyArg(ctx, src)
 			if err != nil {
 				return err
 			}
@@ -360,53 +458,163 @@ over within --timeout.`,
 			if err != nil {
 				return err
 			}
-			owner, err := c.prepareCluster(ctx, l, &f)
-			if err != nil {
-				return err
+			if dryRun == "client" {
+				if _, err := c.prepareCluster(ctx, l, &f); err != nil {
+					return err
+				}
+				return printDryRun(o.streams.Out, out, nil, l.Strategy, "client dry run")
 			}
-			observed, err := c.observedIdentity(ctx, l.Strategy, owner, &f)
-			if err != nil {
-				return err
-			}
-			out := o.streams.Out
-			fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
-			res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
-				Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: noPrune, NoWait: !wait,
-				StageDeadline: timeout,
-				OnEvent: func(e reconcile.Event) {
-					switch {
-					case e.Ref != (strategy.ObjectRef{}):
-						reason := ""
-						if e.Reason != "" {
-							reason = " (" + e.Reason + ")"
-						}
-						fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
-					default:
-						line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05"), e.Type, e.Step)
-						if e.Reason != "" {
-							line += ": " + e.Reason
-						}
-						fmt.Fprintln(out, line)
-					}
-				},
-			})
-			if res != nil {
-				printApplySummary(out, res)
-			}
-			if runErr != nil {
-				return runErr
-			}
-			if wait && !res.RolledOver {
-				return &ExitError{Code: 1, Err: errors.New("applied, but not rolled over")}
-			}
-			return nil
+			return o.runApply(ctx, c, l, &f, a, sourceName(src))
 		},
 	}
-	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every step has rolled over before the next, and prune only then")
-	cmd.Flags().BoolVar(&noPrune, "no-prune", false, "leave objects the strategy no longer holds")
-	cmd.Flags().DurationVar(&timeout, "timeout", 10*time.Minute, "give up after this long (also the deadline of each step's wait)")
+	a.add(cmd)
+	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send every write as a server-side dry run and print what each object would do; "client": print the objects apply would send; nothing is written either way`)
+	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
+	out = addOutput(cmd, "text")
+	file = addFileFlag(cmd)
 	f.add(cmd)
 	return cmd
+}
+
+// applyFlags are the flags of apply that rollback shares.
+type applyFlags struct {
+	wait, noPrune bool
+	timeout       time.Duration
+	historyLimit  int
+}
+
+func (a *applyFlags) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&a.wait, "wait", false, "wait until every step has rolled over before the next, and prune only then")
+	cmd.Flags().BoolVar(&a.noPrune, "no-prune", false, "leave objects the strategy no longer holds")
+	cmd.Flags().DurationVar(&a.timeout, "timeout", 10*time.Minute, "give up after this long (also the deadline of each step's wait)")
+	cmd.Flags().IntVar(&a.historyLimit, "history-limit", history.DefaultLimit, "how many revisions of the installation to keep for history and rollback")
+}
+
+// runApply reconciles a loaded (and prepared) strategy into the cluster as
+// the installation of f, prints progress and a summary, and records the
+// revision in the installation's history (source says where the strategy
+// came from).
+func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *reconcileFlags, a applyFlags, source string) error {
+	owner, err := c.prepareCluster(ctx, l, f)
+	if err != nil {
+		return err
+	}
+	observed, err := c.observedIdentity(ctx, l.Strategy, owner, f)
+	if err != nil {
+		return err
+	}
+	out := o.streams.Out
+	pal, err := o.palette(out)
+	if err != nil {
+		return err
+	}
+	view := newRolloutView(out, isTerminal(out), pal)
+	fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
+	res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
+		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
+		StageDeadline: a.timeout,
+		OnEvent: func(e reconcile.Event) {
+			if e.Type == reconcile.EventProgress {
+				view.progress(e.Progress)
+				return
+			}
+			defer view.printed()
+			switch {
+			case e.Ref != (strategy.ObjectRef{}):
+				reason := ""
+				if e.Reason != "" {
+					reason = " (" + e.Reason + ")"
+				}
+				fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
+			default:
+				line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05"), e.Type, e.Step)
+				if e.Reason != "" {
+					line += ": " + e.Reason
+				}
+				fmt.Fprintln(out, line)
+			}
+		},
+	})
+	if res != nil {
+		printApplySummary(out, res)
+	}
+	if runErr != nil {
+		return runErr
+	}
+	rev, err := c.recordRevision(ctx, o.streams.ErrOut, owner, l.Strategy, source, a.historyLimit)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "revision %d of installation %s (kubectl installstrategy history %s -n %s)\n", rev.Revision, owner, owner.Name, owner.Namespace)
+	if a.wait && !res.RolledOver {
+		return &ExitError{Code: 1, Err: errors.New("applied, but not rolled over")}
+	}
+	return nil
+}
+
+// printDryRun prints a dry run of apply: with a plan (server), one line
+// per object with what it would do, as kubectl apply --dry-run prints;
+// without (client), the objects it would send. -o prints the objects.
+func printDryRun(w io.Writer, out *output, p *plan.Plan, s *strategy.Strategy, mode string) error {
+	if !out.Human() {
+		return out.print(w, toList(s.Objects))
+	}
+	if p == nil {
+		for _, obj := range s.Objects {
+			fmt.Fprintf(w, "%s (%s)\n", refName(strategy.RefOf(obj)), mode)
+		}
+		return nil
+	}
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			line := fmt.Sprintf("%s %s (%s)", refName(it.Ref), pastTense(it.Action), mode)
+			if it.Reason != "" && (it.Action == apply.ActionSkip || it.Action == apply.ActionConflict || it.Action == apply.ActionRecreate) {
+				line += ": " + it.Reason
+			}
+			fmt.Fprintln(w, line)
+		}
+	}
+	for _, it := range p.Prune {
+		line := fmt.Sprintf("%s %s (%s)", refName(it.Ref), "pruned", mode)
+		if it.Action != apply.ActionDelete {
+			line = fmt.Sprintf("%s kept (%s): %s", refName(it.Ref), mode, it.Reason)
+		}
+		fmt.Fprintln(w, line)
+	}
+	return nil
+}
+
+// refName is an object as kubectl names it: kind.group/name, and the
+// namespace after it, since a strategy spans namespaces.
+func refName(r strategy.ObjectRef) string {
+	kind := strings.ToLower(r.Kind)
+	if r.Group != "" {
+		kind += "." + r.Group
+	}
+	s := kind + "/" + r.Name
+	if r.Namespace != "" {
+		s += " -n " + r.Namespace
+	}
+	return s
+}
+
+// pastTense is what kubectl apply prints of an action.
+func pastTense(a apply.Action) string {
+	switch a {
+	case apply.ActionCreate:
+		return "created"
+	case apply.ActionUpdate:
+		return "configured"
+	case apply.ActionRecreate:
+		return "recreated"
+	case apply.ActionUnchanged:
+		return "unchanged"
+	case apply.ActionSkip:
+		return "skipped"
+	case apply.ActionConflict:
+		return "conflict"
+	}
+	return string(a)
 }
 
 func adoptPolicy(adopt bool) apply.AdoptPolicy {
@@ -488,4 +696,18 @@ func jsonValue(v any) string {
 		return fmt.Sprint(v)
 	}
 	return string(b)
+}
+
+// sourceName is how a history names where a strategy came from: a file by
+// its absolute path, else the argument as given (-, cm/NAME, NAME).
+func sourceName(src string) string {
+	if _, isRef := clusterRef(src); isRef || src == "-" {
+		return src
+	}
+	if abs, err := filepath.Abs(src); err == nil {
+		if _, err := os.Stat(abs); err == nil {
+			return abs
+		}
+	}
+	return src
 }

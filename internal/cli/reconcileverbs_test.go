@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -104,9 +105,31 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 	v1args := []string{"--version", "v1", "--registry", "example.com"}
 	v2args := []string{"--version", "v2", "--registry", "example.com"}
 
-	code, out, errOut := run(t, nil, args(append([]string{"apply", v1, "--wait", "--timeout", "2m"}, v1args...)...)...)
+	// Dry runs write nothing, the inventory included.
+	before := configMapVersions(ctx, t, env, ns)
+	code, out, errOut := run(t, nil, args(append([]string{"apply", "-f", v1, "--dry-run=server"}, v1args...)...)...)
+	if code != 0 || !strings.Contains(out, "deployment.apps/small-controller -n "+ns+" created (server dry run)\n") {
+		t.Fatalf("apply --dry-run=server: exit %d\n%s\n%s", code, out, errOut)
+	}
+	code, out, errOut = run(t, nil, args(append([]string{"apply", v1, "--dry-run=client", "-o", "name"}, v1args...)...)...)
+	if code != 0 || !strings.Contains(out, "deployment.apps/small-controller\n") {
+		t.Fatalf("apply --dry-run=client -o name: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if after := configMapVersions(ctx, t, env, ns); !maps.Equal(before, after) {
+		t.Fatalf("a dry run wrote ConfigMaps: before %v, after %v", before, after)
+	}
+	if _, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "small-controller", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("a dry run created the Deployment: %v", err)
+	}
+
+	code, out, errOut = run(t, nil, args(append([]string{"apply", v1, "--wait", "--timeout", "2m"}, v1args...)...)...)
 	if code != 0 || !strings.Contains(out, "summary: 5 created") || !strings.Contains(out, "rolled over: true") {
 		t.Fatalf("apply v1: exit %d\n%s\n%s", code, out, errOut)
+	}
+	// The rollout's live lines (plain: not a terminal): the Deployment
+	// ends ready, and each line is printed once.
+	if ready := "  ready   Deployment.apps/" + ns + "/small-controller\n"; strings.Count(out, ready) != 1 {
+		t.Errorf("apply --wait: want the line %q once:\n%s", ready, out)
 	}
 	d, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "small-controller", metav1.GetOptions{})
 	if err != nil || d.Status.ReadyReplicas != 2 {
@@ -148,6 +171,23 @@ func TestClusterApplyPlanDiffLive(t *testing.T) {
 			t.Errorf("plan v2 lacks %s:\n%s", w, out)
 		}
 	}
+	code, out, _ = run(t, nil, args(append([]string{"plan", "-f", v2, "-o", "name"}, v2args...)...)...)
+	if code != 1 || !strings.Contains(out, "configmap/added\n") || !strings.Contains(out, "configmap/dropped\n") {
+		t.Fatalf("plan v2 -o name: exit %d, want 1 with the added and the pruned ConfigMap\n%s", code, out)
+	}
+	code, out, _ = run(t, nil, args(append([]string{"plan", "-f", v2, "-o", "name", "--kind", "deployment", "--object", "small-*"}, v2args...)...)...)
+	if code != 1 || out != "deployment.apps/small-controller\n" {
+		t.Fatalf("plan v2 --kind deployment -o name: exit %d, want 1 with the Deployment only\n%s", code, out)
+	}
+	before = configMapVersions(ctx, t, env, ns)
+	code, out, errOut = run(t, nil, args(append([]string{"apply", v2, "--dry-run=server"}, v2args...)...)...)
+	if code != 0 || !strings.Contains(out, "configmap/added -n "+ns+" created (server dry run)\n") || !strings.Contains(out, "configmap/dropped -n "+ns+" pruned (server dry run)\n") {
+		t.Fatalf("apply v2 --dry-run=server: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if after := configMapVersions(ctx, t, env, ns); !maps.Equal(before, after) {
+		t.Fatalf("a dry run of v2 wrote ConfigMaps (the inventory, added, dropped): before %v, after %v", before, after)
+	}
+
 	code, out, errOut = run(t, nil, args(append([]string{"apply", v2, "--wait", "--timeout", "2m"}, v2args...)...)...)
 	if code != 0 || !strings.Contains(out, "pruned ConfigMap/"+ns+"/dropped") {
 		t.Fatalf("apply v2: exit %d\n%s\n%s", code, out, errOut)
@@ -220,4 +260,19 @@ func TestClusterApplyPlacement(t *testing.T) {
 	if code != 1 || !updated.MatchString(out) {
 		t.Errorf("plan without the placement: exit %d, want 1 with the Deployment updated\n%s", code, out)
 	}
+}
+
+// configMapVersions maps the ConfigMaps of a namespace (the inventory among
+// them) to their resourceVersions.
+func configMapVersions(ctx context.Context, t *testing.T, env *testenv.Env, ns string) map[string]string {
+	t.Helper()
+	list, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, cm := range list.Items {
+		out[cm.Name] = cm.ResourceVersion
+	}
+	return out
 }

@@ -82,6 +82,8 @@ type options struct {
 	streams        Streams
 	kube           *genericclioptions.ConfigFlags
 	maxDecodedSize string
+	// color is --color: auto, always or never.
+	color string
 }
 
 func (o *options) decodeOptions() (codec.DecodeOptions, error) {
@@ -121,10 +123,22 @@ objects in it are skipped and named, a chunked strategy's head is reassembled
 from the chunks beside it, and several strategies need --name) or a
 plain manifests text (documents separated by --- lines). Objects read from a
 cluster that are not strategies (a Secret, an ordinary ConfigMap, a chunk of a
-stored strategy) are refused with what they are.`,
-		SilenceUsage:     true,
-		SilenceErrors:    true,
-		PersistentPreRun: func(cmd *cobra.Command, args []string) { o.ctx = cmd.Context() },
+stored strategy) are refused with what they are. -f FILE is the same as the
+argument (kubectl's spelling).
+
+Every verb that prints objects (list, inspect, status, plan, decode, apply
+--dry-run) takes kubectl's -o: its own table (and wide, or text) by default,
+and cli-runtime's printers for json, yaml, name, jsonpath= and go-template=.
+
+Without a reachable cluster, a cluster verb fails at once in one line naming
+the server (client-go's klog output is silenced).`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {
+			o.ctx = cmd.Context()
+			_, err := o.palette(nil)
+			return err
+		},
 		// A word that is no command is a usage error, with suggestions.
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -147,6 +161,7 @@ stored strategy) are refused with what they are.`,
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.maxDecodedSize, "max-decoded-size", "64Mi",
 		"refuse strategies whose decoded text is larger than this (guards against gzip bombs)")
+	root.PersistentFlags().StringVar(&o.color, "color", "auto", "colour what is printed for people: auto (on a terminal, unless $NO_COLOR is set), always or never")
 	root.AddCommand(
 		newDecodeCommand(o),
 		newEncodeCommand(o),
@@ -162,6 +177,8 @@ stored strategy) are refused with what they are.`,
 		newPlanCommand(o),
 		newApplyCommand(o),
 		newUninstallCommand(o),
+		newHistoryCommand(o),
+		newRollbackCommand(o),
 		newVersionCommand(o),
 	)
 	for _, c := range root.Commands() {

@@ -18,8 +18,9 @@ const PasswordEnv = "COSIGN_PASSWORD"
 
 func newSignCommand(o *options) *cobra.Command {
 	var keyFile, name string
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "sign FILE|-|cm/NAME --key KEY",
+		Use:   "sign (FILE|-|cm/NAME | -f FILE) --key KEY",
 		Short: "Sign a strategy ConfigMap with a private key (cosign-compatible)",
 		Long: `Sign a strategy: the same strategy ConfigMap is written with a signature over the
 digest of its decoded manifests text in the annotation installstrategy.io/signature
@@ -37,13 +38,17 @@ The text is decoded and its recorded digest (native form) checked before it is
 signed: a signature only ever covers a text that was verified.`,
 		Example: `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
   kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
+			}
 			signer, err := readSigner(keyFile)
 			if err != nil {
 				return err
 			}
-			if cmName, ok := clusterRef(args[0]); ok {
+			if cmName, ok := clusterRef(src); ok {
 				c, err := o.cluster()
 				if err != nil {
 					return err
@@ -67,7 +72,7 @@ signed: a signature only ever covers a text that was verified.`,
 				fmt.Fprintf(o.streams.Out, "configmap/%s signed in %s with key %s\n", signed.Name, signed.Namespace, signed.SignatureKey)
 				return nil
 			}
-			in, err := o.readInput(args[0])
+			in, err := o.readInput(src)
 			if err != nil {
 				return err
 			}
@@ -106,6 +111,7 @@ signed: a signature only ever covers a text that was verified.`,
 	}
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM private key file (required); an encrypted cosign key's password is read from $"+PasswordEnv)
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to sign when the file holds several")
+	file = addFileFlag(cmd)
 	return cmd
 }
 

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -66,7 +64,7 @@ var (
 func newStatusCommand(o *options) *cobra.Command {
 	var watch bool
 	var timeout time.Duration
-	var output string
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "status [INSTALLATION | kubevirt/NAME]",
 		Short: "Show the phase, conditions and rollout progress of an installation",
@@ -81,13 +79,18 @@ annotations: a pod is updated when it carries the target version, registry and
 identifier.
 
 --watch follows the rollout until it is Deployed (exit 0) or Degraded (exit 1),
-or --timeout passes (exit 1).`,
+or --timeout passes (exit 1).
+
+-o json, yaml, jsonpath= and go-template= print the status as an object of the
+custom resource's kind (apiVersion, kind, metadata, then phase, observed,
+target, conditions and components); -o name prints installation.installstrategy.io/NAME
+or kubevirt.kubevirt.io/NAME.`,
 		Example: `  kubectl installstrategy status -n sample
   kubectl installstrategy status demo -n sample --watch --timeout 10m
   kubectl installstrategy status kubevirt/kubevirt -n kubevirt -o yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkOutput(output); err != nil {
+			if err := out.validate(); err != nil {
 				return err
 			}
 			c, err := o.cluster()
@@ -104,7 +107,7 @@ or --timeout passes (exit 1).`,
 				if err != nil {
 					return err
 				}
-				return printStatus(o.streams.Out, output, s, isTerminal(o.streams.Out))
+				return printStatus(o.streams.Out, out, s, isTerminal(o.streams.Out))
 			}
 			ctx, cancel := context.WithTimeout(ctx, timeout)
 			defer cancel()
@@ -116,7 +119,7 @@ or --timeout passes (exit 1).`,
 				}
 				if s != nil {
 					var b strings.Builder
-					if err := printStatus(&b, output, s, isTerminal(o.streams.Out)); err != nil {
+					if err := printStatus(&b, out, s, isTerminal(o.streams.Out)); err != nil {
 						return err
 					}
 					if b.String() != last {
@@ -127,14 +130,14 @@ or --timeout passes (exit 1).`,
 					}
 					switch {
 					case s.Degraded():
-						return &ExitError{Code: 1, Err: fmt.Errorf("%s/%s is degraded: %s", strings.ToLower(s.Kind), s.Name, conditionMessage(s, "Degraded"))}
+						return &ExitError{Code: 1, Err: fmt.Errorf("%s/%s in namespace %s is degraded: %s", strings.ToLower(s.Kind), s.Name, s.Namespace, conditionMessage(s, "Degraded"))}
 					case s.Deployed():
 						return nil
 					}
 				}
 				select {
 				case <-ctx.Done():
-					return &ExitError{Code: 1, Err: fmt.Errorf("not deployed after %s", timeout)}
+					return &ExitError{Code: 1, Err: fmt.Errorf("%s in namespace %s: not deployed after %s", orDefaultName(name), c.namespace, timeout)}
 				case <-time.After(time.Second):
 				}
 			}
@@ -142,7 +145,7 @@ or --timeout passes (exit 1).`,
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until Deployed or Degraded")
 	cmd.Flags().DurationVar(&timeout, "timeout", 15*time.Minute, "with --watch, give up after this long")
-	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table, yaml or json")
+	out = addOutput(cmd, "table")
 	return cmd
 }
 
@@ -199,7 +202,7 @@ func (c *cluster) status(ctx context.Context, name string) (*Status, error) {
 func installationStatus(u *unstructured.Unstructured) (*Status, error) {
 	var in v1alpha1.Installation
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &in); err != nil {
-		return nil, fmt.Errorf("read installation %s: %w", u.GetName(), err)
+		return nil, fmt.Errorf("read installation %s/%s: %w", u.GetNamespace(), u.GetName(), err)
 	}
 	st := in.Status
 	return &Status{Kind: "Installation", Namespace: in.Namespace, Name: in.Name, Phase: string(st.Phase),
@@ -235,7 +238,7 @@ func (c *cluster) kubevirtStatus(ctx context.Context, name string) (*Status, err
 	}
 	pods, err := c.kube.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io"})
 	if err != nil {
-		return nil, fmt.Errorf("list kubevirt pods: %w", err)
+		return nil, fmt.Errorf("list kubevirt pods in namespace %s: %w", c.namespace, err)
 	}
 	s.Components = kubevirtComponents(pods.Items, str("targetKubeVirtVersion"), str("targetKubeVirtRegistry"), str("targetDeploymentID"))
 	return s, nil
@@ -276,22 +279,17 @@ func kubevirtComponents(pods []corev1.Pod, version, registry, id string) []v1alp
 	return out
 }
 
-func printStatus(w io.Writer, output string, s *Status, tty bool) error {
-	switch output {
-	case "json":
-		b, err := json.MarshalIndent(s, "", "  ")
+func printStatus(w io.Writer, out *output, s *Status, tty bool) error {
+	if !out.Human() {
+		gv := v1alpha1.GroupVersion
+		if s.Kind == "KubeVirt" {
+			gv = kubevirtsGVR.GroupVersion()
+		}
+		obj, err := toObject(s, gv.WithKind(s.Kind), s.Name, s.Namespace)
 		if err != nil {
 			return err
 		}
-		_, err = fmt.Fprintf(w, "%s\n", b)
-		return err
-	case "yaml":
-		b, err := yaml.Marshal(s)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(b)
-		return err
+		return out.print(w, obj)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s %s/%s: phase %s\n", s.Kind, s.Namespace, s.Name, orNone(s.Phase))
@@ -328,4 +326,12 @@ func bar(done, total int32, width int) string {
 	}
 	n := int(done) * width / int(total)
 	return "[" + strings.Repeat("#", n) + strings.Repeat(".", width-n) + "]"
+}
+
+// orDefaultName names the installation status looks at.
+func orDefaultName(name string) string {
+	if name == "" {
+		return "the installation"
+	}
+	return name
 }

@@ -144,4 +144,13 @@ func TestClusterStatusKubeVirt(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "KubeVirt "+ns+"/kubevirt: phase Deploying") || !strings.Contains(out, "target:   v1.9.0 quay.io/kubevirt "+id) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
+	// The printers see the custom resource's kind.
+	code, out, _ = run(t, nil, append([]string{"status", "kubevirt/kubevirt", "-o", "name"}, clusterArgs(ns)...)...)
+	if code != 0 || out != "kubevirt.kubevirt.io/kubevirt\n" {
+		t.Fatalf("-o name: exit %d %q", code, out)
+	}
+	code, out, _ = run(t, nil, append([]string{"status", "kubevirt/kubevirt", "-o", "jsonpath={.metadata.namespace} {.phase} {range .components[*]}{.name}={.ready} {end}"}, clusterArgs(ns)...)...)
+	if code != 0 || !strings.HasPrefix(out, ns+" Deploying ") || !strings.Contains(out, "virt-api=2 ") {
+		t.Fatalf("-o jsonpath: exit %d %q", code, out)
+	}
 }

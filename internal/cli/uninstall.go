@@ -27,7 +27,7 @@ configuration, RBAC, and Namespaces and CRDs last. A Namespace is deleted only
 when it holds nothing that is not the installation's; CRDs (and so every custom
 resource of them) are deleted unless --keep-crds. Objects of other
 installations, and objects labelled by hand, are never touched. The CA Secret
-and the inventory go last.
+and the inventory go last; the history and the revisions it kept go first.
 
 An installation an Installation drives is removed by deleting the Installation.`,
 		Example: `  kubectl installstrategy uninstall sample -n sample --wait`,
@@ -49,6 +49,11 @@ An installation an Installation drives is removed by deleting the Installation.`
 			}
 			if !inv.Exists() {
 				return fmt.Errorf("installation %s: not found (no configmap/%s in namespace %s)", owner, inventory.ConfigMapName(owner), owner.Namespace)
+			}
+			// The history goes first: its ConfigMaps are not objects the
+			// installation applied, and would keep its namespace.
+			if err := c.deleteHistory(ctx, owner); err != nil {
+				return err
 			}
 			out := o.streams.Out
 			deleted, err := reconcile.Uninstall(ctx, c.config, reconcile.UninstallOptions{

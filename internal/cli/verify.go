@@ -27,8 +27,9 @@ func newVerifyCommand(o *options) *cobra.Command {
 	var strict bool
 	var output string
 	var keys []string
+	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "verify FILE|-|cm/NAME",
+		Use:   "verify FILE|-|cm/NAME | -f FILE",
 		Short: "Check that a strategy decodes, matches its digest and parses",
 		Long: `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
 decodes (base64, gzip, size limit), the recorded digest matches (native form),
@@ -45,8 +46,12 @@ when there are warnings).`,
 		Example: `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
   kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml | kubectl installstrategy verify - --strict
   kubectl installstrategy verify cm/installstrategy-x7k2p -n sample --key cosign.pub`,
-		Args: cobra.ExactArgs(1),
+		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			src, err := file.source(cmd, args)
+			if err != nil {
+				return err
+			}
 			if output != "text" && output != "json" {
 				return usageError(fmt.Errorf("--output %q: want text or json", output))
 			}
@@ -61,16 +66,16 @@ when there are warnings).`,
 				}
 			}
 			var checks []Check
-			if _, ok := clusterRef(args[0]); ok {
-				if checks, err = o.verifyStored(cmd.Context(), args[0], ring); err != nil {
+			if _, ok := clusterRef(src); ok {
+				if checks, err = o.verifyStored(cmd.Context(), src, ring); err != nil {
 					return err
 				}
 			} else {
-				data, err := codec.ReadFile(args[0], o.streams.In)
+				data, err := codec.ReadFile(src, o.streams.In)
 				if err != nil {
 					return err
 				}
-				checks = verifyInput(args[0], data, dopts, ring)
+				checks = verifyInput(src, data, dopts, ring)
 			}
 			if output == "json" {
 				enc := json.NewEncoder(o.streams.Out)
@@ -100,6 +105,7 @@ when there are warnings).`,
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings (repairs, unknown kinds, no digest) as failures")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "PEM public key file whose signature the strategy must carry (repeatable: any of them)")
+	file = addFileFlag(cmd)
 	return cmd
 }
 

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/dump"
@@ -245,15 +246,56 @@ func failedCanary(runErr error, in *v1alpha1.Installation) bool {
 
 // stageGC deletes the stored strategies of the namespace other than the
 // deployed one.
+//
+// The strategies the histories of the namespace's Installations name
+// (status.history, spec.historyLimit of each) are kept, so that rollback
+// can return to them; the deployed one is recorded at the head of this
+// Installation's history.
 func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
-	res, err := r.store.GC(ctx, s.Installation.Namespace, s.Target)
+	keep, err := r.historyConfigMaps(ctx, s.Installation.Namespace)
+	if err != nil {
+		return false, fmt.Errorf("garbage-collect strategies: %w", err)
+	}
+	res, err := r.store.GCKeeping(ctx, s.Installation.Namespace, s.Target, keep)
 	if err != nil {
 		return false, fmt.Errorf("garbage-collect strategies: %w", err)
 	}
 	for _, e := range res.Deleted {
 		s.log.V(1).Info("strategy deleted", "configmap", e.String(), "version", e.Identity.Version)
 	}
+	if e := res.Kept; e != nil {
+		rev := v1alpha1.StrategyRevision{Version: e.Identity.Version, Registry: e.Identity.Registry, Identifier: e.Identity.Identifier,
+			ConfigMap: e.Name, Digest: e.Digest, DeployedAt: metav1.Now()}
+		if st := s.Installation.Status.Strategy; st != nil {
+			rev.Source = st.Source
+		}
+		changed := false
+		s.update(func(in *v1alpha1.Installation) { changed = in.RecordRevision(rev) })
+		if changed {
+			if err := r.writeStatus(ctx, s); err != nil {
+				return false, fmt.Errorf("record history: %w", err)
+			}
+		}
+	}
 	return true, nil
+}
+
+// historyConfigMaps lists the stored strategies the histories of a
+// namespace's Installations name (read from the cache).
+func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([]string, error) {
+	var list v1alpha1.InstallationList
+	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+		return nil, fmt.Errorf("list installations in %s: %w", namespace, err)
+	}
+	var out []string
+	for _, in := range list.Items {
+		for _, h := range in.Status.History {
+			if h.ConfigMap != "" {
+				out = append(out, h.ConfigMap)
+			}
+		}
+	}
+	return out, nil
 }
 
 // refreshComponents reads the workloads of the strategy and records their

@@ -52,7 +52,28 @@ type Info struct {
 	// holds: lower is deleted first. It is derived from Stage (see
 	// [PruneOrderOf]).
 	PruneOrder int
+	// Review says what a change of an object of the kind means to a person
+	// reading a diff or a plan, which leads with these changes; ReviewNone
+	// for the others (workloads are known by PodTemplate).
+	Review Review
 }
+
+// Review names what a reader of a change needs to know about a kind.
+type Review string
+
+// The review rules.
+const (
+	ReviewNone Review = ""
+	// ReviewRules: the kind grants permissions in .rules (roles); added
+	// rules widen what its subjects may do.
+	ReviewRules Review = "rules"
+	// ReviewBinding: the kind grants a role to .subjects (bindings); added
+	// subjects, or another roleRef, widen it.
+	ReviewBinding Review = "binding"
+	// ReviewSchema: the kind defines API versions and their schemas in
+	// .spec.versions (CustomResourceDefinitions).
+	ReviewSchema Review = "schema"
+)
 
 // Stage is a step of a reconcile; every object of a stage is applied and
 // ready before the next stage starts.
@@ -159,11 +180,11 @@ var podSpecTemplate = []string{"spec", "template"}
 var table = []Info{
 	{GroupKind: gk("", "Namespace"), Version: "v1", Resource: "namespaces", Stage: StageCRDs, MergeIntoExisting: true},
 	{GroupKind: gk("", "ServiceAccount"), Version: "v1", Resource: "serviceaccounts", Namespaced: true, Stage: StageRBAC},
-	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRole"), Version: "v1", Resource: "clusterroles", Stage: StageRBAC},
-	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC},
-	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC},
-	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC},
-	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true},
+	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRole"), Version: "v1", Resource: "clusterroles", Stage: StageRBAC, Review: ReviewRules},
+	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC, Review: ReviewBinding},
+	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC, Review: ReviewRules},
+	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC, Review: ReviewBinding},
+	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, Review: ReviewSchema},
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
 	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},
 	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig},

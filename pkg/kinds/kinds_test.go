@@ -72,6 +72,11 @@ func TestStageAndHealthOfEveryKind(t *testing.T) {
 		if info.MergeIntoExisting != (info.GroupKind.Kind == "Namespace") {
 			t.Errorf("%s: MergeIntoExisting %v", info.GroupKind, info.MergeIntoExisting)
 		}
+		wantReview := map[string]Review{"ClusterRole": ReviewRules, "Role": ReviewRules, "ClusterRoleBinding": ReviewBinding,
+			"RoleBinding": ReviewBinding, "CustomResourceDefinition": ReviewSchema}[info.GroupKind.Kind]
+		if info.Review != wantReview {
+			t.Errorf("%s: review %q, want %q", info.GroupKind, info.Review, wantReview)
+		}
 		if info.PruneOrder != PruneOrderOf(info.Stage) {
 			t.Errorf("%s: prune order %d, want %d", info.GroupKind, info.PruneOrder, PruneOrderOf(info.Stage))
 		}

@@ -86,6 +86,14 @@ func bookkeeping(path string) (string, bool) {
 	return "", false
 }
 
+// IsBookkeeping says whether a change's path is one of the reconciler's
+// own annotations (the target identity, the applied hash) rather than a
+// field of the strategy.
+func IsBookkeeping(path string) bool {
+	_, ok := bookkeeping(path)
+	return ok
+}
+
 // identitySummary says in one line what the bookkeeping changes amount to:
 // the identity fields that change, else the applied hash. withFields says
 // whether field changes were listed beside them.

@@ -118,6 +118,9 @@ const (
 	EventPruned EventType = "Pruned"
 	// EventDegraded: a step failed or ran out of time.
 	EventDegraded EventType = "Degraded"
+	// EventProgress: a round of a step's wait; Progress holds the health
+	// of every object the step waits for.
+	EventProgress EventType = "Progress"
 )
 
 // Event is one piece of progress of Run.
@@ -128,6 +131,8 @@ type Event struct {
 	Ref    strategy.ObjectRef
 	Action apply.Action
 	Reason string
+	// Progress is the health of the step's objects (EventProgress only).
+	Progress []health.Status
 }
 
 // Result is what Run did.
@@ -616,7 +621,8 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 	if len(waitFor) == 0 {
 		return nil
 	}
-	if err := r.checker.Wait(ctx, r.getter(results), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval}); err != nil {
+	progress := func(st []health.Status) { r.emit(Event{Type: EventProgress, Step: step.Name, Progress: st}) }
+	if err := r.checker.Wait(ctx, r.getter(results), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress}); err != nil {
 		return err
 	}
 	// Jobs that completed are recorded with their applied hash: a resync

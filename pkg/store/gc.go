@@ -18,6 +18,9 @@ type GCResult struct {
 	Deleted []Entry
 	// OrphanChunks are the chunks deleted because no head listed them.
 	OrphanChunks []string
+	// Retained are the strategies kept because a history names them
+	// (see GCKeeping).
+	Retained []Entry
 }
 
 // GC deletes the strategies of a namespace other than the one in use, once
@@ -30,6 +33,13 @@ type GCResult struct {
 // OrphanChunkAge (left by a writer that stopped between its chunks and its
 // head).
 func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identity) (*GCResult, error) {
+	return s.GCKeeping(ctx, namespace, inUse, nil)
+}
+
+// GCKeeping is GC that also keeps the strategies whose (head) ConfigMap is
+// named in keepNames, with their chunks: the last revisions of the namespace's
+// installations (pkg/history), so that they can be rolled back to.
+func (s *Store) GCKeeping(ctx context.Context, namespace string, inUse strategy.Identity, keepNames []string) (*GCResult, error) {
 	if inUse.Identifier == "" && inUse.Version == "" {
 		return nil, errors.New("gc strategies: no identity in use given")
 	}
@@ -64,6 +74,10 @@ func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identit
 		}
 		if i == keep {
 			res.Kept = kept
+			continue
+		}
+		if slices.Contains(keepNames, l.Entry.Name) {
+			res.Retained = append(res.Retained, l.Entry)
 			continue
 		}
 		if kept != nil && !l.Matches(inUse) && !l.Entry.Created.Before(kept.Created) {

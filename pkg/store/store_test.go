@@ -633,3 +633,38 @@ func TestEnsure(t *testing.T) {
 		t.Fatalf("load after repair: %v", err)
 	}
 }
+
+// TestGCKeepsHistory: GCKeeping keeps the strategies a history names (a
+// chunked one with its chunks, still readable) and deletes the others.
+func TestGCKeepsHistory(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	st := newStore(t, env, store.Options{MaxObjectBytes: 16 << 10})
+	old, err := st.Publish(ctx, ns, big(t, 4, 4, 16<<10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := st.Publish(ctx, ns, sample(t, "v1.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond) // the one in use is newer than both
+	inUse := sample(t, "v1.1.0")
+	if _, err := st.Publish(ctx, ns, inUse); err != nil {
+		t.Fatal(err)
+	}
+	res, err := st.GCKeeping(ctx, ns, inUse.Identity, []string{old.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Retained) != 1 || res.Retained[0].Name != old.Name || len(res.Deleted) != 1 || res.Deleted[0].Name != dropped.Name {
+		t.Fatalf("GCKeeping: retained %v, deleted %v; want %s retained and %s deleted", res.Retained, res.Deleted, old.Name, dropped.Name)
+	}
+	if len(old.Chunks) == 0 {
+		t.Fatal("the retained strategy is not chunked: the test proves nothing about its chunks")
+	}
+	if _, err := st.Read(ctx, old); err != nil {
+		t.Fatalf("the retained strategy no longer reads: %v", err)
+	}
+}

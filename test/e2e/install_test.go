@@ -1,7 +1,10 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/cli"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -99,9 +103,10 @@ func TestInstallAndUpgrade(t *testing.T) {
 	if img := d.Spec.Template.Spec.Containers[0].Image; img != "registry.example/sample/sample-api:v1.1.0" {
 		t.Errorf("sample-api image %s", img)
 	}
-	// Garbage collection (after the status is written) leaves only the
-	// deployed strategy.
-	testenv.WaitFor(ctx, t, "only v1.1.0's strategy stored", func(ctx context.Context) (bool, string, error) {
+	// Garbage collection (after the status is written) leaves the
+	// deployed strategy and those status.history names (v1.0.0's), for
+	// rollback.
+	testenv.WaitFor(ctx, t, "v1.1.0's and v1.0.0's strategies stored, v1.1.0 newest in status.history", func(ctx context.Context) (bool, string, error) {
 		cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
 		if err != nil {
 			return false, "", err
@@ -110,8 +115,43 @@ func TestInstallAndUpgrade(t *testing.T) {
 		for i := range cms.Items {
 			ids = append(ids, codec.DescribeConfigMap(&cms.Items[i]).Identity.Version)
 		}
-		return len(ids) == 1 && codec.DescribeConfigMap(&cms.Items[0]).Identity.Identifier == wantID, strings.Join(ids, ","), nil
+		slices.Sort(ids)
+		cur, err := e.get(ctx, "sample")
+		if err != nil {
+			return false, "", err
+		}
+		h := cur.Status.History
+		return strings.Join(ids, ",") == "v1.0.0,v1.1.0" && len(h) == 2 && h[0].Version == "v1.1.0" && h[0].Identifier == wantID && h[1].Version == "v1.0.0",
+			strings.Join(ids, ",") + fmt.Sprintf(" history %+v", h), nil
 	})
+
+	// Rollback through the plugin: spec.strategy points at v1.0.0's stored
+	// strategy (its digest pinned) and the operator rolls it out.
+	var out, errOut bytes.Buffer
+	if code := cli.Main([]string{"rollback", "sample", "-n", e.ns, "--kubeconfig", os.Getenv(testenv.KubeconfigEnv)}, cli.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
+		t.Fatalf("kubectl installstrategy rollback: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	in = e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	if s := in.Spec.Strategy; s == nil || s.ConfigMap == nil || s.ConfigMap.Digest == "" {
+		t.Errorf("spec.strategy after rollback: %+v, want a ConfigMap with its digest", s)
+	}
+	if !e.exists(ctx, t, &corev1.ConfigMap{}, "sample-legacy-settings") {
+		t.Error("v1.0.0's configmap sample-legacy-settings is not back after the rollback")
+	}
+	testenv.WaitFor(ctx, t, "the rollback recorded as revision 3", func(ctx context.Context) (bool, string, error) {
+		cur, err := e.get(ctx, "sample")
+		if err != nil {
+			return false, "", err
+		}
+		h := cur.Status.History
+		return len(h) == 3 && h[0].Revision == 3 && h[0].Version == "v1.0.0" && h[0].Source == v1alpha1.StrategySourceConfigMap, fmt.Sprintf("%+v", h), nil
+	})
+	// The plugin's history of an Installation is its status.history.
+	out.Reset()
+	if code := cli.Main([]string{"history", "sample", "-n", e.ns, "--kubeconfig", os.Getenv(testenv.KubeconfigEnv), "-o", "jsonpath={.revisions[*].revision} {.revisions[*].identity.version}"},
+		cli.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 || out.String() != "3 2 1 v1.0.0 v1.1.0 v1.0.0" {
+		t.Errorf("kubectl installstrategy history: exit %d %q, want revisions 3 2 1 of v1.0.0 v1.1.0 v1.0.0\n%s", code, out.String(), errOut.String())
+	}
 }
 
 // pollInstallation polls until done returns true.
