@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,31 +108,32 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", updating)
 	}
 
-	// Keep status.components fresh while Run blocks.
-	progressCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		interval := r.opts.ProgressInterval
-		if interval <= 0 {
-			interval = DefaultProgressInterval
-		}
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-progressCtx.Done():
+	// status.components follows the reconciler's progress: its events
+	// (each round of a step's wait, a step ready, a canary phase) refresh
+	// it from the informer cache, and a change is written at most once per
+	// ProgressInterval (at once when a step is ready). No goroutine polls.
+	interval := r.opts.ProgressInterval
+	if interval <= 0 {
+		interval = DefaultProgressInterval
+	}
+	var lastWrite time.Time
+	progress := func(e reconcile.Event) {
+		switch e.Type {
+		case reconcile.EventProgress, reconcile.EventCanary:
+			if time.Since(lastWrite) < interval {
 				return
-			case <-t.C:
-				if r.refreshComponents(progressCtx, s) {
-					if err := r.writeStatus(progressCtx, s); err != nil && progressCtx.Err() == nil {
-						s.log.V(1).Info("progress not written", "error", err.Error())
-					}
-				}
+			}
+		case reconcile.EventStepReady:
+		default:
+			return
+		}
+		if r.refreshComponents(ctx, s) {
+			lastWrite = time.Now()
+			if err := r.writeStatus(ctx, s); err != nil && ctx.Err() == nil {
+				s.log.V(1).Info("progress not written", "error", err.Error())
 			}
 		}
-	}()
+	}
 	onEvent := func(e reconcile.Event) {
 		switch e.Type {
 		case reconcile.EventApplied:
@@ -148,11 +148,10 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		case reconcile.EventStepReady:
 			s.log.V(1).Info("step ready", "step", e.Step)
 		}
+		progress(e)
 	}
 	start := time.Now()
 	res, runErr := r.rc.Run(ctx, s.Strategy, r.reconcileOptions(s, onEvent))
-	stop()
-	wg.Wait()
 	r.refreshComponents(ctx, s)
 
 	if runErr != nil && ctx.Err() != nil {

@@ -74,7 +74,17 @@ func installCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
 	if err := sigsyaml.Unmarshal(data, crd); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+	err = env.Client.Create(ctx, crd)
+	if apierrors.IsAlreadyExists(err) {
+		// A cluster kept from an older run may have an older CRD, whose
+		// schema would prune new status fields: bring it up to date.
+		var live apiextensionsv1.CustomResourceDefinition
+		if err = env.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, &live); err == nil {
+			live.Spec = crd.Spec
+			err = env.Client.Update(ctx, &live)
+		}
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	env.WaitCRDEstablished(ctx, t, crd.Name)
