@@ -8,10 +8,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/dump"
@@ -66,6 +68,19 @@ func adoptPolicy(adopt bool) apply.AdoptPolicy {
 	return apply.AdoptNever
 }
 
+// errDeletedMidRollout stops a rollout whose Installation is being deleted.
+var errDeletedMidRollout = errors.New("the installation is being deleted")
+
+// beingDeleted reports whether the Installation (as the manager's cache
+// has it) has a deletion timestamp.
+func (r *Reconciler) beingDeleted(ctx context.Context, in *v1alpha1.Installation) bool {
+	cur := &v1alpha1.Installation{}
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return cur.DeletionTimestamp != nil
+}
+
 // stageApply rolls the strategy out with reconcile.Run, keeping
 // status.components fresh while it runs, and records the outcome.
 func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
@@ -108,7 +123,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", updating)
 	}
 
-	// Keep status.components fresh while Run blocks.
+	// Keep status.components fresh while Run blocks, and stop the rollout
+	// once the Installation is being deleted: its deletion must not wait
+	// for a step's deadline.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
 	progressCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -125,6 +144,10 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			case <-progressCtx.Done():
 				return
 			case <-t.C:
+				if r.beingDeleted(progressCtx, in) {
+					cancelRun(errDeletedMidRollout)
+					return
+				}
 				if r.refreshComponents(progressCtx, s) {
 					if err := r.writeStatus(progressCtx, s); err != nil && progressCtx.Err() == nil {
 						s.log.V(1).Info("progress not written", "error", err.Error())
@@ -149,9 +172,17 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		}
 	}
 	start := time.Now()
-	res, runErr := reconcile.Run(ctx, r.cfg, s.Strategy, r.reconcileOptions(s, onEvent))
+	res, runErr := reconcile.Run(runCtx, r.cfg, s.Strategy, r.reconcileOptions(s, onEvent))
 	stop()
 	wg.Wait()
+	if errors.Is(context.Cause(runCtx), errDeletedMidRollout) && ctx.Err() == nil {
+		// Reconcile again at once (the deletion's event does too): the
+		// delete stages run.
+		s.log.Info("rollout stopped: the installation is being deleted", "version", s.Target.Version)
+		s.Outcome = "deleted"
+		s.Result.RequeueAfter = 10 * time.Millisecond
+		return true, nil
+	}
 	r.refreshComponents(ctx, s)
 
 	if runErr != nil && ctx.Err() != nil {
