@@ -411,6 +411,13 @@ func Plan(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Opti
 	if r.opts.NoPrune {
 		p.Prune = nil
 	}
+	if err != nil {
+		return p, err
+	}
+	migrate, err := r.migrationsPlanned(ctx, p)
+	if migrate != nil {
+		withMigrationStep(p, migrate)
+	}
 	return p, err
 }
 
@@ -505,6 +512,9 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	if step.Stage == kinds.StageCRDs {
 		// Kinds of the new CRDs are served now.
 		r.a.ResetMapper()
+		if err := r.migrateStoredVersions(ctx, objs); err != nil {
+			return conflicts, err
+		}
 	}
 	r.emit(Event{Type: EventStepReady, Step: step.Name})
 	return conflicts, nil
