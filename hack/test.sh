@@ -60,4 +60,5 @@ for f in "${state}"/pids/*.pid; do pids+=("$(cat "${f}")"); done
 export KUBECONFIG="${INSTALLSTRATEGY_TEST_KUBECONFIG}"
 log "cluster up after $(($(date +%s) - start))s; running go test ${GOTESTFLAGS:-}"
 
-make --no-print-directory test-go test-extra
+# TEST_TARGETS: what runs against the cluster (make soak runs soak-go).
+make --no-print-directory ${TEST_TARGETS:-test-go test-extra}

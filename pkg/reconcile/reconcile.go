@@ -225,6 +225,9 @@ func Run(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Optio
 	if err != nil {
 		return r.res, err
 	}
+	if err := r.certs.publishBundle(ctx); err != nil {
+		return r.res, err
+	}
 	var conflicts []error
 	for _, step := range r.res.Plan.Steps {
 		errs, err := r.step(ctx, step)

@@ -18,18 +18,22 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
 
-// faultRounds returns how many upgrades a fault test runs: n, or
-// $INSTALLSTRATEGY_FAULT_ROUNDS (make soak raises it).
-func faultRounds(t *testing.T, n int) int {
-	if s := os.Getenv("INSTALLSTRATEGY_FAULT_ROUNDS"); s != "" {
+// envRounds returns how many rounds a loop test runs: n, or the number in
+// the environment variable name (make soak raises them).
+func envRounds(t *testing.T, name string, n int) int {
+	if s := os.Getenv(name); s != "" {
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 1 {
-			t.Fatalf("INSTALLSTRATEGY_FAULT_ROUNDS=%q: want a positive number", s)
+			t.Fatalf("%s=%q: want a positive number", name, s)
 		}
 		return v
 	}
 	return n
 }
+
+// faultRounds returns how many upgrades a fault test runs: n, or
+// $INSTALLSTRATEGY_FAULT_ROUNDS.
+func faultRounds(t *testing.T, n int) int { return envRounds(t, "INSTALLSTRATEGY_FAULT_ROUNDS", n) }
 
 // checkPlanClean asserts that a plan of the version's strategy against the
 // cluster has nothing to do: every object unchanged, nothing to prune.
