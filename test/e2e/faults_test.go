@@ -97,7 +97,7 @@ func TestUpgradesSurviveAPIServerAndEtcdRestarts(t *testing.T) {
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 2))
-	rounds := faultRounds(t, 2)
+	rounds := faultRounds(t, 1)
 	t.Logf("random seed %d", seed)
 	upgradeRounds(ctx, t, e, rounds+1, func(round int) {
 		component := cluster.KubeAPIServer
@@ -129,7 +129,7 @@ func TestUpgradesConvergeThroughFaults(t *testing.T) {
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 	proxy.SetFaults(cluster.Faults{Rate: 0.1, Latency: 50 * time.Millisecond})
-	upgradeRounds(ctx, t, e, faultRounds(t, 3), func(int) {})
+	upgradeRounds(ctx, t, e, faultRounds(t, 2), func(int) {})
 	injected, passed := proxy.Injected()
 	total := 0
 	for _, n := range injected {
