@@ -9,6 +9,10 @@
 #                       test-extra against it, always tear it down
 #   make verify         gofmt and go vet
 #   make fuzz           the fuzz targets, FUZZ_COUNT inputs each
+#   make fuzz-long      every fuzz target for 1,000,000 inputs (not in make test)
+#   make soak           on a cluster of its own: the operator SIGKILLed during
+#                       SOAK_CRASH_ROUNDS upgrades, and SOAK_FAULT_ROUNDS upgrades
+#                       with 10% of its requests failing (not in make test)
 #   make bench          benchmarks beside their baselines
 #   make bench-cluster  the cluster benchmarks (idle resync, apply against
 #                       kubectl) on a cluster of their own; not in make test
@@ -114,6 +118,25 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZ_COUNT) ./pkg/strategy
 	$(GO) test -run='^$$' -fuzz='^FuzzFastPath$$' -fuzztime=$(FUZZ_COUNT) ./pkg/strategy
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZ_COUNT) ./pkg/codec
+
+# fuzz-long: every fuzz target for a million inputs (docs/RELIABILITY.md).
+.PHONY: fuzz-long
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz FUZZ_COUNT=1000000x
+
+# soak: the long loops of docs/RELIABILITY.md on a cluster of its own
+# (hack/test.sh), each round checked for convergence.
+SOAK_CRASH_ROUNDS ?= 50
+SOAK_FAULT_ROUNDS ?= 20
+
+.PHONY: soak
+soak:
+	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" TEST_TARGETS=soak-go hack/test.sh
+
+.PHONY: soak-go
+soak-go:
+	INSTALLSTRATEGY_CRASH_ROUNDS=$(SOAK_CRASH_ROUNDS) $(GO) test -count=1 -timeout=0 -v -run '^TestOperatorKilledMidUpgradeConverges$$' ./test/e2e
+	INSTALLSTRATEGY_FAULT_ROUNDS=$(SOAK_FAULT_ROUNDS) $(GO) test -count=1 -timeout=0 -v -run '^TestUpgradesConvergeThroughFaults$$' ./test/e2e
 
 # bench runs the benchmarks; each measures its baseline in the same run and
 # reports x-speedup and alloc-ratio (see docs/PERFORMANCE.md).

@@ -58,8 +58,8 @@ for f in "${state}"/pids/*.pid; do pids+=("$(cat "${f}")"); done
 # Tests use INSTALLSTRATEGY_TEST_KUBECONFIG only; do not let the user's
 # KUBECONFIG leak into anything else either.
 export KUBECONFIG="${INSTALLSTRATEGY_TEST_KUBECONFIG}"
-# TEST_TARGETS: what runs against the cluster (make bench-cluster runs
-# the cluster benchmarks instead).
+# TEST_TARGETS: what runs against the cluster (make soak runs soak-go,
+# make bench-cluster the cluster benchmarks).
 targets="${TEST_TARGETS:-test-go test-extra}"
 log "cluster up after $(($(date +%s) - start))s; running make ${targets} (${GOTESTFLAGS:-})"
 

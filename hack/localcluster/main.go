@@ -4,6 +4,8 @@
 //	localcluster up   [--state-dir DIR] [--bin-dir DIR] [--nodes N] [--timeout D] [--keep-on-failure]
 //	localcluster down [--state-dir DIR]
 //	localcluster env  [--state-dir DIR]
+//	localcluster restart [--state-dir DIR] [--kill] COMPONENT
+//	localcluster faultproxy [--state-dir DIR] [--rate R] [--latency D] [--watches]
 //
 // up prints progress on stderr and, on stdout, the shell lines that point
 // clients at the cluster, ending with `export KUBECONFIG=...`; env prints the
@@ -36,7 +38,7 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	if len(args) == 0 {
-		return errors.New("usage: localcluster up|down|env [flags]")
+		return errors.New("usage: localcluster up|down|env|restart|faultproxy [flags]")
 	}
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet("localcluster "+cmd, flag.ContinueOnError)
@@ -48,10 +50,22 @@ func run(ctx context.Context, args []string) error {
 		fs.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "how long to wait for each component")
 		fs.BoolVar(&opts.KeepOnFailure, "keep-on-failure", false, "leave processes and state of a failed start for debugging")
 	}
+	kill := fs.Bool("kill", false, "restart: SIGKILL the component (a crash) instead of SIGTERM")
+	var faults cluster.Faults
+	fs.Float64Var(&faults.Rate, "rate", 0.1, "faultproxy: share of requests that fail")
+	fs.DurationVar(&faults.Latency, "latency", 0, "faultproxy: random delay of each request, up to this")
+	fs.BoolVar(&faults.Watches, "watches", false, "faultproxy: fail watch requests too")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	switch cmd {
+	case "restart":
+		if fs.NArg() != 1 {
+			return fmt.Errorf("usage: localcluster restart [--kill] COMPONENT (one of %v)", cluster.Components)
+		}
+		return cluster.Restart(ctx, *stateDir, fs.Arg(0), *kill)
+	case "faultproxy":
+		return cluster.ServeFaultProxy(ctx, *stateDir, faults, os.Stderr)
 	case "up":
 		opts.StateDir = *stateDir
 		opts.Log = os.Stderr

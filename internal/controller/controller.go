@@ -113,6 +113,9 @@ type Reconciler struct {
 	live     *apply.InformerCache
 	rc       *reconcile.Reconciler
 	applier  *apply.Applier
+	// rollouts holds the cancel function (context.CancelCauseFunc) of
+	// each running rollout, by Installation UID.
+	rollouts sync.Map
 	keyMu    sync.Mutex
 	key      *trust.OperatorKey
 	recorder recorder.EventRecorder
@@ -191,7 +194,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	byNamespace := handler.EnqueueRequestsFromMapFunc(r.installationsOfNamespace)
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("installation").
-		For(&v1alpha1.Installation{}, builder.WithPredicates(installationChanged())).
+		For(&v1alpha1.Installation{}, builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
 		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(isStrategyConfigMap))).
 		// Workloads are watched through the informers the reconciler reads
 		// from, which hold only objects installations wrote: other
@@ -208,6 +211,23 @@ func workloadObject(gvk schema.GroupVersionKind) client.Object {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
 	return u
+}
+
+// stopDeletedRollouts passes every event; on the update that gives an
+// Installation its deletion timestamp it cancels the Installation's
+// running rollout, so that its delete stages run at once instead of after
+// the rollout (whose reconcile holds the Installation's key).
+func (r *Reconciler) stopDeletedRollouts() predicate.Predicate {
+	return predicate.Funcs{
+		UpdateFunc: func(e event.UpdateEvent) bool {
+			if e.ObjectNew != nil && e.ObjectNew.GetDeletionTimestamp() != nil && (e.ObjectOld == nil || e.ObjectOld.GetDeletionTimestamp() == nil) {
+				if cancel, ok := r.rollouts.Load(e.ObjectNew.GetUID()); ok {
+					cancel.(context.CancelCauseFunc)(errDeletedMidRollout)
+				}
+			}
+			return true
+		},
+	}
 }
 
 // installationChanged passes spec changes, deletions and finalizer changes,

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -66,6 +67,19 @@ func adoptPolicy(adopt bool) apply.AdoptPolicy {
 	return apply.AdoptNever
 }
 
+// errDeletedMidRollout stops a rollout whose Installation is being deleted.
+var errDeletedMidRollout = errors.New("the installation is being deleted")
+
+// beingDeleted reports whether the Installation (as the manager's cache
+// has it) has a deletion timestamp.
+func (r *Reconciler) beingDeleted(ctx context.Context, in *v1alpha1.Installation) bool {
+	cur := &v1alpha1.Installation{}
+	if err := r.client.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
+		return apierrors.IsNotFound(err)
+	}
+	return cur.DeletionTimestamp != nil
+}
+
 // stageApply rolls the strategy out with reconcile.Run, keeping
 // status.components fresh while it runs, and records the outcome.
 func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
@@ -108,6 +122,18 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", updating)
 	}
 
+	// Stop the rollout once the Installation is being deleted: its
+	// deletion must not wait for a step's deadline. The watch of
+	// Installations cancels it (stopDeletedRollouts); the cache is checked
+	// once here for a deletion that came before.
+	runCtx, cancelRun := context.WithCancelCause(ctx)
+	defer cancelRun(nil)
+	r.rollouts.Store(in.UID, cancelRun)
+	defer r.rollouts.Delete(in.UID)
+	if r.beingDeleted(ctx, in) {
+		cancelRun(errDeletedMidRollout)
+	}
+
 	// status.components follows the reconciler's progress: its events
 	// (each round of a step's wait, a step ready, a canary phase) refresh
 	// it from the informer cache, and a change is written at most once per
@@ -127,9 +153,9 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		default:
 			return
 		}
-		if r.refreshComponents(ctx, s) {
+		if r.refreshComponents(runCtx, s) {
 			lastWrite = time.Now()
-			if err := r.writeStatus(ctx, s); err != nil && ctx.Err() == nil {
+			if err := r.writeStatus(runCtx, s); err != nil && runCtx.Err() == nil {
 				s.log.V(1).Info("progress not written", "error", err.Error())
 			}
 		}
@@ -151,7 +177,15 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		progress(e)
 	}
 	start := time.Now()
-	res, runErr := r.rc.Run(ctx, s.Strategy, r.reconcileOptions(s, onEvent))
+	res, runErr := r.rc.Run(runCtx, s.Strategy, r.reconcileOptions(s, onEvent))
+	if errors.Is(context.Cause(runCtx), errDeletedMidRollout) && ctx.Err() == nil {
+		// Reconcile again at once (the deletion's event does too): the
+		// delete stages run.
+		s.log.Info("rollout stopped: the installation is being deleted", "version", s.Target.Version)
+		s.Outcome = "deleted"
+		s.Result.RequeueAfter = 10 * time.Millisecond
+		return true, nil
+	}
 	r.refreshComponents(ctx, s)
 
 	if runErr != nil && ctx.Err() != nil {

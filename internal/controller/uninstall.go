@@ -119,6 +119,17 @@ func (r *Reconciler) stageWorkloads(ctx context.Context, s *State) (bool, error)
 	if err != nil {
 		return false, err
 	}
+	if len(crs) > 0 {
+		// The product's webhooks go first: one whose backend is down
+		// (failurePolicy Fail) would refuse every delete it guards.
+		deleted, err := reconcile.Uninstall(ctx, r.cfg, reconcile.UninstallOptions{Owner: owner, AdmissionOnly: true})
+		for _, ref := range deleted {
+			r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
+		}
+		if err != nil {
+			return false, err
+		}
+	}
 	var errs []error
 	for i := range crs {
 		cr := &crs[i]

@@ -80,6 +80,9 @@ const (
 	ActionSkip      Action = "skip"
 	ActionConflict  Action = "conflict"
 	ActionDelete    Action = "delete"
+	// ActionMigrate: a CRD's stored custom resources are rewritten at its
+	// new storage version before a stored version is dropped.
+	ActionMigrate Action = "migrate"
 )
 
 // Result says what happened to one object.

@@ -53,6 +53,32 @@ func IsTransient(err error) bool {
 		strings.Contains(msg, "http2: client connection lost") || strings.Contains(msg, "TLS handshake timeout")
 }
 
+// PermanentError marks a failure the API server gave that IsTransient
+// judged permanent (validation, permission, immutability, a webhook's
+// denial): it was not retried, and its message says so.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string { return e.Err.Error() + " (permanent, not retried)" }
+
+// Unwrap gives the server's error, so apierrors' predicates still apply.
+func (e *PermanentError) Unwrap() error { return e.Err }
+
+// permanent wraps an API server's error in a *PermanentError; other errors
+// (another owner's object, a local failure) are returned as they are.
+func permanent(err error) error {
+	var status apierrors.APIStatus
+	var owned *ConflictError
+	if errors.As(err, &owned) || !errors.As(err, &status) || apierrors.IsNotFound(err) {
+		return err
+	}
+	return &PermanentError{Err: err}
+}
+
+// Retry calls f as Apply and Delete send their requests: again while it
+// fails with a transient error, for up to Options.RetryFor; a permanent
+// error is returned at once as a *PermanentError.
+func (a *Applier) Retry(ctx context.Context, f func() error) error { return a.retry(ctx, f) }
+
 // retry calls f until it succeeds, fails with an error that is not
 // transient, or retrying has gone on for Options.RetryFor; the waits grow
 // from 200 ms to 5 s. The last error says how long it was retried.
@@ -65,8 +91,11 @@ func (a *Applier) retry(ctx context.Context, f func() error) error {
 	wait := 200 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := f()
-		if err == nil || !IsTransient(err) || limit < 0 {
+		if err == nil || limit < 0 {
 			return err
+		}
+		if !IsTransient(err) {
+			return permanent(err)
 		}
 		if time.Since(start)+wait > limit {
 			return fmt.Errorf("%w (still failing after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))

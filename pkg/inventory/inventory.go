@@ -165,6 +165,11 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 // VersionAnnotation records the version of the strategy last recorded.
 const VersionAnnotation = "installstrategy.io/version"
 
+// CertificateHashAnnotation is put on the pod template of a workload that
+// mounts certificates the reconciler issues: a hash of them, so a renewed
+// certificate rolls the workload's pods.
+const CertificateHashAnnotation = "installstrategy.io/certificate-hash"
+
 // Write stores an inventory: creates it, or updates the one read (a
 // concurrent change is a conflict error). Nothing is written when the
 // stored inventory already holds the same entries and version.

@@ -43,6 +43,11 @@ type Info struct {
 	// status.storedVersions is kept (not served, not stored) when a
 	// strategy drops it, since the API server refuses to remove it.
 	KeepStoredVersions bool
+	// MigrateStoredVersions marks CRDs: before a stored version the
+	// strategy drops leaves the CRD, the stored custom resources are
+	// rewritten at the new storage version and status.storedVersions is
+	// updated (what kube-storage-version-migrator does; pkg/reconcile).
+	MigrateStoredVersions bool
 	// MergeIntoExisting marks kinds (Namespaces) whose existing objects
 	// that no installation owns are merged into rather than reported as
 	// conflicts: the strategy's labels and annotations are applied, the
@@ -184,7 +189,7 @@ var table = []Info{
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC, Review: ReviewBinding},
 	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC, Review: ReviewRules},
 	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC, Review: ReviewBinding},
-	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, Review: ReviewSchema},
+	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, Review: ReviewSchema},
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
 	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},
 	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig},

@@ -66,8 +66,8 @@ func TestStageAndHealthOfEveryKind(t *testing.T) {
 		if info.Stage != w.stage || info.Health != w.health {
 			t.Errorf("%s: stage %s health %q, want %s %q", info.GroupKind, info.Stage, info.Health, w.stage, w.health)
 		}
-		if info.KeepStoredVersions != (info.GroupKind.Kind == "CustomResourceDefinition") {
-			t.Errorf("%s: KeepStoredVersions %v", info.GroupKind, info.KeepStoredVersions)
+		if info.KeepStoredVersions != (info.GroupKind.Kind == "CustomResourceDefinition") || info.MigrateStoredVersions != info.KeepStoredVersions {
+			t.Errorf("%s: KeepStoredVersions %v MigrateStoredVersions %v", info.GroupKind, info.KeepStoredVersions, info.MigrateStoredVersions)
 		}
 		if info.MergeIntoExisting != (info.GroupKind.Kind == "Namespace") {
 			t.Errorf("%s: MergeIntoExisting %v", info.GroupKind, info.MergeIntoExisting)

@@ -2,11 +2,18 @@ package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/x509"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/pem"
 	"fmt"
+	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -60,7 +67,22 @@ type certState struct {
 	names map[string][]string
 	// services holds the namespace/name of every Service of the strategy.
 	services map[string]bool
+	// previous is the CA certificate the current one replaced, kept in
+	// the bundle until it expires (pods still serve certificates it
+	// signed until they restart).
+	previous []byte
+	// rotated is set when this run replaced an existing CA: the new
+	// bundle is published before any certificate it signs (publishBundle).
+	rotated bool
+	mu      sync.Mutex
+	// pairs caches the certificate chosen for each TLS Secret
+	// (namespace/name) in this run; workloads mounting it carry its hash.
+	pairs map[string]certs.Pair
 }
+
+// PreviousCAKey is the key of the CA Secret that keeps the CA certificate
+// the current one replaced, while it is still valid.
+const PreviousCAKey = "previous-ca.crt"
 
 func (o *CertOptions) defaults() {
 	if o.CASecret == "" {
@@ -98,7 +120,7 @@ func isEmptyTLSSecret(o *unstructured.Unstructured) bool {
 // newCertState finds the empty TLS Secrets and loads or creates the CA.
 func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) (*certState, error) {
 	opts.defaults()
-	c := &certState{r: r, opts: opts, readOnly: readOnly, names: map[string][]string{}, services: map[string]bool{}}
+	c := &certState{r: r, opts: opts, readOnly: readOnly, names: map[string][]string{}, services: map[string]bool{}, pairs: map[string]certs.Pair{}}
 	if opts.Disabled {
 		return c, nil
 	}
@@ -214,8 +236,10 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 		// every run: the CA is renewed by the longer of the two.
 		before := max(renewBefore(c.opts.CARenewBefore, c.opts.CAValidity), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity))
 		if certs.Renewal(p, nil, nil, now, before) == "" {
+			c.previous = stillValid(live.Data[PreviousCAKey], now)
 			return p, nil
 		}
+		c.previous, c.rotated = stillValid(p.Cert, now), true
 	}
 	p, err := certs.NewCA("installstrategy-"+c.r.opts.Owner.Namespace+"-"+c.r.opts.Owner.Name+"-ca", now, c.opts.CAValidity)
 	if err != nil || c.readOnly {
@@ -225,6 +249,9 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: c.opts.CASecret, Namespace: ns, Labels: c.r.opts.Owner.Labels()},
 		Type:       corev1.SecretTypeTLS,
 		Data:       map[string][]byte{certs.CertKey: p.Cert, certs.KeyKey: p.Key},
+	}
+	if len(c.previous) > 0 {
+		sec.Data[PreviousCAKey] = c.previous
 	}
 	if !exists {
 		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: c.r.opts.FieldManager})
@@ -248,6 +275,9 @@ func (c *certState) desired(ctx context.Context, o *unstructured.Unstructured) (
 	if isEmptyTLSSecret(o) {
 		return c.secret(ctx, o)
 	}
+	if info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind()); info.PodTemplate != nil {
+		return c.workload(ctx, o, info.PodTemplate)
+	}
 	switch o.GroupVersionKind().GroupKind().String() {
 	case "ValidatingWebhookConfiguration.admissionregistration.k8s.io", "MutatingWebhookConfiguration.admissionregistration.k8s.io":
 		return c.injectWebhooks(o)
@@ -258,19 +288,9 @@ func (c *certState) desired(ctx context.Context, o *unstructured.Unstructured) (
 }
 
 func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	names := c.names[o.GetNamespace()+"/"+o.GetName()]
-	live, err := c.r.typedSecret(ctx, o.GetNamespace(), o.GetName())
+	p, err := c.pair(ctx, o.GetNamespace(), o.GetName())
 	if err != nil {
-		return nil, fmt.Errorf("secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
-	}
-	var p certs.Pair
-	if live != nil {
-		p = certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
-	}
-	if certs.Renewal(p, &c.ca, names, c.opts.Now(), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity)) != "" {
-		if p, err = certs.NewServing(c.ca, names, c.opts.Now(), c.opts.CertValidity); err != nil {
-			return nil, fmt.Errorf("secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
-		}
+		return nil, err
 	}
 	out := o.DeepCopy()
 	out.Object["data"] = map[string]any{
@@ -281,7 +301,146 @@ func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*
 	return out, nil
 }
 
-func (c *certState) bundle() string { return base64.StdEncoding.EncodeToString(c.ca.Cert) }
+// workload returns a workload whose pod template mounts TLS Secrets the
+// certificates fill with CertificateHashAnnotation on its pod template: a
+// renewed certificate changes it, so the pods restart and serve the new
+// one (nothing else would make them reload it).
+func (c *certState) workload(ctx context.Context, o *unstructured.Unstructured, template []string) (*unstructured.Unstructured, error) {
+	vols, _, _ := unstructured.NestedSlice(o.Object, append(slices.Clone(template), "spec", "volumes")...)
+	var mounted []string
+	for _, v := range vols {
+		m, _ := v.(map[string]any)
+		name, _, _ := unstructured.NestedString(m, "secret", "secretName")
+		if _, ok := c.names[o.GetNamespace()+"/"+name]; ok && !slices.Contains(mounted, name) {
+			mounted = append(mounted, name)
+		}
+	}
+	if len(mounted) == 0 {
+		return o, nil
+	}
+	slices.Sort(mounted)
+	h := sha256.New()
+	for _, name := range mounted {
+		p, err := c.pair(ctx, o.GetNamespace(), name)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+		}
+		h.Write(p.Cert)
+	}
+	out := o.DeepCopy()
+	path := append(slices.Clone(template), "metadata", "annotations")
+	ann, _, _ := unstructured.NestedStringMap(out.Object, path...)
+	if ann == nil {
+		ann = map[string]string{}
+	}
+	ann[inventory.CertificateHashAnnotation] = hex.EncodeToString(h.Sum(nil))[:16]
+	if err := unstructured.SetNestedStringMap(out.Object, ann, path...); err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+	}
+	return out, nil
+}
+
+// pair returns the certificate of the TLS Secret ns/name for this run:
+// the live one while it is good, else a new one (chosen once per run).
+func (c *certState) pair(ctx context.Context, ns, name string) (certs.Pair, error) {
+	key := ns + "/" + name
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.pairs[key]; ok {
+		return p, nil
+	}
+	p, err := c.choosePair(ctx, ns, name)
+	if err != nil {
+		return certs.Pair{}, err
+	}
+	c.pairs[key] = p
+	return p, nil
+}
+
+func (c *certState) choosePair(ctx context.Context, ns, name string) (certs.Pair, error) {
+	names := c.names[ns+"/"+name]
+	live, err := c.r.typedSecret(ctx, ns, name)
+	if err != nil {
+		return certs.Pair{}, fmt.Errorf("secret %s/%s: %w", ns, name, err)
+	}
+	var p certs.Pair
+	if live != nil {
+		p = certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
+	}
+	if certs.Renewal(p, &c.ca, names, c.opts.Now(), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity)) != "" {
+		if p, err = certs.NewServing(c.ca, names, c.opts.Now(), c.opts.CertValidity); err != nil {
+			return certs.Pair{}, fmt.Errorf("secret %s/%s: %w", ns, name, err)
+		}
+	}
+	return p, nil
+}
+
+// bundle is the CA bundle of webhooks and APIServices: the CA, and the
+// one it replaced while that is valid (pods not restarted yet serve
+// certificates it signed).
+func (c *certState) bundle() string {
+	return base64.StdEncoding.EncodeToString(append(slices.Clone(c.ca.Cert), c.previous...))
+}
+
+// stillValid returns cert (PEM) when it parses and has not expired at
+// now, else nil.
+func stillValid(cert []byte, now time.Time) []byte {
+	b, _ := pem.Decode(cert)
+	if b == nil {
+		return nil
+	}
+	x, err := x509.ParseCertificate(b.Bytes)
+	if err != nil || !now.Before(x.NotAfter) {
+		return nil
+	}
+	return cert
+}
+
+// publishBundle runs before any step when this run replaced the CA: the
+// live webhooks and APIServices of the strategy get the new bundle (new
+// CA and old) before a certificate the new CA signs is written, so no
+// client rejects a pod that already serves one (KubeVirt's order). The
+// admission step applies them in full later.
+func (c *certState) publishBundle(ctx context.Context) error {
+	if !c.rotated || c.readOnly {
+		return nil
+	}
+	for _, o := range c.r.s.Objects {
+		switch o.GroupVersionKind().GroupKind().String() {
+		case "ValidatingWebhookConfiguration.admissionregistration.k8s.io", "MutatingWebhookConfiguration.admissionregistration.k8s.io", "APIService.apiregistration.k8s.io":
+		default:
+			continue
+		}
+		ri, err := c.r.a.Resource(o)
+		if err != nil {
+			return err
+		}
+		err = c.r.a.Retry(ctx, func() error {
+			live, err := ri.Get(ctx, o.GetName(), metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			var upd *unstructured.Unstructured
+			if o.GetKind() == "APIService" {
+				upd, err = c.injectAPIService(live)
+			} else {
+				upd, err = c.injectWebhooks(live)
+			}
+			if err != nil || upd == live {
+				return err
+			}
+			_, err = ri.Update(ctx, upd, metav1.UpdateOptions{FieldManager: c.r.opts.FieldManager})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("publish the new CA bundle to %s: %w", strategy.RefOf(o), err)
+		}
+	}
+	return nil
+}
 
 func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	out := o.DeepCopy()

@@ -2,20 +2,27 @@ package reconcile_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// Certificates are kept while good, rotated before they expire, and a
-// rotation changes no pod template (no restart loop).
+// Certificates are kept while good, rotated before they expire; a
+// rotation rolls the workloads that mount the certificate once (a new
+// ReplicaSet whose pods carry the new certificate's hash), and a resync
+// after it writes nothing (no restart loop).
 func TestCertificatesRotateBeforeExpiry(t *testing.T) {
 	se := newSampleEnv(t)
 	ctx := t.Context()
@@ -65,9 +72,34 @@ func TestCertificatesRotateBeforeExpiry(t *testing.T) {
 	if !bytes.Equal(rotated, cert()) {
 		t.Error("certificate rotated twice")
 	}
-	if template() != tmpl {
-		t.Error("certificate rotation changed the api Deployment")
+	if template() == tmpl {
+		t.Error("certificate rotation did not change the api Deployment's pod template: its pods keep serving the old certificate")
 	}
+	d, err := se.env.Kube.AppsV1().Deployments(se.ns).Get(ctx, "sample-api", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hash := d.Spec.Template.Annotations[inventory.CertificateHashAnnotation]
+	if hash == "" {
+		t.Fatalf("sample-api's pod template has no %s", inventory.CertificateHashAnnotation)
+	}
+	testenv.WaitFor(ctx, t, "a ReplicaSet of sample-api with the renewed certificate", func(ctx context.Context) (bool, string, error) {
+		rss, err := se.env.Kube.AppsV1().ReplicaSets(se.ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		var seen []string
+		for _, rs := range rss.Items {
+			if len(rs.OwnerReferences) == 1 && rs.OwnerReferences[0].Name == "sample-api" {
+				h := rs.Spec.Template.Annotations[inventory.CertificateHashAnnotation]
+				seen = append(seen, rs.Name+"="+h)
+				if h == hash {
+					return true, "", nil
+				}
+			}
+		}
+		return false, fmt.Sprintf("replicasets %v", seen), nil
+	})
 }
 
 // The CA is rotated by its own renew-before, not the serving certificates'
@@ -75,7 +107,6 @@ func TestCertificatesRotateBeforeExpiry(t *testing.T) {
 // certificate and the webhook's CA bundle.
 func TestCARotatesByItsOwnRenewBefore(t *testing.T) {
 	se := newSampleEnv(t)
-	ctx := t.Context()
 	v1 := sample(t, se.ns, "v1.0.0")
 	// CA: 30 days, renewed 12 days before expiry (the default would be 6).
 	// Certificates: 10 days, renewed 1 day before expiry.
@@ -89,6 +120,10 @@ func TestCARotatesByItsOwnRenewBefore(t *testing.T) {
 		t.Fatal(err)
 	}
 	first := caCert()
+	firstBundle := webhookBundle(t, se)
+	if !bytes.Equal(firstBundle, first) {
+		t.Errorf("webhook bundle before any rotation:\n%s\nwant the CA alone", firstBundle)
+	}
 	// Day 17: the CA expires in 13 days, outside its renew-before.
 	if _, err := se.run(v1, v1.Identity, at(17*24*time.Hour)); err != nil {
 		t.Fatal(err)
@@ -98,10 +133,28 @@ func TestCARotatesByItsOwnRenewBefore(t *testing.T) {
 	}
 	// Day 19: it expires in 11 days, inside its renew-before (the serving
 	// certificates' 1 day or a fifth of 30 days would keep it).
+	se.rec.Reset()
 	if _, err := se.run(v1, v1.Identity, at(19*24*time.Hour)); err != nil {
 		t.Fatal(err)
 	}
 	rotated := caCert()
+	// The new bundle was published before the certificate the new CA
+	// signs (KubeVirt's order), and it still trusts the old CA.
+	hookAt, certAt := -1, -1
+	for i, w := range se.rec.Writes() {
+		switch {
+		case hookAt < 0 && strings.Contains(w.Path, "validatingwebhookconfigurations"):
+			hookAt = i
+		case certAt < 0 && strings.HasSuffix(w.Path, "/secrets/sample-api-certs"):
+			certAt = i
+		}
+	}
+	if hookAt < 0 || certAt < 0 || hookAt > certAt {
+		t.Errorf("rotation writes %v: the webhook's bundle (write %d) must come before the serving certificate (write %d)", se.rec.Writes(), hookAt, certAt)
+	}
+	if b := webhookBundle(t, se); !bytes.Contains(b, rotated) || !bytes.Contains(b, first) {
+		t.Errorf("webhook bundle after the CA rotation does not hold both the new and the old CA:\n%s", b)
+	}
 	if bytes.Equal(first, rotated) {
 		t.Fatal("CA not rotated on day 19, inside its 12-day renew-before")
 	}
@@ -124,24 +177,24 @@ func TestCARotatesByItsOwnRenewBefore(t *testing.T) {
 	if err := serving.CheckSignatureFrom(ca); err != nil {
 		t.Errorf("serving certificate not signed by the new CA: %v", err)
 	}
-	hooks, err := se.env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+}
+
+// webhookBundle returns the CA bundle of the sample product's webhook.
+func webhookBundle(t *testing.T, se *sampleEnv) []byte {
+	t.Helper()
+	hooks, err := se.env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	injected := 0
 	for _, h := range hooks.Items {
 		for _, w := range h.Webhooks {
 			if w.ClientConfig.Service != nil && w.ClientConfig.Service.Namespace == se.ns {
-				injected++
-				if !bytes.Equal(w.ClientConfig.CABundle, rotated) {
-					t.Errorf("webhook %s has the old CA bundle", w.Name)
-				}
+				return w.ClientConfig.CABundle
 			}
 		}
 	}
-	if injected == 0 {
-		t.Error("no webhook of the sample product found")
-	}
+	t.Fatal("no webhook of the sample product found")
+	return nil
 }
 
 // A CA renew-before shorter than the serving certificates' must not make

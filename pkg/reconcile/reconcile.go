@@ -216,6 +216,9 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	if err != nil {
 		return r.res, err
 	}
+	if err := r.certs.publishBundle(ctx); err != nil {
+		return r.res, err
+	}
 	var conflicts []error
 	for _, step := range r.res.Plan.Steps {
 		errs, err := r.step(ctx, step)
@@ -389,6 +392,13 @@ func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
 	if r.opts.NoPrune {
 		p.Prune = nil
 	}
+	if err != nil {
+		return p, err
+	}
+	migrate, err := r.migrationsPlanned(ctx, p)
+	if migrate != nil {
+		withMigrationStep(p, migrate)
+	}
 	return p, err
 }
 
@@ -483,6 +493,9 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	if step.Stage == kinds.StageCRDs && written(results) {
 		// Kinds of the new (or changed) CRDs are served now.
 		r.a.ResetMapper()
+		if err := r.migrateStoredVersions(ctx, objs); err != nil {
+			return conflicts, err
+		}
 	}
 	r.emit(Event{Type: EventStepReady, Step: step.Name})
 	return conflicts, nil

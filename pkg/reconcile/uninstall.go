@@ -11,6 +11,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -29,6 +30,11 @@ type UninstallOptions struct {
 	// CASecret names the Secret that keeps the installation's CA (see
 	// CertOptions.CASecret); "" means DefaultCASecret.
 	CASecret string
+	// AdmissionOnly deletes only the installation's webhooks and
+	// APIServices (and keeps its inventory of the rest): what a caller
+	// does before it deletes the product's custom resources itself, so
+	// that a webhook whose backend is down cannot refuse their deletion.
+	AdmissionOnly bool
 }
 
 func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]strategy.ObjectRef, error) {
@@ -59,15 +65,36 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 		}
 	}
 	var errs []error
-	// The CA Secret is the installation's bookkeeping, not a strategy
-	// object: its key must not outlive the installation, and it goes
-	// before the namespace it may be in is checked for foreign objects.
-	deleted, err := deleteCASecrets(ctx, kube, opts)
+	// Webhooks and APIServices go first (prune order): a webhook whose
+	// backend is down must not keep anything else from being deleted, the
+	// CA Secret included.
+	admission, rest := splitAdmission(items)
+	d, _, err := deleteItems(ctx, a, kube, inv, opts.CASecret, admission, emit)
 	if err != nil {
 		errs = append(errs, err)
 	}
-	d, _, err := deleteItems(ctx, a, kube, inv, opts.CASecret, items, emit)
+	if opts.AdmissionOnly {
+		if err := errors.Join(errs...); err != nil {
+			return d, fmt.Errorf("uninstall: %w", err)
+		}
+		if len(d) > 0 {
+			if err := invs.Write(ctx, inv); err != nil && !apierrors.IsNotFound(err) {
+				return d, fmt.Errorf("uninstall: %w", err)
+			}
+		}
+		return d, nil
+	}
+	// The CA Secret is the installation's bookkeeping, not a strategy
+	// object: its key must not outlive the installation, and it goes
+	// before the namespace it may be in is checked for foreign objects.
+	deleted, err := deleteCASecrets(ctx, a, kube, opts)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	deleted = append(deleted, d...)
+	d2, _, err := deleteItems(ctx, a, kube, inv, opts.CASecret, rest, emit)
+	deleted = append(deleted, d2...)
+	d = append(d, d2...)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -105,9 +132,22 @@ func contains(refs []strategy.ObjectRef, ref strategy.ObjectRef) bool {
 	return false
 }
 
+// splitAdmission splits items (in prune order) into the leading
+// webhooks and APIServices (the kind table's prune order 0) and the rest.
+func splitAdmission(items []plan.Item) (admission, rest []plan.Item) {
+	i := 0
+	for ; i < len(items); i++ {
+		if info, _ := kinds.Lookup(items[i].Ref.GroupKind()); info.PruneOrder != kinds.PruneOrderOf(kinds.StageAdmission) {
+			break
+		}
+	}
+	return items[:i], items[i:]
+}
+
 // deleteCASecrets deletes the installation's CA Secret, in every namespace
-// (the CA lives where the strategy's TLS Secrets are).
-func deleteCASecrets(ctx context.Context, kube kubernetes.Interface, opts UninstallOptions) ([]strategy.ObjectRef, error) {
+// (the CA lives where the strategy's TLS Secrets are), retrying transient
+// failures as the applier does.
+func deleteCASecrets(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, opts UninstallOptions) ([]strategy.ObjectRef, error) {
 	name := opts.CASecret
 	if name == "" {
 		name = DefaultCASecret
@@ -121,12 +161,14 @@ func deleteCASecrets(ctx context.Context, kube kubernetes.Interface, opts Uninst
 	for _, sel := range selectors {
 		list, err := kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{LabelSelector: sel, FieldSelector: "metadata.name=" + name})
 		if err != nil {
-			return refs, fmt.Errorf("uninstall: list ca secrets: %w", err)
+			return refs, fmt.Errorf("list ca secrets: %w", err)
 		}
 		for _, sec := range list.Items {
-			err := kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+			err := a.Retry(ctx, func() error {
+				return kube.CoreV1().Secrets(sec.Namespace).Delete(ctx, sec.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &sec.UID}})
+			})
 			if err != nil && !apierrors.IsNotFound(err) {
-				errs = append(errs, fmt.Errorf("uninstall: delete ca secret %s/%s: %w", sec.Namespace, sec.Name, err))
+				errs = append(errs, fmt.Errorf("delete ca secret %s/%s: %w", sec.Namespace, sec.Name, err))
 				continue
 			}
 			refs = append(refs, strategy.ObjectRef{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name})

@@ -217,6 +217,11 @@ func (p *fastParser) sequence(indent int) (any, bool) {
 	}
 }
 
+// maxSimpleKey bounds the keys the fast path takes: YAML limits an
+// implicit key to 1024 characters (yaml.v3 refuses a longer one), so a
+// key near that is left to the full parser, which decides.
+const maxSimpleKey = 1000
+
 // splitKey splits "key: rest" or "key:" into the key and what follows.
 func splitKey(t string) (key, rest string, ok bool) {
 	if t == "" {
@@ -225,7 +230,7 @@ func splitKey(t string) (key, rest string, ok bool) {
 	switch t[0] {
 	case '"', '\'':
 		s, n, ok := quoted(t)
-		if !ok || n >= len(t) || t[n] != ':' {
+		if !ok || n >= len(t) || t[n] != ':' || n > maxSimpleKey {
 			return "", "", false
 		}
 		after := t[n+1:]
@@ -240,7 +245,7 @@ func splitKey(t string) (key, rest string, ok bool) {
 	for i := 0; i < len(t); i++ {
 		if t[i] == ':' && (i+1 == len(t) || t[i+1] == ' ') {
 			key = t[:i]
-			if strings.Contains(key, " #") || strings.HasSuffix(key, " ") {
+			if strings.Contains(key, " #") || strings.HasSuffix(key, " ") || i > maxSimpleKey {
 				return "", "", false
 			}
 			return key, strings.TrimLeft(t[i+1:], " "), true

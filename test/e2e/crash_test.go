@@ -23,7 +23,8 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// crashRounds is how often the operator is killed mid-upgrade.
+// crashRounds is how often the operator is killed mid-upgrade; make soak
+// raises it with INSTALLSTRATEGY_CRASH_ROUNDS.
 const crashRounds = 10
 
 // TestOperatorKilledMidUpgradeConverges runs the real operator binary,
@@ -34,7 +35,8 @@ const crashRounds = 10
 func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 	e, _ := newE2E(t)
 	ns := e.ns
-	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
+	rounds := envRounds(t, "INSTALLSTRATEGY_CRASH_ROUNDS", crashRounds)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute+time.Duration(rounds)*time.Minute)
 	defer cancel()
 
 	// Verbosity 1 logs every step of a rollout, so a kill can aim at one.
@@ -66,7 +68,7 @@ func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	rng := rand.New(rand.NewPCG(seed, 1))
 	t.Logf("random seed %d; an install logs %d step events", seed, steps)
-	for round := range crashRounds {
+	for round := range rounds {
 		target := []string{"v1.1.0", "v1.0.0"}[round%2]
 		// Aim at a random step event of the rollout (a step starting or
 		// becoming ready), then up to 300 ms more; a rollout that ends

@@ -14,7 +14,6 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -244,20 +243,8 @@ func TestUninstall(t *testing.T) {
 	e.create(ctx, t, "sample", spec)
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 
-	w := &unstructured.Unstructured{}
-	w.SetAPIVersion("sample.installstrategy.io/v1alpha1")
-	w.SetKind("Widget")
-	w.SetName("w1")
-	if _, err := e.env.Dynamic.Resource(widgets).Namespace(e.ns).Create(ctx, w, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	in, err := e.get(ctx, "sample")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.c.Delete(ctx, in); err != nil {
-		t.Fatal(err)
-	}
+	e.createWidget(ctx, t, "w1")
+	e.deleteInstallation(ctx, t, "sample")
 	// The default strategy blocks while a Widget exists.
 	var last *v1alpha1.Installation
 	if err := pollInstallation(ctx, e, "sample", func(in *v1alpha1.Installation) bool {
@@ -291,7 +278,7 @@ func TestUninstall(t *testing.T) {
 		t.Error("daemonset sample-handler still exists")
 	}
 	crd := &apiextensionsv1.CustomResourceDefinition{}
-	err = e.c.Get(ctx, client.ObjectKey{Name: "widgets.sample.installstrategy.io"}, crd)
+	err := e.c.Get(ctx, client.ObjectKey{Name: "widgets.sample.installstrategy.io"}, crd)
 	if err == nil && crd.DeletionTimestamp == nil {
 		t.Error("crd widgets still exists (pruneCRDs is set)")
 	}

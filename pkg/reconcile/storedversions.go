@@ -1,0 +1,192 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// StorageVersionsStep is the name of the step that migrates custom
+// resources stored at a version their CRD's new definition drops (see
+// kinds.Info.MigrateStoredVersions).
+const StorageVersionsStep = "crds/storage-versions"
+
+// staleStoredVersions returns the versions live (a CRD in the cluster)
+// lists in status.storedVersions that obj (its strategy object) no longer
+// defines, and obj's storage version.
+func staleStoredVersions(obj, live *unstructured.Unstructured) (stale []string, storage string) {
+	defined := map[string]bool{}
+	versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
+		defined[name] = true
+		if s, _ := m["storage"].(bool); s {
+			storage = name
+		}
+	}
+	if live == nil {
+		return nil, storage
+	}
+	stored, _, _ := unstructured.NestedStringSlice(live.Object, "status", "storedVersions")
+	for _, v := range stored {
+		if !defined[v] {
+			stale = append(stale, v)
+		}
+	}
+	return stale, storage
+}
+
+// crdResource returns the resource of obj's (a CRD's) custom resources at
+// version.
+func crdResourceAt(obj *unstructured.Unstructured, version string) schema.GroupVersionResource {
+	group, _, _ := unstructured.NestedString(obj.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(obj.Object, "spec", "names", "plural")
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: plural}
+}
+
+// migrationsPlanned returns the plan step that Run's storage-version
+// migration would take: one item per CRD of s whose live object lists a
+// stored version s drops; nil when there is none.
+func (r *run) migrationsPlanned(ctx context.Context, p *plan.Plan) (*plan.Step, error) {
+	step := &plan.Step{Name: StorageVersionsStep, Stage: kinds.StageCRDs}
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			info, _ := kinds.Lookup(it.Ref.GroupKind())
+			if !info.MigrateStoredVersions || it.Object == nil {
+				continue
+			}
+			live, err := r.a.Get(ctx, it.Object)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", StorageVersionsStep, err)
+			}
+			stale, storage := staleStoredVersions(it.Object, live)
+			if len(stale) == 0 {
+				continue
+			}
+			step.Items = append(step.Items, plan.Item{Ref: it.Ref, Action: apply.ActionMigrate, Object: it.Object, Live: live,
+				Reason: fmt.Sprintf("rewrite the stored %s at %s, then drop %s from status.storedVersions and the CRD",
+					crdResourceAt(it.Object, storage).Resource, storage, strings.Join(stale, ", "))})
+		}
+	}
+	if len(step.Items) == 0 {
+		return nil, nil
+	}
+	return step, nil
+}
+
+// withMigrationStep inserts the storage-version step after the CRDs step.
+func withMigrationStep(p *plan.Plan, step *plan.Step) {
+	i := slices.IndexFunc(p.Steps, func(s plan.Step) bool { return s.Stage != kinds.StageCRDs })
+	if i < 0 {
+		i = len(p.Steps)
+	}
+	p.Steps = slices.Insert(p.Steps, i, *step)
+}
+
+// migrateStoredVersions runs after the CRDs step is ready (the new
+// definitions are served, their dropped stored versions kept unserved by
+// apply.WithLive): for each CRD whose live status.storedVersions lists a
+// version the strategy drops, it rewrites every custom resource through
+// the new storage version (a read and an unchanged write each, what
+// kube-storage-version-migrator does), then sets storedVersions to what
+// remains, then applies the CRD again, which now drops the version.
+func (r *run) migrateStoredVersions(ctx context.Context, objs []*unstructured.Unstructured) error {
+	for _, obj := range objs {
+		info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind())
+		if !info.MigrateStoredVersions {
+			continue
+		}
+		ref := strategy.RefOf(obj)
+		live, err := r.a.Get(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", StorageVersionsStep, ref, err)
+		}
+		stale, storage := staleStoredVersions(obj, live)
+		if len(stale) == 0 || storage == "" {
+			continue
+		}
+		n, err := r.rewriteStored(ctx, crdResourceAt(obj, storage))
+		if err != nil {
+			return fmt.Errorf("%s %s: rewrite at %s: %w", StorageVersionsStep, ref, storage, err)
+		}
+		ri, err := r.a.Resource(obj)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", StorageVersionsStep, ref, err)
+		}
+		err = r.a.Retry(ctx, func() error {
+			cur, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			stored, _, _ := unstructured.NestedStringSlice(cur.Object, "status", "storedVersions")
+			kept := slices.DeleteFunc(slices.Clone(stored), func(v string) bool { return slices.Contains(stale, v) })
+			if !slices.Contains(kept, storage) {
+				kept = append(kept, storage)
+			}
+			if err := unstructured.SetNestedStringSlice(cur.Object, kept, "status", "storedVersions"); err != nil {
+				return err
+			}
+			_, err = ri.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("%s %s: update status.storedVersions: %w", StorageVersionsStep, ref, err)
+		}
+		res, err := r.a.Apply(ctx, obj)
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", StorageVersionsStep, ref, err)
+		}
+		r.emit(Event{Type: EventApplied, Step: StorageVersionsStep, Ref: ref, Action: apply.ActionMigrate,
+			Reason: fmt.Sprintf("%d stored objects rewritten at %s; %s dropped (%s)", n, storage, strings.Join(stale, ", "), res.Action)})
+	}
+	return nil
+}
+
+// rewriteStored reads every object of gvr (in every namespace) and writes
+// it back unchanged, so the API server stores it at gvr's version. An
+// object changed or deleted meanwhile was stored anew already.
+func (r *run) rewriteStored(ctx context.Context, gvr schema.GroupVersionResource) (int, error) {
+	res := r.a.Dynamic().Resource(gvr)
+	n := 0
+	opts := metav1.ListOptions{Limit: 500}
+	for {
+		var list *unstructured.UnstructuredList
+		err := r.a.Retry(ctx, func() error {
+			var err error
+			list, err = res.List(ctx, opts)
+			return err
+		})
+		if err != nil {
+			return n, err
+		}
+		for i := range list.Items {
+			o := &list.Items[i]
+			err := r.a.Retry(ctx, func() error {
+				_, err := res.Namespace(o.GetNamespace()).Update(ctx, o, metav1.UpdateOptions{FieldManager: r.opts.FieldManager})
+				if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+					return nil
+				}
+				return err
+			})
+			if err != nil {
+				return n, fmt.Errorf("%s %s/%s: %w", gvr.Resource, o.GetNamespace(), o.GetName(), err)
+			}
+			n++
+		}
+		if opts.Continue = list.GetContinue(); opts.Continue == "" {
+			return n, nil
+		}
+	}
+}

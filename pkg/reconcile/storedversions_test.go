@@ -1,0 +1,136 @@
+package reconcile_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// versionedCRD is a CRD of group with the given versions (the last one
+// stored), every version with the same schema.
+func versionedCRD(group string, versions ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: things.%[1]s}
+spec:
+  group: %[1]s
+  scope: Namespaced
+  names: {plural: things, singular: thing, kind: Thing, listKind: ThingList}
+  versions:
+`, group)
+	for i, v := range versions {
+		fmt.Fprintf(&b, `  - name: %s
+    served: true
+    storage: %v
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`, v, i == len(versions)-1)
+	}
+	return b.String()
+}
+
+// TestStoredVersionsMigrated: custom resources stored at v1alpha1; an
+// upgrade whose CRD defines only v1 first rewrites them at v1 and sets
+// status.storedVersions to [v1] (a plan shows it as a step), then drops
+// v1alpha1 from the CRD; the objects read back at v1.
+func TestStoredVersionsMigrated(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := strings.TrimPrefix(ns, "t-") + ".example.com"
+	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), "things."+group, metav1.DeleteOptions{})
+	})
+	owner := inventory.Owner{Namespace: ns, Name: "stored", Kind: inventory.KindPlugin}
+	run := func(version, text string, dry bool) *reconcile.Result {
+		t.Helper()
+		s, _, err := strategy.Parse([]byte(text), strategy.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Identity = strategy.Identity{Version: version}
+		opts := reconcile.Options{Owner: owner, StageDeadline: time.Minute, Interval: 200 * time.Millisecond,
+			OnEvent: func(e reconcile.Event) { t.Logf("%s %s %s %s %s", e.Type, e.Step, e.Ref, e.Action, e.Reason) }}
+		if dry {
+			p, err := reconcile.Plan(ctx, env.Config, s, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &reconcile.Result{Plan: p}
+		}
+		res, err := reconcile.Run(ctx, env.Config, s, opts)
+		if err != nil {
+			t.Fatalf("run %s: %v", version, err)
+		}
+		return res
+	}
+	run("v1", versionedCRD(group, "v1alpha1"), false)
+	old := schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "things"}
+	for i := range 3 {
+		o := &unstructured.Unstructured{}
+		o.SetAPIVersion(group + "/v1alpha1")
+		o.SetKind("Thing")
+		o.SetName(fmt.Sprintf("thing-%d", i))
+		o.Object["spec"] = map[string]any{"size": int64(i)}
+		if _, err := env.Dynamic.Resource(old).Namespace(ns).Create(ctx, o, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	v2 := versionedCRD(group, "v1")
+	p := run("v2", v2, true).Plan
+	var planned []string
+	for _, st := range p.Steps {
+		for _, it := range st.Items {
+			if it.Action == apply.ActionMigrate {
+				planned = append(planned, st.Name+" "+it.Ref.String()+": "+it.Reason)
+			}
+		}
+	}
+	if len(planned) != 1 || !strings.HasPrefix(planned[0], reconcile.StorageVersionsStep+" CustomResourceDefinition") || !strings.Contains(planned[0], "drop v1alpha1") {
+		t.Errorf("plan of v2: migration steps %q, want one of things.%s dropping v1alpha1", planned, group)
+	}
+
+	run("v2", v2, false)
+	crd, err := env.Dynamic.Resource(crdGVR).Get(ctx, "things."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+	versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
+	if strings.Join(stored, ",") != "v1" || len(versions) != 1 {
+		t.Errorf("after the upgrade: storedVersions %v, %d versions in the CRD; want [v1] and only v1", stored, len(versions))
+	}
+	list, err := env.Dynamic.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "things"}).Namespace(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatalf("read back at v1: %v", err)
+	}
+	if len(list.Items) != 3 {
+		t.Errorf("%d things read back at v1, want 3", len(list.Items))
+	}
+	for _, o := range list.Items {
+		if size, _, _ := unstructured.NestedInt64(o.Object, "spec", "size"); o.GetAPIVersion() != group+"/v1" || fmt.Sprintf("thing-%d", size) != o.GetName() {
+			t.Errorf("%s: apiVersion %s, spec.size %d", o.GetName(), o.GetAPIVersion(), size)
+		}
+	}
+	// Nothing is left to migrate.
+	for _, st := range run("v2", v2, true).Plan.Steps {
+		if st.Name == reconcile.StorageVersionsStep {
+			t.Errorf("plan after the migration still has step %s: %+v", st.Name, st.Items)
+		}
+	}
+}
