@@ -110,9 +110,9 @@ type Reconciler struct {
 	loader *loader.Loader
 	// live caches the objects installations wrote (informers filtered by
 	// the managed-by label); rc and applier read from it.
-	live     *apply.InformerCache
-	rc       *reconcile.Reconciler
-	applier  *apply.Applier
+	live    *apply.InformerCache
+	rc      *reconcile.Reconciler
+	applier *apply.Applier
 	// rollouts holds the cancel function (context.CancelCauseFunc) of
 	// each running rollout, by Installation UID.
 	rollouts sync.Map
