@@ -35,7 +35,7 @@
 #   CLUSTER_STATE_DIR   state of `make cluster-up` (default _output/cluster)
 #   TEST_CLUSTER_STATE_DIR  state of the cluster of `make test` (default _output/test-cluster)
 #   NODES               fake nodes of cluster-up (default 3)
-#   GOTESTFLAGS         flags of go test (default: -count=1 -timeout=15m -p 1)
+#   GOTESTFLAGS         flags of go test (default: -count=1 -timeout=25m -p 1)
 #   GOTESTPKGS          packages of go test (default ./...)
 #   IMG                 the operator image of deploy and docker-build (default
 #                       ghcr.io/installstrategy/installstrategy-operator:$(VERSION))
@@ -56,7 +56,7 @@ TEST_CLUSTER_STATE_DIR ?= $(CURDIR)/_output/test-cluster
 NODES ?= 3
 # -p 1: test packages share one cluster, and several install the same product
 # (whose CRDs and ClusterRoles have fixed names), so they run one at a time.
-GOTESTFLAGS ?= -count=1 -timeout=15m -p 1
+GOTESTFLAGS ?= -count=1 -timeout=25m -p 1
 GOTESTPKGS ?= ./...
 LOCALCLUSTER := $(CURDIR)/_output/bin/localcluster
 
