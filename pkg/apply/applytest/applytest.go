@@ -111,7 +111,8 @@ func (r *Recorder) Reset() {
 }
 
 // StartCache runs an informer cache of the cluster at cfg until the test
-// ends (and fails the test if the cache ends with an error).
+// ends (and fails the test if the cache ends with an error); it returns
+// once the cache has started.
 func StartCache(tb testing.TB, cfg *rest.Config) *apply.InformerCache {
 	tb.Helper()
 	c, err := apply.NewInformerCache(cfg)
@@ -121,6 +122,10 @@ func StartCache(tb testing.TB, cfg *rest.Config) *apply.InformerCache {
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- c.Start(ctx) }()
+	// Started (no informer yet, so nothing to sync) before reads come.
+	if !c.Informers().WaitForCacheSync(ctx) {
+		tb.Fatal("informer cache did not start")
+	}
 	tb.Cleanup(func() {
 		stop()
 		if err := <-done; err != nil {
