@@ -29,6 +29,7 @@
 #   CLUSTER_STATE_DIR   state of `make cluster-up` (default _output/cluster)
 #   TEST_CLUSTER_STATE_DIR  state of the cluster of `make test` (default _output/test-cluster)
 #   NODES               fake nodes of cluster-up (default 3)
+#   REAL_NODE           false: cluster-up without the real node (default true)
 #   GOTESTFLAGS         flags of go test (default: -count=1 -timeout=15m -p 1)
 #   GOTESTPKGS          packages of go test (default ./...)
 #   IMG                 the operator image of deploy and docker-build (default
@@ -48,6 +49,8 @@ endif
 CLUSTER_STATE_DIR ?= $(CURDIR)/_output/cluster
 TEST_CLUSTER_STATE_DIR ?= $(CURDIR)/_output/test-cluster
 NODES ?= 3
+# REAL_NODE=false: cluster-up without the real node (see docs/DEVELOPMENT.md).
+REAL_NODE ?= true
 # -p 1: test packages share one cluster, and several install the same product
 # (whose CRDs and ClusterRoles have fixed names), so they run one at a time.
 GOTESTFLAGS ?= -count=1 -timeout=15m -p 1
@@ -70,7 +73,7 @@ localcluster:
 
 .PHONY: cluster-up
 cluster-up: tools localcluster ## Start the local cluster (state in $(CLUSTER_STATE_DIR)).
-	@$(LOCALCLUSTER) up --state-dir "$(CLUSTER_STATE_DIR)" --nodes "$(NODES)"
+	@$(LOCALCLUSTER) up --state-dir "$(CLUSTER_STATE_DIR)" --nodes "$(NODES)" --real-node="$(REAL_NODE)"
 
 .PHONY: cluster-env
 cluster-env: localcluster
