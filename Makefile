@@ -172,7 +172,7 @@ DEPLOY_FLAGS ?=
 
 .PHONY: deploy
 deploy: ## Install the operator (image IMG) into the cluster of $KUBECONFIG.
-	$(GO) run ./hack/deploy deploy --image "$(IMG)" $(DEPLOY_FLAGS)
+	$(GO) run ./hack/deploy deploy --image "$(IMG)" --local-cluster "$(CLUSTER_STATE_DIR)" $(DEPLOY_FLAGS)
 
 .PHONY: undeploy
 undeploy: ## Remove what deploy installed (KEEP_CRD=true keeps the CRD).
