@@ -1,4 +1,5 @@
-// Command images builds the project's container images without Docker
+// Command images builds the project's container images (the operator's,
+// and the sample product's components') without Docker
 // (`make images`; logic in internal/images) and, with --load-into, imports
 // them into the real node of a running local cluster.
 //
@@ -16,6 +17,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/images"
+	"github.com/installstrategy/installstrategy/pkg/generate"
 )
 
 func main() {
@@ -37,10 +39,12 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Commit, "commit", "", "commit stamp")
 	fs.StringVar(&o.Date, "date", "", "date stamp")
 	fs.StringVar(&o.OutDir, "out", "_output/images", "folder of the tarballs")
+	fs.StringVar(&o.SampleRegistry, "sample-registry", "registry.example/sample", "registry of the sample product's component images (tagged for each of generate.SampleVersions); empty builds none")
 	loadInto := fs.String("load-into", "", "state folder of a local cluster whose real node imports the images (skipped with a message when it does not run)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	o.SampleVersions = generate.SampleVersions
 	built, err := images.Build(ctx, o)
 	if err != nil {
 		return err

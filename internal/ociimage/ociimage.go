@@ -127,15 +127,22 @@ func layer(bin []byte, dst string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// WriteTarball writes img tagged ref (e.g. localhost/pause:local) as a
-// tarball that `ctr images import` and `docker load` take.
-func WriteTarball(file, ref string, img v1.Image) error {
-	tag, err := name.NewTag(ref)
-	if err != nil {
-		return fmt.Errorf("write image %s: %w", ref, err)
+// WriteTarball writes img tagged with every ref (e.g. localhost/pause:local)
+// as one tarball that `ctr images import` and `docker load` take.
+func WriteTarball(file string, img v1.Image, refs ...string) error {
+	if len(refs) == 0 {
+		return fmt.Errorf("write image to %s: no tag", file)
 	}
-	if err := tarball.WriteToFile(file, tag, img); err != nil {
-		return fmt.Errorf("write image %s to %s: %w", ref, file, err)
+	tags := map[name.Reference]v1.Image{}
+	for _, ref := range refs {
+		tag, err := name.NewTag(ref)
+		if err != nil {
+			return fmt.Errorf("write image %s: %w", ref, err)
+		}
+		tags[tag] = img
+	}
+	if err := tarball.MultiRefWriteToFile(file, tags); err != nil {
+		return fmt.Errorf("write image %s to %s: %w", refs[0], file, err)
 	}
 	return nil
 }

@@ -33,7 +33,7 @@ func TestImageLayout(t *testing.T) {
 	}
 	file := filepath.Join(dir, "app.tar")
 	const ref = "localhost/app:v1"
-	if err := ociimage.WriteTarball(file, ref, img); err != nil {
+	if err := ociimage.WriteTarball(file, img, ref); err != nil {
 		t.Fatal(err)
 	}
 	tag, err := name.NewTag(ref)

@@ -460,7 +460,7 @@ func pauseTarball() (string, error) {
 		return "", fmt.Errorf("real node: pause image: %w", err)
 	}
 	part := filepath.Join(tmp, "pause.tar")
-	if err := ociimage.WriteTarball(part, PauseImage, img); err != nil {
+	if err := ociimage.WriteTarball(part, img, PauseImage); err != nil {
 		return "", fmt.Errorf("real node: pause image: %w", err)
 	}
 	data, err := os.ReadFile(part)
