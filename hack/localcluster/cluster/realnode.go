@@ -119,7 +119,7 @@ func realNodePaths(stateDir string) realNodeDirs {
 	return realNodeDirs{
 		root:       root,
 		containerd: filepath.Join(root, "containerd"),
-		sock:       filepath.Join(root, "containerd", "containerd.sock"),
+		sock:       filepath.Join(root, "ctrd.sock"), // short: unix socket paths (and its .ttrpc twin) must stay under 108 bytes
 		cni:        filepath.Join(root, "cni"),
 		kubelet:    filepath.Join(root, "kubelet"),
 		etc:        filepath.Join(root, "etc"),
@@ -143,6 +143,9 @@ func (u *upper) reserveRealNode() (*RealNode, error) {
 		return nil, nil
 	}
 	d := realNodePaths(u.dir)
+	if n := len(d.sock + ".ttrpc"); n >= 108 {
+		return nil, fmt.Errorf("real node: the state dir %s is too long: containerd's socket %s.ttrpc would be %d bytes, unix sockets take at most 107 (use a shorter --state-dir or TMPDIR)", u.dir, d.sock, n)
+	}
 	if err := os.MkdirAll(d.etc, 0o755); err != nil {
 		return nil, fmt.Errorf("real node: %w", err)
 	}
