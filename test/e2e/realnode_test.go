@@ -31,13 +31,8 @@ import (
 // real node, the rollout stops Degraded with CanaryFailed (phase Failed,
 // observed v1.0.0), and the api Deployment still runs v1.0.0.
 func TestRealCanaryCrashLoopStopsUpgrade(t *testing.T) {
-	e := setup(t)
-	rn := e.env.RealNode(t)
+	e, rn := setupOnRealNode(t, false)
 	ctx := t.Context()
-	importSampleImages(t, rn)
-	spec := sampleSpec("v1.0.0")
-	spec.Workloads = onRealNode()
-	e.create(ctx, t, "sample", spec)
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 	handler := func() *corev1.Pod {
 		t.Helper()
@@ -87,6 +82,23 @@ func TestRealCanaryCrashLoopStopsUpgrade(t *testing.T) {
 	}
 }
 
+// setupOnRealNode starts the operator, imports the sample's images into
+// the real node and creates the sample product at v1.0.0 with its handler
+// (and, with infra, its api and controller) placed on the real node.
+func setupOnRealNode(t *testing.T, infra bool) (*e2e, *cluster.RealNode) {
+	t.Helper()
+	e := setup(t)
+	rn := e.env.RealNode(t)
+	importSampleImages(t, rn)
+	spec := sampleSpec("v1.0.0")
+	spec.Workloads = onRealNode()
+	if infra {
+		spec.Infra = onRealNode()
+	}
+	e.create(t.Context(), t, "sample", spec)
+	return e, rn
+}
+
 // importSampleImages builds the sample product's component images (as
 // `make images` does) and imports them into the real node.
 func importSampleImages(t *testing.T, rn *cluster.RealNode) {
@@ -118,13 +130,8 @@ func onRealNode() *v1alpha1.NodePlacement {
 // certificate against the caBundle the reconciler injected, and the
 // webhook admits a valid Widget and refuses an invalid one.
 func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
-	e := setup(t)
-	rn := e.env.RealNode(t)
+	e, rn := setupOnRealNode(t, true)
 	ctx := t.Context()
-	importSampleImages(t, rn)
-	spec := sampleSpec("v1.0.0")
-	spec.Infra, spec.Workloads = onRealNode(), onRealNode()
-	e.create(ctx, t, "sample", spec)
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 
 	pods, err := e.env.Kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sample-api"})
