@@ -26,6 +26,10 @@
 #                       Available (no kubectl needed)
 #   make undeploy       remove it again, CRD last; refused while Installations
 #                       exist, unless KEEP_CRD=true (keeps the CRD and them)
+#   make images         build the operator image IMG without Docker (Go and
+#                       go-containerregistry) into $(IMAGES_DIR) as a tarball,
+#                       and load it into the real node of the cluster in
+#                       CLUSTER_STATE_DIR when one runs
 #   make docker-build   build the operator image IMG (needs a Docker daemon)
 #   make docker-push    push IMG
 #
@@ -35,6 +39,7 @@
 #   CLUSTER_STATE_DIR   state of `make cluster-up` (default _output/cluster)
 #   TEST_CLUSTER_STATE_DIR  state of the cluster of `make test` (default _output/test-cluster)
 #   NODES               fake nodes of cluster-up (default 3)
+#   REAL_NODE           false: cluster-up without the real node (default true)
 #   GOTESTFLAGS         flags of go test (default: -count=1 -timeout=25m -p 1)
 #   GOTESTPKGS          packages of go test (default ./...)
 #   IMG                 the operator image of deploy and docker-build (default
@@ -54,6 +59,8 @@ endif
 CLUSTER_STATE_DIR ?= $(CURDIR)/_output/cluster
 TEST_CLUSTER_STATE_DIR ?= $(CURDIR)/_output/test-cluster
 NODES ?= 3
+# REAL_NODE=false: cluster-up without the real node (see docs/DEVELOPMENT.md).
+REAL_NODE ?= true
 # -p 1: test packages share one cluster, and several install the same product
 # (whose CRDs and ClusterRoles have fixed names), so they run one at a time.
 GOTESTFLAGS ?= -count=1 -timeout=25m -p 1
@@ -76,7 +83,7 @@ localcluster:
 
 .PHONY: cluster-up
 cluster-up: tools localcluster ## Start the local cluster (state in $(CLUSTER_STATE_DIR)).
-	@$(LOCALCLUSTER) up --state-dir "$(CLUSTER_STATE_DIR)" --nodes "$(NODES)"
+	@$(LOCALCLUSTER) up --state-dir "$(CLUSTER_STATE_DIR)" --nodes "$(NODES)" --real-node="$(REAL_NODE)"
 
 .PHONY: cluster-env
 cluster-env: localcluster
@@ -202,14 +209,30 @@ DEPLOY_FLAGS ?=
 
 .PHONY: deploy
 deploy: ## Install the operator (image IMG) into the cluster of $KUBECONFIG.
-	$(GO) run ./hack/deploy deploy --image "$(IMG)" $(DEPLOY_FLAGS)
+	$(GO) run ./hack/deploy deploy --image "$(IMG)" --local-cluster "$(CLUSTER_STATE_DIR)" $(DEPLOY_FLAGS)
 
 .PHONY: undeploy
 undeploy: ## Remove what deploy installed (KEEP_CRD=true keeps the CRD).
 	$(GO) run ./hack/deploy undeploy --keep-crd=$(KEEP_CRD) $(DEPLOY_FLAGS)
 
-# The image is built from the Dockerfile; this machine and CI have no
-# Docker, so these targets fail with a message there.
+# images: hack/images (logic in internal/images) builds the operator image
+# from the Go binary the way ko does, with no Docker and no registry: one
+# layer with the static binary, user 65532, entrypoint as in the Dockerfile
+# (a development build unless PRODUCT_VERSION is set, like the Dockerfile's
+# VERSION argument), tagged IMG, written to $(IMAGES_DIR)/*.tar (`docker
+# load`, `ctr images import`), and imported into the real node of the
+# cluster in $(CLUSTER_STATE_DIR) when it runs.
+IMAGES_DIR ?= $(CURDIR)/_output/images
+PRODUCT_VERSION ?=
+
+.PHONY: images
+images: ## Build the operator image IMG as a tarball; load it into the local cluster's real node.
+	$(GO) run ./hack/images --image "$(IMG)" --product-version "$(PRODUCT_VERSION)" \
+		--version "$(VERSION)" --commit "$(COMMIT)" --date "$(BUILD_DATE)" \
+		--out "$(IMAGES_DIR)" --load-into "$(CLUSTER_STATE_DIR)"
+
+# The Dockerfile builds the same image where Docker runs; this machine and
+# CI have no Docker, so these targets fail with a message there.
 .PHONY: docker-check
 docker-check:
 	@command -v docker >/dev/null 2>&1 || { echo "docker: not installed; build the image where Docker runs (see Dockerfile), push it, and run make deploy IMG=<that image>" >&2; exit 1; }

@@ -80,14 +80,7 @@ func TestDeployAndUndeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		if !t.Failed() {
-			return
-		}
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
-		defer cancel()
-		_, _ = runDeploy(ctx, t, "undeploy")
-	})
+	undeployOnFailure(ctx, t)
 
 	if _, err := runDeploy(ctx, t, "deploy", "--image", deployImage); err != nil {
 		t.Fatal(err)
@@ -118,6 +111,18 @@ func TestDeployAndUndeploy(t *testing.T) {
 
 	t.Run("undeploy", func(t *testing.T) {
 		undeployAndCheck(ctx, t, env, rendered)
+	})
+}
+
+// undeployOnFailure undeploys when the test has failed, at its end.
+func undeployOnFailure(ctx context.Context, t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+		defer cancel()
+		_, _ = runDeploy(ctx, t, "undeploy")
 	})
 }
 
@@ -232,27 +237,10 @@ func runOperatorAsServiceAccount(ctx context.Context, t *testing.T, env *testenv
 		// The Lease in the operator's namespace: the Role's only rule.
 		"--leader-elect", "--leader-election-namespace", operatorNamespace)
 
-	scheme := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
-		if err := add(scheme); err != nil {
-			t.Fatal(err)
-		}
-	}
-	c, err := client.New(env.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := installationClient(t, env)
 	// Uninstall removes everything, cluster-scoped objects included, so
 	// the deletes of the ClusterRole are exercised too.
-	in := &v1alpha1.Installation{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sample"},
-		Spec: v1alpha1.InstallationSpec{Version: "v1.0.0", Registry: "registry.example/sample",
-			UninstallStrategy: v1alpha1.UninstallRemoveWorkloads, PruneCRDs: true},
-	}
-	if err := c.Create(ctx, in); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { removeInstallation(t, env, c, in) })
+	in := createSample(ctx, t, env, c, ns)
 
 	forbidden := func(in *v1alpha1.Installation) {
 		t.Helper()
@@ -320,7 +308,7 @@ func runOperatorAsServiceAccount(ctx context.Context, t *testing.T, env *testenv
 			t.Errorf("deployment %s after the uninstall: %v", name, err)
 		}
 	}
-	err = c.Get(ctx, client.ObjectKey{Name: "widgets.sample.installstrategy.io"}, &apiextensionsv1.CustomResourceDefinition{})
+	err := c.Get(ctx, client.ObjectKey{Name: "widgets.sample.installstrategy.io"}, &apiextensionsv1.CustomResourceDefinition{})
 	if !apierrors.IsNotFound(err) {
 		t.Errorf("crd widgets after the uninstall (pruneCRDs): %v", err)
 	}
@@ -328,6 +316,40 @@ func runOperatorAsServiceAccount(ctx context.Context, t *testing.T, env *testenv
 	if !strings.Contains(strings.ToLower(log.String()), "successfully acquired lease") {
 		t.Errorf("the operator never became leader through its Lease in %s:\n%s", operatorNamespace, log.String())
 	}
+}
+
+// createSample creates the Installation of the sample product at v1.0.0
+// in ns, whose uninstall removes everything (CRDs too), and removes it
+// when the test ends, if still there.
+func createSample(ctx context.Context, t *testing.T, env *testenv.Env, c client.Client, ns string) *v1alpha1.Installation {
+	t.Helper()
+	in := &v1alpha1.Installation{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "sample"},
+		Spec: v1alpha1.InstallationSpec{Version: "v1.0.0", Registry: "registry.example/sample",
+			UninstallStrategy: v1alpha1.UninstallRemoveWorkloads, PruneCRDs: true},
+	}
+	if err := c.Create(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { removeInstallation(t, env, c, in) })
+	return in
+}
+
+// installationClient is a client of the test cluster that knows
+// Installations and CRDs.
+func installationClient(t *testing.T, env *testenv.Env) client.Client {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
+		if err := add(scheme); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := client.New(env.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func describeInstallation(in *v1alpha1.Installation) string {

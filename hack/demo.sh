@@ -2,7 +2,8 @@
 # make demo: the operator on a local cluster of its own. Builds what it needs
 # (the control-plane binaries are cached by `make tools`), starts the cluster
 # in _output/demo-cluster, installs the Installation CRD, runs the operator as
-# a local process (log in _output/demo-operator.log), installs the sample
+# a pod on the real node (image built without Docker; without a real node:
+# as a local process, log in _output/demo-operator.log), installs the sample
 # product at v1.0.0, upgrades it to v1.1.0 while `kubectl installstrategy
 # status --watch` shows the rollout, prints what changed, and tears
 # everything down on exit (success, failure or Ctrl-C). Ends with a short
@@ -21,7 +22,7 @@ run() { printf '\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 
 step "build: control-plane tools (cached), operator, plugin, local cluster, demo client"
 hack/tools.sh build >/dev/null
-go build -o "$bin/" ./cmd/... ./hack/localcluster
+go build -o "$bin/" ./cmd/... ./hack/localcluster ./hack/images ./hack/deploy
 go build -o "$bin/demo" ./hack/demo
 start=$(date +%s)
 
@@ -45,17 +46,28 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-step "start a local cluster (etcd, kube-apiserver, controllers, kwok with 3 fake nodes)"
+step "start a local cluster (etcd, kube-apiserver, controllers, kwok with 3 fake nodes, a real node when root)"
 "$bin/localcluster" up --state-dir "$state" --nodes 3 >/dev/null
 kc=$state/kubeconfig
 demo() { "$bin/demo" --kubeconfig "$kc" "$@"; }
 plugin() { "$bin/kubectl-installstrategy" --kubeconfig "$kc" "$@"; }
 
-step "install the Installation CRD and start the operator"
-demo crd config/crd/bases/installstrategy.io_installations.yaml
-"$bin/installstrategy-operator" --kubeconfig "$kc" --metrics-bind-address 0 --health-probe-bind-address 0 >"$oplog" 2>&1 &
-operator_pid=$!
-echo "operator running (pid $operator_pid), log $oplog"
+if grep -q '"realNode"' "$state/state.json"; then
+	# The operator as a pod: its image built without Docker, imported into
+	# the real node, deployed as `make images deploy` does; its dump Jobs
+	# run there too.
+	img=localhost/installstrategy-operator:demo
+	step "build the operator image (no Docker) and deploy it as a pod on the real node"
+	run "$bin/images" --image "$img" --sample-registry "" --out "$PWD/_output/demo-images" --load-into "$state"
+	"$bin/deploy" deploy --image "$img" --local-cluster "$state" --kubeconfig "$kc" | grep -v '^  '
+	run demo pods installstrategy-system
+else
+	step "install the Installation CRD and start the operator (no real node: as a local process)"
+	demo crd config/crd/bases/installstrategy.io_installations.yaml
+	"$bin/installstrategy-operator" --kubeconfig "$kc" --metrics-bind-address 0 --health-probe-bind-address 0 >"$oplog" 2>&1 &
+	operator_pid=$!
+	echo "operator running (pid $operator_pid), log $oplog"
+fi
 
 step "install the sample product at v1.0.0"
 run demo create "$ns" "$name" v1.0.0
@@ -75,6 +87,11 @@ demo events "$ns" "$name"
 
 step "the stored strategy (older ones were garbage-collected)"
 run plugin list -n "$ns"
+
+if [[ -z "$operator_pid" ]]; then
+	step "the operator pod, still on the real node"
+	demo pods installstrategy-system
+fi
 
 elapsed=$(($(date +%s) - start))
 step "operator demo done in ${elapsed}s (after the build)"

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # hack/tools.sh builds the local control-plane binaries pinned in hack/tools
-# (kube-apiserver, kube-controller-manager, kube-scheduler, etcd) and
-# hack/tools/kwok (kwok) into a cache folder outside the repository.
+# (kube-apiserver, kube-controller-manager, kube-scheduler, etcd, and the
+# kubelet of the real node) and hack/tools/kwok (kwok) into a cache folder
+# outside the repository. As root it also installs, with apt-get, the Debian
+# packages the real node runs on (containerd, runc, the CNI plugins,
+# iptables) when they are missing; see docs/DEVELOPMENT.md, "The real node".
 #
 #   hack/tools.sh build   build what is missing or stale, print the folder
 #   hack/tools.sh dir     print the folder only (builds nothing)
@@ -20,7 +23,7 @@ set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="${root}/hack/tools"
-binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+binaries=(etcd kube-apiserver kube-controller-manager kube-scheduler kubelet kwok)
 
 log() { printf '[tools] %s\n' "$*" >&2; }
 
@@ -51,8 +54,30 @@ build_one() {
 	log "built ${name} in $(($(date +%s) - start))s"
 }
 
+# host_packages installs what the real node of hack/localcluster runs on
+# when it is missing (Debian/Ubuntu, root only; elsewhere the cluster starts
+# without the real node and says why).
+host_packages() {
+	local missing=()
+	command -v containerd >/dev/null 2>&1 || missing+=(containerd)
+	command -v runc >/dev/null 2>&1 || missing+=(runc)
+	[[ -x /usr/lib/cni/bridge ]] || missing+=(containernetworking-plugins)
+	command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+	((${#missing[@]})) || return 0
+	if [[ $(id -u) != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+		log "the real node needs ${missing[*]} (not installed: not root or no apt-get); the cluster runs without it"
+		return 0
+	fi
+	log "installing ${missing[*]} for the real node (apt-get)"
+	if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2; then
+		DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}" >&2
+	fi
+}
+
 build() {
 	local out k
+	host_packages
 	out="$(dir)"
 	k="$(key)"
 	if [[ -f "${out}/.stamp" && "$(cat "${out}/.stamp")" == "${k}" ]]; then
@@ -90,6 +115,7 @@ build() {
 	build_one kube-scheduler "${tools}" k8s.io/kubernetes/cmd/kube-scheduler "${kflags}"
 	build_one kube-controller-manager "${tools}" k8s.io/kubernetes/cmd/kube-controller-manager "${kflags}"
 	build_one kube-apiserver "${tools}" k8s.io/kubernetes/cmd/kube-apiserver "${kflags}"
+	build_one kubelet "${tools}" k8s.io/kubernetes/cmd/kubelet "${kflags}"
 	build_one kwok "${tools}/kwok" sigs.k8s.io/kwok/cmd/kwok
 	printf '%s\n' "${k}" >"${tmp}/.stamp"
 	rm -rf "${out}"

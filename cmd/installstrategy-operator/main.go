@@ -14,13 +14,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -81,14 +84,34 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
 	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
-	fs.Func("dump-pod-labels", "labels k=v[,k=v] put on dump Job pods (a test hook: the local cluster's simulated kubelet selects behaviours with them)", func(v string) error {
-		mo.dumpPodLabels = map[string]string{}
-		for _, kv := range strings.Split(v, ",") {
-			k, val, ok := strings.Cut(kv, "=")
+	fs.Func("dump-pod-labels", "labels k=v[,k=v] put on dump Job pods (a test hook: the local cluster's simulated kubelet selects behaviours with them)", func(v string) (err error) {
+		mo.dumpPodLabels, err = keyValues(v)
+		return err
+	})
+	fs.Func("dump-pod-env", "environment NAME=VALUE[,NAME=VALUE] of dump Job containers, e.g. KUBERNETES_SERVICE_HOST and _PORT where pods cannot reach the kubernetes Service", func(v string) error {
+		env, err := keyValues(v)
+		for _, k := range slices.Sorted(maps.Keys(env)) {
+			mo.dumpPodEnv = append(mo.dumpPodEnv, corev1.EnvVar{Name: k, Value: env[k]})
+		}
+		return err
+	})
+	fs.Func("dump-pod-node-selector", "node selector k=v[,k=v] added to dump Job pods", func(v string) error {
+		sel, err := keyValues(v)
+		placement(&mo).NodeSelector = sel
+		return err
+	})
+	fs.Func("dump-pod-tolerations", "tolerations key=value:Effect[,key:Effect] added to dump Job pods", func(v string) error {
+		for _, item := range strings.Split(v, ",") {
+			kv, effect, ok := strings.Cut(item, ":")
+			k, val, hasValue := strings.Cut(kv, "=")
 			if !ok || k == "" {
-				return fmt.Errorf("%q is not k=v", kv)
+				return fmt.Errorf("%q is not key[=value]:Effect", item)
 			}
-			mo.dumpPodLabels[k] = val
+			tl := corev1.Toleration{Key: k, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffect(effect)}
+			if hasValue {
+				tl.Operator, tl.Value = corev1.TolerationOpEqual, val
+			}
+			placement(&mo).Tolerations = append(placement(&mo).Tolerations, tl)
 		}
 		return nil
 	})
@@ -168,4 +191,25 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		return nil, fmt.Errorf("no --kubeconfig given and not running in a cluster: %w", err)
 	}
 	return cfg, nil
+}
+
+// keyValues parses k=v[,k=v].
+func keyValues(v string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, kv := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not k=v", kv)
+		}
+		out[k] = val
+	}
+	return out, nil
+}
+
+// placement returns the dump pods' extra placement, creating it.
+func placement(mo *managerOptions) *identity.NodePlacement {
+	if mo.dumpPodPlacement == nil {
+		mo.dumpPodPlacement = &identity.NodePlacement{}
+	}
+	return mo.dumpPodPlacement
 }

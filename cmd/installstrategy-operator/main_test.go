@@ -29,6 +29,9 @@ func TestFlags(t *testing.T) {
 		{[]string{"--dump-install-strategy", "--strategy-format=yaml"}, `unknown format "yaml"`},
 		{[]string{"--dump-install-strategy"}, "not running in a cluster"},
 		{[]string{"--dump-install-strategy", "--kubeconfig=/does/not/exist"}, "kubeconfig /does/not/exist"},
+		{[]string{"--dump-pod-env=NOVALUE"}, `"NOVALUE" is not k=v`},
+		{[]string{"--dump-pod-node-selector==x"}, `"=x" is not k=v`},
+		{[]string{"--dump-pod-tolerations=key=value"}, `"key=value" is not key[=value]:Effect`},
 	}
 	for _, tt := range tests {
 		err := run(discard, tt.args)

@@ -22,6 +22,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/identity"
 )
 
 const (
@@ -38,6 +39,8 @@ type managerOptions struct {
 	namespace               string
 	keyNamespace            string
 	dumpPodLabels           map[string]string
+	dumpPodEnv              []corev1.EnvVar
+	dumpPodPlacement        *identity.NodePlacement
 	image                   string
 	registry                string
 	version                 string
@@ -119,12 +122,14 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		keyNamespace = podNamespace()
 	}
 	r, err := controller.New(mgr, controller.Options{
-		KeyNamespace:  keyNamespace,
-		DumpPodLabels: o.dumpPodLabels,
-		Defaults:      controller.Defaults{Version: o.version, Registry: o.registry},
-		OperatorImage: o.image,
-		ResyncPeriod:  o.resync,
-		StageDeadline: o.stageDeadline,
+		KeyNamespace:     keyNamespace,
+		DumpPodLabels:    o.dumpPodLabels,
+		DumpPodEnv:       o.dumpPodEnv,
+		DumpPodPlacement: o.dumpPodPlacement,
+		Defaults:         controller.Defaults{Version: o.version, Registry: o.registry},
+		OperatorImage:    o.image,
+		ResyncPeriod:     o.resync,
+		StageDeadline:    o.stageDeadline,
 	})
 	if err != nil {
 		return nil, err

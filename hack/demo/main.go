@@ -10,6 +10,7 @@
 //	demo --kubeconfig FILE wait-target NAMESPACE NAME VERSION
 //	demo --kubeconfig FILE get NAMESPACE
 //	demo --kubeconfig FILE events NAMESPACE NAME
+//	demo --kubeconfig FILE pods NAMESPACE
 package main
 
 import (
@@ -124,6 +125,11 @@ func run(ctx context.Context, args []string) error {
 			return err
 		}
 		return events(ctx, c, args[1], args[2])
+	case "pods":
+		if err := need(1); err != nil {
+			return err
+		}
+		return pods(ctx, c, args[1])
 	}
 	return fmt.Errorf("unknown command %q", args[0])
 }
@@ -184,6 +190,26 @@ func get(ctx context.Context, c client.Client, ns string) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", in.Namespace, in.Name, in.Status.ObservedVersion, in.Status.Phase,
 			condition(&in, v1alpha1.ConditionAvailable), condition(&in, v1alpha1.ConditionProgressing),
 			duration.HumanDuration(time.Since(in.CreationTimestamp.Time)))
+	}
+	return w.Flush()
+}
+
+// pods prints the pods of a namespace: node, phase, readiness, image.
+func pods(ctx context.Context, c client.Client, ns string) error {
+	var list corev1.PodList
+	if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
+	fmt.Fprintln(w, "NAME\tNODE\tSTATUS\tREADY\tIMAGE")
+	for _, p := range list.Items {
+		ready := "false"
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodReady {
+				ready = strings.ToLower(string(cond.Status))
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Spec.NodeName, p.Status.Phase, ready, p.Spec.Containers[0].Image)
 	}
 	return w.Flush()
 }

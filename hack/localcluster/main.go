@@ -1,11 +1,12 @@
 // Command localcluster starts and stops the local Kubernetes control plane
 // used by the tests and the demo (see package cluster and docs/DEVELOPMENT.md).
 //
-//	localcluster up   [--state-dir DIR] [--bin-dir DIR] [--nodes N] [--timeout D] [--keep-on-failure]
+//	localcluster up   [--state-dir DIR] [--bin-dir DIR] [--nodes N] [--timeout D] [--keep-on-failure] [--real-node=false]
 //	localcluster down [--state-dir DIR]
 //	localcluster env  [--state-dir DIR]
 //	localcluster restart [--state-dir DIR] [--kill] COMPONENT
 //	localcluster faultproxy [--state-dir DIR] [--rate R] [--latency D] [--watches]
+//	localcluster load [--state-dir DIR] IMAGE.tar...   import images into the real node's containerd
 //
 // up prints progress on stderr and, on stdout, the shell lines that point
 // clients at the cluster, ending with `export KUBECONFIG=...`; env prints the
@@ -49,6 +50,7 @@ func run(ctx context.Context, args []string) error {
 		fs.IntVar(&opts.Nodes, "nodes", 3, "number of fake nodes; the first is a tainted control-plane node")
 		fs.DurationVar(&opts.Timeout, "timeout", 2*time.Minute, "how long to wait for each component")
 		fs.BoolVar(&opts.KeepOnFailure, "keep-on-failure", false, "leave processes and state of a failed start for debugging")
+		fs.BoolVar(&opts.RealNode, "real-node", true, "also start a real node (kubelet, containerd, runc) when the machine can run one (root, Linux, the Debian packages)")
 	}
 	kill := fs.Bool("kill", false, "restart: SIGKILL the component (a crash) instead of SIGTERM")
 	var faults cluster.Faults
@@ -81,6 +83,22 @@ func run(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(os.Stderr, "local cluster in %s is down\n", *stateDir)
 		return nil
+	case "load":
+		s, err := cluster.Load(*stateDir)
+		if err != nil {
+			return fmt.Errorf("%w (start it with `make cluster-up`)", err)
+		}
+		if s.RealNode == nil {
+			return fmt.Errorf("the cluster in %s has no real node to load images into", *stateDir)
+		}
+		if fs.NArg() == 0 {
+			return errors.New("usage: localcluster load [--state-dir DIR] IMAGE.tar...")
+		}
+		if err := cluster.ImportImages(ctx, s.RealNode.Containerd, fs.Args()...); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "imported %d image(s) into the real node %s\n", fs.NArg(), s.RealNode.Name)
+		return nil
 	case "env":
 		s, err := cluster.Load(*stateDir)
 		if err != nil {
@@ -89,7 +107,7 @@ func run(ctx context.Context, args []string) error {
 		fmt.Print(s.Env())
 		return nil
 	default:
-		return fmt.Errorf("unknown command %q: want up, down or env", cmd)
+		return fmt.Errorf("unknown command %q: want up, down, env, load, restart or faultproxy", cmd)
 	}
 }
 

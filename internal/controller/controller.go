@@ -82,6 +82,11 @@ type Options struct {
 	// DumpPodLabels are put on dump Job pods (tests select simulated
 	// failures with them).
 	DumpPodLabels map[string]string
+	// DumpPodEnv is added to the dump containers' environment, and
+	// DumpPodPlacement's node selector and tolerations to their pods (see
+	// loader.Options).
+	DumpPodEnv       []corev1.EnvVar
+	DumpPodPlacement *identity.NodePlacement
 	// MaxConcurrentReconciles bounds parallel reconciles; 0 means 4.
 	MaxConcurrentReconciles int
 	// Metrics receive the operator's metrics; nil means DefaultMetrics.
@@ -148,7 +153,7 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	ld, err := loader.New(loader.Options{Store: st, Kube: kube, PodLabels: opts.DumpPodLabels})
+	ld, err := loader.New(loader.Options{Store: st, Kube: kube, PodLabels: opts.DumpPodLabels, PodEnv: opts.DumpPodEnv, Placement: opts.DumpPodPlacement})
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}

@@ -79,6 +79,7 @@ func flags(out io.Writer, o *Options, kubeconfig, kubecontext *string) *flag.Fla
 	fs.StringVar(&o.FieldOwner, "field-owner", DefaultFieldOwner, "server-side apply field manager")
 	fs.DurationVar(&o.Timeout, "timeout", DefaultTimeout, "bound of each wait (CRD Established, Deployment Available, an object gone)")
 	fs.BoolVar(&o.KeepCRD, "keep-crd", false, "undeploy: keep the CRD and its Installations, remove only the operator")
+	fs.StringVar(&o.LocalCluster, "local-cluster", "", "deploy: state folder of hack/localcluster; when the target is that cluster and it has a real node, the operator and its dump Jobs run there")
 	return fs
 }
 
@@ -108,6 +109,14 @@ func run(ctx context.Context, cmd string, o Options, kubeconfig, kubecontext str
 	}
 	start := time.Now()
 	var results []Result
+	if cmd == "deploy" && o.LocalCluster != "" {
+		var why string
+		if o.RealNode, why = LocalRealNode(o.LocalCluster, cfg.Host); o.RealNode != nil {
+			_, _ = fmt.Fprintf(stdout, "deploy: on the local cluster's real node %s (API server at %s:%d for its pods)\n", o.RealNode.Name, o.RealNode.APIHost, o.RealNode.APIPort)
+		} else {
+			_, _ = fmt.Fprintf(stdout, "deploy: not on a real node: %s\n", why)
+		}
+	}
 	if cmd == "deploy" {
 		image := o.Image
 		if image == "" {

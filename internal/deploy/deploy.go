@@ -79,6 +79,12 @@ type Options struct {
 	KeepCRD bool
 	// Out receives progress lines; nil discards them.
 	Out io.Writer
+	// RealNode, when set, puts the operator and its dump Jobs on the
+	// local cluster's real node (see LocalRealNode).
+	RealNode *RealNode
+	// LocalCluster is the command line's --local-cluster: the state
+	// folder whose real node, if any, sets RealNode.
+	LocalCluster string
 }
 
 func (o Options) withDefaults() Options {
@@ -243,6 +249,11 @@ func Deploy(ctx context.Context, cfg *rest.Config, o Options) ([]Result, error) 
 	objs, err := Render(o.Dir, o.Image)
 	if err != nil {
 		return nil, err
+	}
+	if o.RealNode != nil {
+		if err := placeOnRealNode(objs, o.RealNode); err != nil {
+			return nil, fmt.Errorf("deploy on real node %s: %w", o.RealNode.Name, err)
+		}
 	}
 	c, err := newClients(cfg, o)
 	if err != nil {

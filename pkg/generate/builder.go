@@ -385,6 +385,9 @@ type Workload struct {
 	// SecretVolumes mounts Secrets of the install namespace, keyed by
 	// Secret name, at the given paths.
 	SecretVolumes map[string]string
+	// ReadinessProbe of the container; nil means none (the pod is ready
+	// as soon as its container runs).
+	ReadinessProbe *corev1.Probe
 }
 
 // Deployment adds a Deployment.
@@ -465,6 +468,7 @@ func (b *Builder) podTemplate(w Workload) (corev1.PodTemplateSpec, *metav1.Label
 		Ports:           w.Ports,
 		Env:             env,
 		SecurityContext: podsec.Container(),
+		ReadinessProbe:  w.ReadinessProbe,
 	}
 	spec := corev1.PodSpec{
 		ServiceAccountName: sa,

@@ -145,10 +145,19 @@ func Sample(cfg *identity.Config, opts Options) (*strategy.Strategy, error) {
 	if v.atLeast(2) {
 		handlerArgs = append(handlerArgs, "--feature=node-labeller")
 	}
+	// The handler is ready once it serves /healthz on :8080, as
+	// virt-handler is: a real handler that crashes at start never becomes
+	// ready (without a probe, a container is ready the moment it runs, and
+	// a canary could pass a pod that exits a moment later).
 	b.DaemonSet(Workload{
 		Name: "sample-handler", Role: RoleHandler,
-		Args: handlerArgs,
-		Env:  []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+		Args:  handlerArgs,
+		Env:   []corev1.EnvVar{{Name: "NODE_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{FieldPath: "spec.nodeName"}}}},
+		Ports: []corev1.ContainerPort{{Name: "health", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
+			PeriodSeconds: 2,
+		},
 	})
 
 	settings := map[string]string{"log-verbosity": "2", "features": "widgets"}

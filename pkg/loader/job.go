@@ -480,7 +480,7 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 						Image:           req.Image,
 						ImagePullPolicy: l.opts.ImagePullPolicy,
 						Args:            []string{DumpFlag},
-						Env:             []corev1.EnvVar{{Name: identity.EnvVar, Value: string(cfgJSON)}}, // see JobConfig
+						Env:             append([]corev1.EnvVar{{Name: identity.EnvVar, Value: string(cfgJSON)}}, l.opts.PodEnv...), // see JobConfig
 						SecurityContext: withReadOnlyRoot(podsec.Container()),
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU:    resource.MustParse("10m"),

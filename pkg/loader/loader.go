@@ -79,6 +79,10 @@ type Options struct {
 	// tolerations every dump pod has; its affinity, when set, replaces the
 	// dump pods' (by default a preference for control-plane nodes).
 	Placement *identity.NodePlacement
+	// PodEnv is added to the dump container's environment (after the
+	// configuration's variable), e.g. KUBERNETES_SERVICE_HOST/PORT where
+	// the kubernetes Service is not reachable from pods.
+	PodEnv []corev1.EnvVar
 	// ImagePullPolicy of the dump container; "" means IfNotPresent.
 	ImagePullPolicy corev1.PullPolicy
 	// BackoffLimit is how often one Job retries its pod; 0 means never:

@@ -113,6 +113,10 @@ type Options struct {
 	// KeepOnFailure leaves the processes and state of a failed Up in place
 	// for debugging; by default they are removed.
 	KeepOnFailure bool
+	// RealNode adds a real node (kubelet, containerd, runc; see
+	// realnode.go) beside the fake ones when the machine can run it; when
+	// it cannot, Up says why and goes on without it.
+	RealNode bool
 }
 
 // State describes a running cluster; Up writes it to state.json.
@@ -129,6 +133,8 @@ type State struct {
 	PIDs map[string]int `json:"pids"`
 	// Nodes lists the fake nodes' names; the first is the control plane.
 	Nodes []string `json:"nodes"`
+	// RealNode is the real node, nil when the cluster has none.
+	RealNode *RealNode `json:"realNode,omitempty"`
 }
 
 // ErrNotRunning is returned by Load when the state directory holds no
@@ -195,6 +201,10 @@ func Down(ctx context.Context, stateDir string, log io.Writer) error {
 		return err
 	}
 	var errs []error
+	// The real node first: its pods are deleted through the API server.
+	if err := downRealNode(ctx, abs, pids, log); err != nil {
+		errs = append(errs, err)
+	}
 	for _, name := range slices.Backward(Components) {
 		pid, ok := pids[name]
 		if !ok {
@@ -291,6 +301,7 @@ type upper struct {
 	procs map[string]*process
 	ports ports
 	files files
+	real  *RealNode
 }
 
 // ports are the loopback ports of one cluster.
@@ -325,6 +336,11 @@ func (u *upper) up(ctx context.Context) (*State, error) {
 		return nil, err
 	}
 	u.ports = ports{etcdClient: p[0], etcdPeer: p[1], apiserver: p[2], controllerManager: p[3], scheduler: p[4], kwok: p[5]}
+	if u.opts.RealNode {
+		if u.real, err = u.reserveRealNode(); err != nil {
+			return nil, err
+		}
+	}
 	if err := u.writeFiles(); err != nil {
 		return nil, err
 	}
@@ -342,6 +358,11 @@ func (u *upper) up(ctx context.Context) (*State, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u.real != nil {
+		if err := u.startRealNode(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	s := &State{
 		StateDir:   u.dir,
@@ -350,6 +371,7 @@ func (u *upper) up(ctx context.Context) (*State, error) {
 		EtcdURL:    u.etcdURL(),
 		PIDs:       map[string]int{},
 		Nodes:      nodes,
+		RealNode:   u.real,
 	}
 	for name, p := range u.procs {
 		s.PIDs[name] = p.pid
@@ -361,7 +383,11 @@ func (u *upper) up(ctx context.Context) (*State, error) {
 	if err := os.WriteFile(filepath.Join(u.dir, stateFile), append(data, '\n'), 0o644); err != nil {
 		return nil, fmt.Errorf("write cluster state: %w", err)
 	}
-	u.logf("local cluster ready in %s: %s, %d nodes, state in %s", time.Since(begin).Round(100*time.Millisecond), s.Server, len(nodes), u.dir)
+	real := ""
+	if u.real != nil {
+		real = " and real node " + u.real.Name
+	}
+	u.logf("local cluster ready in %s: %s, %d fake nodes%s, state in %s", time.Since(begin).Round(100*time.Millisecond), s.Server, len(nodes), real, u.dir)
 	return s, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -15,13 +16,14 @@ import (
 )
 
 // TestUpDownLifecycle starts a second, one-node cluster of its own (other
-// ports, a temporary state directory), crashes one component, checks that
-// the next Up cleans the crashed run up, and that Down leaves no process.
+// ports, a temporary state directory), with a real node of its own as
+// root, crashes one component, checks that the next Up cleans the crashed
+// run up, and that Down leaves no process (and no bridge).
 func TestUpDownLifecycle(t *testing.T) {
 	bin := testenv.ToolsDir(t)
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "state")
-	opts := cluster.Options{StateDir: dir, BinDir: bin, Nodes: 1, Log: testWriter{t}}
+	opts := cluster.Options{StateDir: dir, BinDir: bin, Nodes: 1, Log: testWriter{t}, RealNode: os.Geteuid() == 0}
 	t.Cleanup(func() {
 		// Leave nothing running even when the test fails half way.
 		if err := cluster.Down(context.WithoutCancel(ctx), dir, nil); err != nil {
@@ -71,6 +73,11 @@ func TestUpDownLifecycle(t *testing.T) {
 		t.Fatalf("down: %v", err)
 	}
 	requireGone(t, second.PIDs)
+	if second.RealNode != nil {
+		if out, err := exec.Command("ip", "-o", "link").Output(); err != nil || strings.Contains(string(out), " isrn"+strconv.Itoa(second.RealNode.Slot)+":") {
+			t.Errorf("the real node's bridge is left after down (err %v):\n%s", err, out)
+		}
+	}
 	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("state dir after down: %v, want it removed", err)
 	}
@@ -133,8 +140,10 @@ func TestUpReportsAFailingComponent(t *testing.T) {
 
 func requireAlive(t *testing.T, pids map[string]int) {
 	t.Helper()
-	if len(pids) != len(cluster.Components) {
-		t.Fatalf("pids = %v, want one per component %v", pids, cluster.Components)
+	for _, name := range cluster.Components {
+		if _, ok := pids[name]; !ok {
+			t.Fatalf("pids = %v, want one per component %v", pids, cluster.Components)
+		}
 	}
 	for name, pid := range pids {
 		if !processAlive(pid) {

@@ -49,7 +49,7 @@ func (u *upper) writeFiles() error {
 	}
 	serving, err := newServing(ca, "kube-apiserver",
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		[]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)})
+		append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)}, u.realNodeSANs()...))
 	if err != nil {
 		return err
 	}
@@ -299,7 +299,9 @@ func (u *upper) startNodes(ctx context.Context) ([]string, error) {
 	p, err := u.launch(Kwok,
 		"--kubeconfig="+u.files.kwok,
 		"--config="+u.files.kwokStages,
-		"--manage-all-nodes=true",
+		// Only the fake nodes (created with this annotation): the real
+		// node has a kubelet of its own.
+		"--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
 		// Without a lease duration kwok v0.7.0 renews no node Lease and
 		// picks its slow node heartbeat (a status update every 10 to 20
 		// minutes), so every node went NotReady once the grace period
