@@ -11,6 +11,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 func newUninstallCommand(o *options) *cobra.Command {
@@ -50,13 +51,8 @@ An installation an Installation drives is removed by deleting the Installation.`
 			if !inv.Exists() {
 				return fmt.Errorf("installation %s: not found (no configmap/%s in namespace %s)", owner, inventory.ConfigMapName(owner), owner.Namespace)
 			}
-			// The history goes first: its ConfigMaps are not objects the
-			// installation applied, and would keep its namespace.
-			if err := c.deleteHistory(ctx, owner); err != nil {
-				return err
-			}
 			out := o.streams.Out
-			deleted, err := reconcile.Uninstall(ctx, c.config, reconcile.UninstallOptions{
+			opts := reconcile.UninstallOptions{
 				Owner: owner, KeepCRDs: keepCRDs, Wait: wait,
 				OnEvent: func(e reconcile.Event) {
 					if e.Action == apply.ActionDelete {
@@ -65,7 +61,26 @@ An installation an Installation drives is removed by deleting the Installation.`
 						fmt.Fprintf(out, "  kept   %s (%s)\n", e.Ref, e.Reason)
 					}
 				},
-			})
+			}
+			rc, err := reconcile.New(c.config)
+			if err != nil {
+				return err
+			}
+			// Webhooks and APIServices go first, so that one whose backend
+			// is down cannot refuse the deletions that follow; then the
+			// history (its ConfigMaps are not objects the installation
+			// applied, and would keep its namespace); then the rest.
+			admission := opts
+			admission.AdmissionOnly = true
+			deleted, err := rc.Uninstall(ctx, admission)
+			if err == nil {
+				err = c.deleteHistory(ctx, owner)
+			}
+			if err == nil {
+				var rest []strategy.ObjectRef
+				rest, err = rc.Uninstall(ctx, opts)
+				deleted = append(deleted, rest...)
+			}
 			fmt.Fprintf(out, "installation %s: %d objects deleted\n", owner, len(deleted))
 			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("uninstall %s: not finished within --timeout %s: %w", owner, timeout, err)

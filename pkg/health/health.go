@@ -235,17 +235,19 @@ func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector
 // PodCarriesIdentity reports whether a pod carries the identity
 // annotations of id (so it runs the target version).
 func PodCarriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
-	return annotationsCarry(p.Annotations, id)
+	return AnnotationsCarry(p.Annotations, id)
 }
 
-func annotationsCarry(a map[string]string, id strategy.Identity) bool {
+// AnnotationsCarry reports whether annotations (a pod's, a pod template's)
+// carry the identity.
+func AnnotationsCarry(a map[string]string, id strategy.Identity) bool {
 	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
 }
 
 // carriesIdentity reports whether a pod template's annotations carry the
 // checker's target identity (always, when it has none).
 func (c *Checker) carriesIdentity(a map[string]string) bool {
-	return c.Identity.Version == "" || annotationsCarry(a, c.Identity)
+	return c.Identity.Version == "" || AnnotationsCarry(a, c.Identity)
 }
 
 // PodReady reports whether a pod is Running and Ready.

@@ -57,6 +57,14 @@ func (e *CanaryError) Unwrap() error { return e.Err }
 // the pod template never starts a canary).
 func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
 	ref := strategy.RefOf(obj)
+	// The pods are judged before the write: once the new template is
+	// written, the DaemonSet controller may delete the outdated pods
+	// (maxUnavailable) before they could be listed, and a rollout with no
+	// outdated pod left in sight would start no canary.
+	outdated, err := r.outdatedPods(ctx, obj)
+	if err != nil {
+		return apply.Result{Ref: ref}, err
+	}
 	res, err := r.a.Apply(ctx, obj)
 	if err != nil || res.Object == nil || res.Action == apply.ActionSkip {
 		return res, err
@@ -64,21 +72,6 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 	var ds appsv1.DaemonSet
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(res.Object.Object, &ds); err != nil {
 		return res, fmt.Errorf("canary %s: %w", ref, err)
-	}
-	if res.Action == apply.ActionUnchanged && health.DaemonSetRolledOut(&ds) {
-		// Nothing written and every pod of the current template: no
-		// canary to run, no pods to list.
-		return res, nil
-	}
-	pods, err := r.daemonSetPods(ctx, &ds)
-	if err != nil {
-		return res, err
-	}
-	outdated := false
-	for _, p := range pods {
-		if !health.PodCarriesIdentity(p, r.s.Identity) {
-			outdated = true
-		}
 	}
 	if !outdated {
 		return res, nil
@@ -151,6 +144,34 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 		restored.Reason = res.Reason
 	}
 	return restored, nil
+}
+
+// outdatedPods reports whether the live DaemonSet of obj has pods that do
+// not carry the target identity. A DaemonSet that is absent, or rolled out
+// with the target identity on its template, has none (and its pods are not
+// listed).
+func (r *run) outdatedPods(ctx context.Context, obj *unstructured.Unstructured) (bool, error) {
+	live, err := r.a.Get(ctx, obj)
+	if err != nil || live == nil {
+		return false, err
+	}
+	var ds appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &ds); err != nil {
+		return false, fmt.Errorf("canary %s: %w", strategy.RefOf(obj), err)
+	}
+	if health.DaemonSetRolledOut(&ds) && health.AnnotationsCarry(ds.Spec.Template.Annotations, r.s.Identity) {
+		return false, nil
+	}
+	pods, err := r.daemonSetPods(ctx, &ds)
+	if err != nil {
+		return false, err
+	}
+	for _, p := range pods {
+		if !health.PodCarriesIdentity(p, r.s.Identity) {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
