@@ -22,6 +22,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -314,17 +315,18 @@ func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
 }
 
 // historyConfigMaps lists the stored strategies the histories of a
-// namespace's Installations name (read from the cache).
-func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([]string, error) {
+// namespace's Installations name, with the digests they ran with (read from
+// the cache).
+func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([]store.Retain, error) {
 	var list v1alpha1.InstallationList
 	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
 		return nil, fmt.Errorf("list installations in %s: %w", namespace, err)
 	}
-	var out []string
+	var out []store.Retain
 	for _, in := range list.Items {
 		for _, h := range in.Status.History {
 			if h.ConfigMap != "" {
-				out = append(out, h.ConfigMap)
+				out = append(out, store.Retain{Name: h.ConfigMap, Digest: h.Digest})
 			}
 		}
 	}

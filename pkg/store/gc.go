@@ -36,10 +36,19 @@ func (s *Store) GC(ctx context.Context, namespace string, inUse strategy.Identit
 	return s.GCKeeping(ctx, namespace, inUse, nil)
 }
 
-// GCKeeping is GC that also keeps the strategies whose (head) ConfigMap is
-// named in keepNames, with their chunks: the last revisions of the namespace's
-// installations (pkg/history), so that they can be rolled back to.
-func (s *Store) GCKeeping(ctx context.Context, namespace string, inUse strategy.Identity, keepNames []string) (*GCResult, error) {
+// Retain names a stored strategy GCKeeping keeps: its (head) ConfigMap
+// and, when set, the digest it was recorded with. A ConfigMap of that name
+// whose content has another digest (replaced since: tampered with) is not
+// kept on that ground.
+type Retain struct {
+	Name   string
+	Digest string
+}
+
+// GCKeeping is GC that also keeps the strategies keep names, with their
+// chunks: the last revisions of the namespace's installations
+// (pkg/history), so that they can be rolled back to.
+func (s *Store) GCKeeping(ctx context.Context, namespace string, inUse strategy.Identity, keep []Retain) (*GCResult, error) {
 	if inUse.Identifier == "" && inUse.Version == "" {
 		return nil, errors.New("gc strategies: no identity in use given")
 	}
@@ -51,32 +60,35 @@ func (s *Store) GCKeeping(ctx context.Context, namespace string, inUse strategy.
 	// The one kept: the newest trusted match, else (nothing trusted
 	// matches, e.g. a strategy accepted by a pinned digest) the newest
 	// match.
-	keep := -1
+	retained := func(e Entry) bool {
+		return slices.ContainsFunc(keep, func(r Retain) bool { return r.Name == e.Name && (r.Digest == "" || r.Digest == e.Digest) })
+	}
+	inUseAt := -1
 	for i, l := range all {
 		if l.Matches(inUse) && (s.opts.Trusted == nil || s.opts.Trusted(l.Entry) == nil) {
-			keep = i
+			inUseAt = i
 			break
 		}
 	}
-	if keep < 0 {
-		keep = slices.IndexFunc(all, func(l listed) bool { return l.Matches(inUse) })
+	if inUseAt < 0 {
+		inUseAt = slices.IndexFunc(all, func(l listed) bool { return l.Matches(inUse) })
 	}
 	listedChunks := map[string]bool{}
 	var errs []error
 	var kept *Entry
-	if keep >= 0 {
-		e := all[keep].Entry
+	if inUseAt >= 0 {
+		e := all[inUseAt].Entry
 		kept = &e
 	}
 	for i, l := range all {
 		for _, c := range l.Chunks {
 			listedChunks[c.Name] = true
 		}
-		if i == keep {
+		if i == inUseAt {
 			res.Kept = kept
 			continue
 		}
-		if slices.Contains(keepNames, l.Entry.Name) {
+		if retained(l.Entry) {
 			res.Retained = append(res.Retained, l.Entry)
 			continue
 		}

@@ -654,7 +654,9 @@ func TestGCKeepsHistory(t *testing.T) {
 	if _, err := st.Publish(ctx, ns, inUse); err != nil {
 		t.Fatal(err)
 	}
-	res, err := st.GCKeeping(ctx, ns, inUse.Identity, []string{old.Name})
+	// A ConfigMap of the retained name with other content (replaced since)
+	// would not be kept: the digest is part of what is retained.
+	res, err := st.GCKeeping(ctx, ns, inUse.Identity, []store.Retain{{Name: old.Name, Digest: old.Digest}, {Name: dropped.Name, Digest: "sha256:other"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -134,20 +135,23 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 	ctx := t.Context()
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 
-	pods, err := e.env.Kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sample-api"})
-	if err != nil {
+	// backend is the address of the Ready sample-api pod on the real node
+	// (a certificate renewal restarts the pod: the address changes).
+	backend := func(ctx context.Context) (string, error) {
+		pods, err := e.env.Kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=sample-api"})
+		if err != nil {
+			return "", err
+		}
+		for i := range pods.Items {
+			if p := &pods.Items[i]; p.DeletionTimestamp == nil && testenv.PodReady(p) && p.Spec.NodeName == rn.Name {
+				return net.JoinHostPort(p.Status.PodIP, "8443"), nil
+			}
+		}
+		return "", fmt.Errorf("no Ready sample-api pod on the real node among %d", len(pods.Items))
+	}
+	if _, err := backend(ctx); err != nil {
 		t.Fatal(err)
 	}
-	var api *corev1.Pod
-	for i := range pods.Items {
-		if p := &pods.Items[i]; p.DeletionTimestamp == nil && testenv.PodReady(p) && p.Spec.NodeName == rn.Name {
-			api = p
-		}
-	}
-	if api == nil {
-		t.Fatalf("no Ready sample-api pod on the real node among %d", len(pods.Items))
-	}
-	backend := net.JoinHostPort(api.Status.PodIP, "8443")
 
 	// The served certificate is the generated one: it verifies against the
 	// webhook configuration's caBundle for the Service's DNS name.
@@ -162,7 +166,11 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 	// served is the serial of the certificate sample-api serves, verified
 	// against the bundle.
 	served := func(ctx context.Context) (string, error) {
-		conn, err := (&tls.Dialer{Config: &tls.Config{RootCAs: roots, ServerName: "sample-api." + e.ns + ".svc", MinVersion: tls.VersionTLS12}}).DialContext(ctx, "tcp", backend)
+		addr, err := backend(ctx)
+		if err != nil {
+			return "", err
+		}
+		conn, err := (&tls.Dialer{Config: &tls.Config{RootCAs: roots, ServerName: "sample-api." + e.ns + ".svc", MinVersion: tls.VersionTLS12}}).DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return "", err
 		}
@@ -170,7 +178,7 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 		return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
 	}
 	var first string
-	testenv.WaitFor(ctx, t, "sample-api serving TLS at "+backend, func(ctx context.Context) (bool, string, error) {
+	testenv.WaitFor(ctx, t, "sample-api serving TLS", func(ctx context.Context) (bool, string, error) {
 		var err error
 		first, err = served(ctx)
 		return err == nil, "", err
@@ -180,7 +188,10 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forward(t, svc.Spec.ClusterIP, backend)
+	forward(t, svc.Spec.ClusterIP, func() string {
+		addr, _ := backend(context.Background())
+		return addr
+	})
 
 	widgets := e.env.Dynamic.Resource(schema.GroupVersionResource{Group: generate.SampleGroup, Version: "v1alpha1", Resource: "widgets"}).Namespace(e.ns)
 	widget := func(name string, size int64) *unstructured.Unstructured {
@@ -199,7 +210,8 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 
 	// Rotation: with renewBefore a second short of the lifetime, the next
 	// reconcile renews the serving certificate. sample-api serves the new
-	// one once the kubelet updates its Secret volume, and the bundle
+	// one once its pod is restarted (the certificate's hash is on its pod
+	// template), and the bundle
 	// already in the webhook configuration (the CA's) trusts it: no
 	// webhook call fails on the way.
 	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) {
@@ -216,9 +228,10 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 }
 
 // forward accepts TCP connections on a loopback Service ClusterIP, port
-// 443, and copies them to backend until the test ends (the part of
+// 443, and copies them to the address backend returns at each connection
+// until the test ends (the part of
 // kube-proxy the API server needs to reach a webhook).
-func forward(t *testing.T, clusterIP, backend string) {
+func forward(t *testing.T, clusterIP string, backend func() string) {
 	t.Helper()
 	if ip := net.ParseIP(clusterIP); ip == nil || !ip.IsLoopback() {
 		t.Fatalf("service ClusterIP %s is not loopback; refusing to listen", clusterIP)
@@ -236,7 +249,7 @@ func forward(t *testing.T, clusterIP, backend string) {
 			}
 			go func() {
 				defer c.Close()
-				b, err := net.DialTimeout("tcp", backend, 5*time.Second)
+				b, err := net.DialTimeout("tcp", backend(), 5*time.Second)
 				if err != nil {
 					return
 				}
