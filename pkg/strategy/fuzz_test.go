@@ -15,6 +15,7 @@ func FuzzParse(f *testing.F) {
 		"apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Secret\n  metadata: {name: s}\n",
 		"---\nbase: &b {apiVersion: v1}\n---\n<<: *b\nkind: Secret\nmetadata: {name: x}\n",
 		"...\n---\n# comment\n---\n",
+		"---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: {k: \"\\x7f\\u2028\\N\"}\n",
 	} {
 		f.Add([]byte(seed))
 	}

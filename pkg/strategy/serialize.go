@@ -2,9 +2,11 @@ package strategy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"runtime"
 	"sync"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -60,9 +62,45 @@ func (s *Strategy) Serialize() ([]byte, error) {
 }
 
 // MarshalObject writes one object as a YAML document (without the "---"
-// line) in the form Serialize uses.
+// line) in the form Serialize uses: block YAML, or JSON (a YAML flow
+// document) when a string holds a character block YAML cannot carry.
 func MarshalObject(u *unstructured.Unstructured) ([]byte, error) {
-	return yaml.Marshal(Stripped(u).Object)
+	j, err := json.Marshal(Stripped(u).Object)
+	if err != nil {
+		return nil, err
+	}
+	if !yamlCannotCarry(j) {
+		return yaml.JSONToYAML(j)
+	}
+	// JSON is YAML too; its escapes carry every character exactly.
+	out := make([]byte, 0, len(j)+16)
+	for len(j) > 0 {
+		r, size := utf8.DecodeRune(j)
+		if refusedByYAML(r) {
+			out = fmt.Appendf(out, "\\u%04x", r)
+		} else {
+			out = append(out, j[:size]...)
+		}
+		j = j[size:]
+	}
+	return append(out, '\n'), nil
+}
+
+// yamlCannotCarry reports whether JSON text holds a string that YAML's
+// block form would refuse or change: a character its reader refuses raw
+// (refusedByYAML), or a line separator (U+2028, U+2029, which JSON escapes),
+// which its emitter writes as a line break that does not read back
+// the same. kubectl and the API server take all of them in strings.
+func yamlCannotCarry(j []byte) bool {
+	return bytes.ContainsFunc(j, refusedByYAML) ||
+		bytes.Contains(j, []byte(`\u2028`)) || bytes.Contains(j, []byte(`\u2029`))
+}
+
+// refusedByYAML: DEL, the C1 controls, U+FFFE and U+FFFF, which YAML's
+// reader refuses raw, and NEL (a C1 control), which it reads as a line break.
+// JSON escapes the C0 controls itself; outside strings JSON text is ASCII.
+func refusedByYAML(r rune) bool {
+	return r == 0x7f || (r >= 0x80 && r <= 0x9f) || r == 0xfffe || r == 0xffff
 }
 
 // Stripped returns the object as a strategy stores it (see Serialize). The
