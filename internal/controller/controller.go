@@ -121,6 +121,13 @@ type Reconciler struct {
 	// rollouts holds the cancel function (context.CancelCauseFunc) of
 	// each running rollout, by Installation UID.
 	rollouts sync.Map
+	// wrote holds, by namespaced name, the resourceVersion of each
+	// Installation as the operator last wrote or read it from the API
+	// server. A cached copy at another version may be older than that
+	// write (the informer has not seen it yet), so Reconcile reads the
+	// object itself then: a status computed from a stale copy would
+	// overwrite a newer one.
+	wrote    sync.Map
 	keyMu    sync.Mutex
 	key      *trust.OperatorKey
 	recorder recorder.EventRecorder
@@ -346,15 +353,34 @@ func (r *Reconciler) DeleteStages() []Stage {
 	}
 }
 
+// current returns the Installation from the cache, or from the API server
+// when the cached copy is not the version the operator last wrote or read
+// (see Reconciler.wrote).
+func (r *Reconciler) current(ctx context.Context, key client.ObjectKey) (*v1alpha1.Installation, error) {
+	in := &v1alpha1.Installation{}
+	if err := r.client.Get(ctx, key, in); err != nil {
+		return nil, err
+	}
+	if rv, ok := r.wrote.Load(key); !ok || rv == in.ResourceVersion {
+		return in, nil
+	}
+	if err := r.reader.Get(ctx, key, in); err != nil {
+		return nil, err
+	}
+	r.wrote.Store(key, in.ResourceVersion)
+	return in, nil
+}
+
 // Reconcile runs the stages for one Installation.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	in := &v1alpha1.Installation{}
-	if err := r.client.Get(ctx, req.NamespacedName, in); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.metrics.forget(req.Namespace, req.Name)
-			return ctrl.Result{}, nil
-		}
+	in, err := r.current(ctx, req.NamespacedName)
+	if apierrors.IsNotFound(err) {
+		r.wrote.Delete(req.NamespacedName)
+		r.metrics.forget(req.Namespace, req.Name)
+		return ctrl.Result{}, nil
+	}
+	if err != nil {
 		return ctrl.Result{}, err
 	}
 	s := &State{Installation: in, log: log, Outcome: "deployed", written: in.Status.DeepCopy()}
@@ -409,8 +435,18 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 		if err := r.reader.Get(ctx, key, latest); err != nil {
 			return err
 		}
+		// s.written may be older than the object (someone else wrote
+		// it since): the object itself decides.
+		if apiequality.Semantic.DeepEqual(latest.Status, *status) {
+			r.wrote.Store(key, latest.ResourceVersion)
+			return nil
+		}
 		latest.Status = *status
-		return r.client.Status().Update(ctx, latest)
+		if err := r.client.Status().Update(ctx, latest); err != nil {
+			return err
+		}
+		r.wrote.Store(key, latest.ResourceVersion)
+		return nil
 	})
 	if apierrors.IsNotFound(err) {
 		// Gone (its finalizer was removed): nothing to report on.
@@ -461,6 +497,7 @@ func (r *Reconciler) stageFinalizer(ctx context.Context, s *State) (bool, error)
 	if err := r.client.Update(ctx, in); err != nil {
 		return false, fmt.Errorf("add finalizer: %w", err)
 	}
+	r.wrote.Store(client.ObjectKeyFromObject(in), in.ResourceVersion)
 	return false, nil
 }
 

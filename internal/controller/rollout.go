@@ -299,7 +299,7 @@ func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
 	}
 	if e := res.Kept; e != nil {
 		rev := v1alpha1.StrategyRevision{Version: e.Identity.Version, Registry: e.Identity.Registry, Identifier: e.Identity.Identifier,
-			ConfigMap: e.Name, Digest: e.Digest, DeployedAt: metav1.Now()}
+			ConfigMap: e.Name, Digest: e.Digest, DeployedAt: metav1.Now().Rfc3339Copy()}
 		if st := s.Installation.Status.Strategy; st != nil {
 			rev.Source = st.Source
 		}

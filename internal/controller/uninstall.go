@@ -241,6 +241,7 @@ func (r *Reconciler) stageRelease(ctx context.Context, s *State) (bool, error) {
 		}
 	}
 	r.metrics.forget(in.Namespace, in.Name)
+	r.wrote.Delete(client.ObjectKeyFromObject(in))
 	s.log.Info("uninstall finished")
 	return true, nil
 }

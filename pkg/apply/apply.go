@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -155,8 +156,69 @@ type Applier struct {
 	// since: a kind the fresh mapper does not know is not served, without
 	// asking discovery again.
 	fresh *atomic.Bool
-	// cache, when set, serves live reads of the objects it holds.
-	cache Cache
+	// cache, when set, serves live reads of the objects it holds, unless
+	// noCache is set.
+	cache   Cache
+	noCache bool
+	// seen holds, by cacheKey, the resourceVersion of each object as the
+	// applier last wrote it ("" once deleted), shared by the appliers
+	// derived from one another. A cached copy at another version may be
+	// older than that write (the informer has not seen it yet): it is not
+	// used until the cache catches up. Without this, a cached copy of the
+	// version before the last write would be taken as "unchanged" when a
+	// strategy goes back to it (a downgrade right after an upgrade).
+	seen *sync.Map
+}
+
+// cacheKey names an object in Applier.seen.
+type cacheKey struct {
+	gvk             schema.GroupVersionKind
+	namespace, name string
+}
+
+func keyOf(obj *unstructured.Unstructured) cacheKey {
+	return cacheKey{obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName()}
+}
+
+// wrote records an object as the API server returned it from a write
+// (when a cache is in use: Direct appliers record for the cached ones).
+func (a *Applier) wrote(obj *unstructured.Unstructured) {
+	if obj != nil && a.cache != nil && !a.opts.DryRun {
+		a.seen.Store(keyOf(obj), obj.GetResourceVersion())
+	}
+}
+
+// read moves the record of an object the applier wrote to the version the
+// API server just returned (nil: gone), so that the record does not wait
+// for a version others (a controller writing status) have replaced.
+func (a *Applier) read(obj, live *unstructured.Unstructured) {
+	k := keyOf(obj)
+	old, ok := a.seen.Load(k)
+	if !ok {
+		return
+	}
+	rv := ""
+	if live != nil {
+		rv = live.GetResourceVersion()
+	}
+	// A write meanwhile wins.
+	a.seen.CompareAndSwap(k, old, rv)
+}
+
+// usable reports whether a cached copy (nil: the cache has none) is at
+// least as new as the applier's last write of the object, forgetting the
+// write once the cache has caught up with it.
+func (a *Applier) usable(obj, cached *unstructured.Unstructured) bool {
+	k := keyOf(obj)
+	rv, ok := a.seen.Load(k)
+	switch {
+	case !ok:
+		return true
+	case cached == nil || cached.GetResourceVersion() == rv:
+		a.seen.CompareAndDelete(k, rv)
+		return true
+	}
+	return false
 }
 
 // New returns an applier over a dynamic client and a REST mapper (which is
@@ -166,7 +228,7 @@ func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) 
 	if opts.FieldManager == "" {
 		opts.FieldManager = DefaultFieldManager
 	}
-	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool)}
+	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool), seen: new(sync.Map)}
 }
 
 // NewForConfig returns an applier with clients built from cfg and a REST
@@ -194,7 +256,7 @@ func (a *Applier) Options() Options { return a.opts }
 // options.
 func (a *Applier) WithOptions(opts Options) *Applier {
 	out := New(a.dyn, a.mapper, opts)
-	out.fresh, out.cache = a.fresh, a.cache
+	out.fresh, out.cache, out.noCache, out.seen = a.fresh, a.cache, a.noCache, a.seen
 	return out
 }
 
@@ -203,7 +265,7 @@ func (a *Applier) WithOptions(opts Options) *Applier {
 // another path (a patch), which a cache may not have seen yet.
 func (a *Applier) Direct() *Applier {
 	out := a.WithOptions(a.opts)
-	out.cache = nil
+	out.noCache = true
 	return out
 }
 
@@ -212,7 +274,7 @@ func (a *Applier) Direct() *Applier {
 // otherwise.
 func (a *Applier) WithCache(c Cache) *Applier {
 	out := a.WithOptions(a.opts)
-	out.cache = c
+	out.cache, out.noCache = c, false
 	return out
 }
 
@@ -288,15 +350,21 @@ func (a *Applier) live(ctx context.Context, ri dynamic.ResourceInterface, obj *u
 // liveOrCached is live, also saying whether the object came from the
 // cache.
 func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, bool, error) {
-	if a.cache != nil {
+	if a.cache != nil && !a.noCache {
 		// A cache that cannot answer (not started yet, a kind its mapper
 		// does not know yet) is passed by: the API server answers.
 		cached, ok, err := a.cache.Cached(ctx, obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
-		if err == nil && ok && cached.GetGeneration() >= gen {
+		if err == nil && !ok {
+			a.usable(obj, nil)
+		}
+		if err == nil && ok && cached.GetGeneration() >= gen && a.usable(obj, cached) {
 			return cached, true, nil
 		}
 	}
 	live, err := a.direct(ctx, ri, obj)
+	if err == nil {
+		a.read(obj, live)
+	}
 	return live, false, err
 }
 
@@ -487,6 +555,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if err != nil {
 		return res, fmt.Errorf("apply %s: %w", ref, err)
 	}
+	a.wrote(out)
 	res.Object, res.Fallback = out, fallback
 	if res.Adopted && !a.opts.DryRun {
 		// The object is ours now: fields other appliers set are ours too,
@@ -494,6 +563,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		if res.Object, err = a.takeFields(ctx, ri, out); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
+		a.wrote(res.Object)
 	}
 	if fallback {
 		if res.Reason != "" {
@@ -597,6 +667,9 @@ func (a *Applier) Delete(ctx context.Context, live *unstructured.Unstructured) e
 	}
 	if err != nil {
 		return fmt.Errorf("delete %s: %w", strategy.RefOf(live), err)
+	}
+	if a.cache != nil && !a.opts.DryRun {
+		a.seen.Store(keyOf(live), "")
 	}
 	return nil
 }

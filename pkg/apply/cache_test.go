@@ -7,7 +7,9 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
@@ -106,5 +108,92 @@ func TestCacheThatCannotListFallsBackToTheAPIServer(t *testing.T) {
 	live, err := la.WithCache(c).Get(ctx, cm)
 	if err != nil || live == nil {
 		t.Fatalf("get through a cache that cannot list: %v, %v", live, err)
+	}
+}
+
+// laggingCache serves copies taken when it was frozen: an informer that
+// has not yet seen the writes since (a watch delayed under load).
+type laggingCache struct {
+	inner  apply.Cache
+	frozen map[string]*unstructured.Unstructured
+}
+
+func (c *laggingCache) freeze(ctx context.Context, t *testing.T, objs ...*unstructured.Unstructured) {
+	t.Helper()
+	c.frozen = map[string]*unstructured.Unstructured{}
+	for _, o := range objs {
+		u, ok, err := c.inner.Cached(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName())
+		if err != nil || !ok {
+			t.Fatalf("freeze %s: ok %v, %v", o.GetName(), ok, err)
+		}
+		c.frozen[o.GetName()] = u
+	}
+}
+
+func (c *laggingCache) Cached(_ context.Context, _ schema.GroupVersionKind, _, name string) (*unstructured.Unstructured, bool, error) {
+	u, ok := c.frozen[name]
+	return u, ok, nil
+}
+
+// A cache that lags behind the applier's own writes never decides
+// "unchanged": going back to the version it still shows (a downgrade right
+// after an upgrade) writes it, and an object deleted since is created
+// again although the cache still shows it.
+func TestCacheBehindOwnWritesIsNotTrusted(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	a, err := apply.NewForConfig(env.Config, apply.Options{Identity: testID, Owner: testOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := &laggingCache{inner: applytest.StartCache(t, env.Config)}
+	cached := a.WithCache(lag.inner)
+	v1 := configMap(t, ns, "cm", map[string]string{"k": "v1"})
+	if _, err := cached.Apply(ctx, v1); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "the cache holds v1", func(ctx context.Context) (bool, string, error) {
+		u, ok, err := lag.inner.Cached(ctx, v1.GroupVersionKind(), ns, "cm")
+		return ok && u.Object["data"].(map[string]any)["k"] == "v1", "", err
+	})
+	lag.freeze(ctx, t, v1)
+	cached = a.WithCache(lag)
+	data := func() string {
+		t.Helper()
+		live, err := a.Direct().Get(ctx, v1)
+		if err != nil || live == nil {
+			t.Fatalf("get: %v, %v", live, err)
+		}
+		return live.Object["data"].(map[string]any)["k"].(string)
+	}
+	if res, err := cached.Apply(ctx, configMap(t, ns, "cm", map[string]string{"k": "v2"})); err != nil || res.Action != apply.ActionUpdate {
+		t.Fatalf("upgrade: %+v, %v", res, err)
+	}
+	res, err := cached.Apply(ctx, v1)
+	if err != nil || res.Action != apply.ActionUpdate {
+		t.Fatalf("downgrade with the cache still at v1: %+v, %v", res, err)
+	}
+	if got := data(); got != "v1" {
+		t.Fatalf("after the downgrade the object holds %q", got)
+	}
+	live, err := a.Direct().Get(ctx, v1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cached.Delete(ctx, live); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		live, err := a.Direct().Get(ctx, v1)
+		return live == nil, err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := cached.Apply(ctx, v1); err != nil || res.Action != apply.ActionCreate {
+		t.Fatalf("apply after a delete the cache has not seen: %+v, %v", res, err)
+	}
+	if got := data(); got != "v1" {
+		t.Fatalf("after the re-create the object holds %q", got)
 	}
 }
