@@ -57,8 +57,8 @@ if grep -q '"realNode"' "$state/state.json"; then
 	# the real node, deployed as `make images deploy` does; its dump Jobs
 	# run there too.
 	img=localhost/installstrategy-operator:demo
-	step "build the operator image (no Docker) and deploy it as a pod on the real node"
-	run "$bin/images" --image "$img" --sample-registry "" --out "$PWD/_output/demo-images" --load-into "$state"
+	step "build the operator's and the sample product's images (no Docker); deploy the operator as a pod on the real node"
+	run "$bin/images" --image "$img" --out "$PWD/_output/demo-images" --load-into "$state"
 	"$bin/deploy" deploy --image "$img" --local-cluster "$state" --kubeconfig "$kc" | grep -v '^  '
 	run demo pods installstrategy-system
 else
@@ -69,10 +69,20 @@ else
 	echo "operator running (pid $operator_pid), log $oplog"
 fi
 
-step "install the sample product at v1.0.0"
-run demo create "$ns" "$name" v1.0.0
+real_node=""
+if [[ -z "$operator_pid" ]]; then
+	real_node=real-node
+fi
+step "install the sample product at v1.0.0${real_node:+ (its pods on the real node)}"
+run demo create "$ns" "$name" v1.0.0 $real_node
 run plugin status --watch -n "$ns" "$name" --timeout 3m
 demo get "$ns"
+
+if [[ -n "$real_node" ]]; then
+	step "the product's admission webhook answers (sample-api, with the certificate the operator generated)"
+	demo pods "$ns"
+	run demo webhook "$ns"
+fi
 
 step "upgrade to v1.1.0 (handler DaemonSet canary first, api last, then prune)"
 run demo set-version "$ns" "$name" v1.1.0

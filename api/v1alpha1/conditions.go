@@ -20,6 +20,11 @@ const (
 	// ConditionSynchronized is False while objects of the target strategy
 	// cannot be applied.
 	ConditionSynchronized ConditionType = "Synchronized"
+	// ConditionCertificatesServed (the operator's own) is True when every
+	// Service of a generated certificate that the operator could reach
+	// presented that certificate, False when one presented another,
+	// Unknown when none could be reached from the operator.
+	ConditionCertificatesServed ConditionType = "CertificatesServed"
 )
 
 // Condition reasons. The first group is KubeVirt's (same strings), the
@@ -66,6 +71,15 @@ const (
 	ReasonUninstallBlocked = "UninstallBlocked"
 	// ReasonDeleted: the product was removed.
 	ReasonDeleted = "Deleted"
+	// ReasonServedCertificatesMatch: the Services reached present the
+	// generated certificates.
+	ReasonServedCertificatesMatch = "ServedCertificatesMatch"
+	// ReasonServedCertificateMismatch: a Service presents a certificate
+	// other than its Secret's (a pod kept an old one).
+	ReasonServedCertificateMismatch = "ServedCertificateMismatch"
+	// ReasonServedCertificatesUnreachable: no Service of a generated
+	// certificate could be reached from the operator.
+	ReasonServedCertificatesUnreachable = "ServedCertificatesUnreachable"
 )
 
 // Finalizer is the finalizer the operator puts on an Installation so that

@@ -84,6 +84,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
 	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
+	fs.DurationVar(&mo.servedCheck, "served-certificate-check", controller.DefaultServedCertificateCheck, "how often, at most, resyncs dial the Services of generated certificates to check what they present (condition CertificatesServed; also after every rollout); negative: never")
 	fs.Func("dump-pod-labels", "labels k=v[,k=v] put on dump Job pods (a test hook: the local cluster's simulated kubelet selects behaviours with them)", func(v string) (err error) {
 		mo.dumpPodLabels, err = keyValues(v)
 		return err

@@ -5,12 +5,18 @@
 // table and the operator's Events.
 //
 //	demo --kubeconfig FILE crd FILE
-//	demo --kubeconfig FILE create NAMESPACE NAME VERSION
+//	demo --kubeconfig FILE create NAMESPACE NAME VERSION [real-node]
 //	demo --kubeconfig FILE set-version NAMESPACE NAME VERSION
 //	demo --kubeconfig FILE wait-target NAMESPACE NAME VERSION
 //	demo --kubeconfig FILE get NAMESPACE
 //	demo --kubeconfig FILE events NAMESPACE NAME
 //	demo --kubeconfig FILE pods NAMESPACE
+//	demo --kubeconfig FILE webhook NAMESPACE
+//
+// "create ... real-node" places the product's pods on the real node;
+// "webhook" then creates a valid and an invalid Widget, which the
+// product's admission webhook (sample-api, on the real node, serving the
+// certificate the operator generated) admits and refuses.
 package main
 
 import (
@@ -18,6 +24,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
@@ -31,6 +38,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -40,6 +48,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/pkg/generate"
 )
 
 func main() {
@@ -60,7 +70,7 @@ func run(ctx context.Context, args []string) error {
 	}
 	args = fs.Args()
 	if len(args) < 2 {
-		return errors.New("usage: demo [--kubeconfig FILE] crd|create|set-version|wait-target|get|events ARGS")
+		return errors.New("usage: demo [--kubeconfig FILE] crd|create|set-version|wait-target|get|events|pods|webhook ARGS")
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -89,10 +99,18 @@ func run(ctx context.Context, args []string) error {
 		}
 		return installCRD(ctx, c, args[1], *timeout)
 	case "create":
+		if len(args) == 5 && args[4] == "real-node" {
+			return create(ctx, c, args[1], args[2], args[3], true)
+		}
 		if err := need(3); err != nil {
 			return err
 		}
-		return create(ctx, c, args[1], args[2], args[3])
+		return create(ctx, c, args[1], args[2], args[3], false)
+	case "webhook":
+		if err := need(1); err != nil {
+			return err
+		}
+		return webhook(ctx, c, args[1])
 	case "set-version":
 		if err := need(3); err != nil {
 			return err
@@ -159,7 +177,7 @@ func installCRD(ctx context.Context, c client.Client, file string, timeout time.
 	})
 }
 
-func create(ctx context.Context, c client.Client, ns, name, version string) error {
+func create(ctx context.Context, c client.Client, ns, name, version string, realNode bool) error {
 	if err := c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -167,7 +185,64 @@ func create(ctx context.Context, c client.Client, ns, name, version string) erro
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec:       v1alpha1.InstallationSpec{Version: version, Registry: "registry.example/sample"},
 	}
+	if realNode {
+		on := &v1alpha1.NodePlacement{
+			NodeSelector: map[string]string{cluster.RealNodeLabel: "true"},
+			Tolerations:  []corev1.Toleration{{Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		}
+		in.Spec.Workloads, in.Spec.Infra = on, on.DeepCopy()
+	}
 	return c.Create(ctx, in)
+}
+
+// webhook shows the product's admission webhook answering: the API server
+// calls it at sample-api's ClusterIP, which this command serves (the local
+// cluster has no kube-proxy) from a Ready sample-api pod on the real node.
+func webhook(ctx context.Context, c client.Client, ns string) error {
+	var svc corev1.Service
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "sample-api"}, &svc); err != nil {
+		return err
+	}
+	backend := func() string {
+		var list corev1.PodList
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "sample-api"}); err != nil {
+			return ""
+		}
+		for _, p := range list.Items {
+			for _, cond := range p.Status.Conditions {
+				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+					return net.JoinHostPort(p.Status.PodIP, "8443")
+				}
+			}
+		}
+		return ""
+	}
+	if backend() == "" {
+		return errors.New("no Ready sample-api pod (is the product on the real node?)")
+	}
+	fwd, err := cluster.ServeClusterIP(svc.Spec.ClusterIP, 443, backend)
+	if err != nil {
+		return err
+	}
+	defer fwd.Close()
+	widget := func(name string, size int64) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": generate.SampleGroup + "/v1alpha1", "kind": "Widget",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": map[string]any{"size": size},
+		}}
+		return u
+	}
+	valid := widget("demo-valid", 3)
+	if err := c.Create(ctx, valid); err != nil {
+		return fmt.Errorf("a valid Widget was refused: %w", err)
+	}
+	fmt.Println("Widget demo-valid (spec.size 3): admitted by the webhook")
+	err = c.Create(ctx, widget("demo-invalid", -1))
+	if err == nil {
+		return errors.New("an invalid Widget (spec.size -1) was admitted: the webhook did not answer")
+	}
+	fmt.Printf("Widget demo-invalid (spec.size -1): refused: %v\n", err)
+	return c.Delete(ctx, valid)
 }
 
 func condition(in *v1alpha1.Installation, t v1alpha1.ConditionType) string {

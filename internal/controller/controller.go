@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -53,6 +54,10 @@ const (
 	DefaultResyncPeriod     = 5 * time.Minute
 	DefaultProgressInterval = 2 * time.Second
 	DefaultErrorRequeue     = 10 * time.Second
+	// DefaultServedCertificateCheck is how often, at most, a deployed
+	// Installation's Services are dialled to check the certificates they
+	// present (and after every rollout).
+	DefaultServedCertificateCheck = 10 * time.Minute
 )
 
 // Options tune the Reconciler. The zero value resyncs every 5 minutes,
@@ -73,6 +78,14 @@ type Options struct {
 	// ProgressInterval is how often status.components is refreshed while a
 	// rollout runs; 0 means DefaultProgressInterval.
 	ProgressInterval time.Duration
+	// ServedCertificateCheck is how often, at most, resyncs check the
+	// certificates Services present (condition CertificatesServed); 0
+	// means DefaultServedCertificateCheck, a negative value never.
+	ServedCertificateCheck time.Duration
+	// DialService connects to a Service's ClusterIP for that check; nil
+	// means a plain TCP dial (tests route ClusterIPs their cluster does
+	// not).
+	DialService func(ctx context.Context, network, addr string) (net.Conn, error)
 	// StageDeadline bounds each step of a rollout; 0 means the reconciler's
 	// default.
 	StageDeadline time.Duration
@@ -121,6 +134,9 @@ type Reconciler struct {
 	// rollouts holds the cancel function (context.CancelCauseFunc) of
 	// each running rollout, by Installation UID.
 	rollouts sync.Map
+	// certChecked holds, by Installation UID, when the certificates its
+	// Services present were last checked (time.Time).
+	certChecked sync.Map
 	// wrote holds, by namespaced name, the resourceVersion of each
 	// Installation as the operator last wrote or read it from the API
 	// server. A cached copy at another version may be older than that

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -178,7 +179,9 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		progress(e)
 	}
 	start := time.Now()
-	res, runErr := r.rc.Run(runCtx, s.Strategy, r.reconcileOptions(s, onEvent))
+	runOpts := r.reconcileOptions(s, onEvent)
+	runOpts.ServedCertificates = r.servedCheck(in, changing)
+	res, runErr := r.rc.Run(runCtx, s.Strategy, runOpts)
 	if errors.Is(context.Cause(runCtx), errDeletedMidRollout) && ctx.Err() == nil {
 		// Reconcile again at once (the deletion's event does too): the
 		// delete stages run.
@@ -236,6 +239,10 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		in.SetCondition(v1alpha1.ConditionCreated, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesCreated, "all resources were created")
 		in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesSynchronized, "all resources were applied")
 	})
+	if res.ServedCertificates != nil {
+		r.certChecked.Store(in.UID, time.Now())
+		r.recordServedCertificates(s, res.ServedCertificates)
+	}
 	if err := r.writeStatus(ctx, s); err != nil {
 		return false, err
 	}
@@ -399,4 +406,61 @@ func short(id string) string {
 		return id[:12]
 	}
 	return id
+}
+
+// servedCheck says whether this run checks the certificates the
+// installation's Services present: after every rollout, and on resyncs at
+// most every Options.ServedCertificateCheck.
+func (r *Reconciler) servedCheck(in *v1alpha1.Installation, changing bool) reconcile.ServedCheck {
+	every := r.opts.ServedCertificateCheck
+	if every == 0 {
+		every = DefaultServedCertificateCheck
+	}
+	if every < 0 {
+		return reconcile.ServedCheck{}
+	}
+	due := changing
+	if last, ok := r.certChecked.Load(in.UID); !ok || time.Since(last.(time.Time)) >= every {
+		due = true
+	}
+	return reconcile.ServedCheck{Enabled: due, Dial: r.opts.DialService}
+}
+
+// recordServedCertificates sets the CertificatesServed condition from a
+// check (none when the product has no generated certificate) and reports
+// a newly found mismatch as a Warning event.
+func (r *Reconciler) recordServedCertificates(s *State, served []reconcile.ServedCertificate) {
+	if len(served) == 0 {
+		s.update(func(in *v1alpha1.Installation) { in.RemoveCondition(v1alpha1.ConditionCertificatesServed) })
+		return
+	}
+	var matched, unreachable int
+	var wrong []string
+	for _, c := range served {
+		switch c.State {
+		case reconcile.ServedMatch:
+			matched++
+		case reconcile.ServedMismatch:
+			wrong = append(wrong, c.String())
+		default:
+			unreachable++
+		}
+	}
+	status, reason := metav1.ConditionTrue, v1alpha1.ReasonServedCertificatesMatch
+	msg := fmt.Sprintf("%d Service ports present the generated certificates; %d could not be reached from the operator", matched, unreachable)
+	switch {
+	case len(wrong) > 0:
+		status, reason = metav1.ConditionFalse, v1alpha1.ReasonServedCertificateMismatch
+		msg = strings.Join(wrong, "; ")
+	case matched == 0:
+		status, reason = metav1.ConditionUnknown, v1alpha1.ReasonServedCertificatesUnreachable
+		msg = fmt.Sprintf("none of the %d Service ports serving generated certificates could be reached from the operator", unreachable)
+	}
+	in := s.Installation
+	if c := in.Condition(v1alpha1.ConditionCertificatesServed); status == metav1.ConditionFalse && (c == nil || c.Status != status || c.Message != msg) {
+		r.event(in, corev1.EventTypeWarning, reason, "CheckCertificates", "%s", msg)
+	}
+	s.update(func(in *v1alpha1.Installation) {
+		in.SetCondition(v1alpha1.ConditionCertificatesServed, status, reason, msg)
+	})
 }

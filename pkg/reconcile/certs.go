@@ -67,6 +67,9 @@ type certState struct {
 	names map[string][]string
 	// services holds the namespace/name of every Service of the strategy.
 	services map[string]bool
+	// servedBy maps a TLS Secret (namespace/name) to the strategy's
+	// Services in front of the workloads that mount it.
+	servedBy map[string][]*unstructured.Unstructured
 	// previous is the CA certificate the current one replaced, kept in
 	// the bundle until it expires (pods still serve certificates it
 	// signed until they restart).
@@ -120,7 +123,8 @@ func isEmptyTLSSecret(o *unstructured.Unstructured) bool {
 // newCertState finds the empty TLS Secrets and loads or creates the CA.
 func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) (*certState, error) {
 	opts.defaults()
-	c := &certState{r: r, opts: opts, readOnly: readOnly, names: map[string][]string{}, services: map[string]bool{}, pairs: map[string]certs.Pair{}}
+	c := &certState{r: r, opts: opts, readOnly: readOnly, names: map[string][]string{}, services: map[string]bool{},
+		servedBy: map[string][]*unstructured.Unstructured{}, pairs: map[string]certs.Pair{}}
 	if opts.Disabled {
 		return c, nil
 	}
@@ -142,7 +146,9 @@ func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) 
 		return c, nil
 	}
 	for _, s := range secrets {
-		c.names[s.GetNamespace()+"/"+s.GetName()] = dnsNamesFor(s, services, workloads)
+		key := s.GetNamespace() + "/" + s.GetName()
+		c.servedBy[key] = servicesFor(s, services, workloads)
+		c.names[key] = dnsNamesFor(s, c.servedBy[key])
 	}
 	ns := secrets[0].GetNamespace()
 	if !readOnly && ns != r.opts.Owner.Namespace {
@@ -168,8 +174,21 @@ func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) 
 // dnsNamesFor returns the names of the Services that select the pods of
 // the workloads mounting the Secret; a Secret that no served workload
 // mounts gets its own name (a client certificate).
-func dnsNamesFor(secret *unstructured.Unstructured, services, workloads []*unstructured.Unstructured) []string {
+func dnsNamesFor(secret *unstructured.Unstructured, services []*unstructured.Unstructured) []string {
 	var names []string
+	for _, svc := range services {
+		names = append(names, certs.ServiceDNSNames(svc.GetName(), svc.GetNamespace())...)
+	}
+	if len(names) == 0 {
+		return []string{secret.GetName()}
+	}
+	return names
+}
+
+// servicesFor returns the Services that select the pods of the workloads
+// mounting the Secret: the ones that serve its certificate.
+func servicesFor(secret *unstructured.Unstructured, services, workloads []*unstructured.Unstructured) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
 	seen := map[string]bool{}
 	for _, w := range workloads {
 		if w.GetNamespace() != secret.GetNamespace() || !mountsSecret(w, secret.GetName()) {
@@ -182,13 +201,10 @@ func dnsNamesFor(secret *unstructured.Unstructured, services, workloads []*unstr
 				continue
 			}
 			seen[svc.GetName()] = true
-			names = append(names, certs.ServiceDNSNames(svc.GetName(), svc.GetNamespace())...)
+			out = append(out, svc)
 		}
 	}
-	if len(names) == 0 {
-		return []string{secret.GetName()}
-	}
-	return names
+	return out
 }
 
 func mountsSecret(w *unstructured.Unstructured, name string) bool {

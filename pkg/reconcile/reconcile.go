@@ -75,6 +75,10 @@ type Options struct {
 	Certificates CertOptions
 	// Canary tunes the DaemonSet canary rollout of the update path.
 	Canary CanaryOptions
+	// ServedCertificates, when enabled, checks after the rollout the
+	// certificates the Services of generated TLS Secrets present (see
+	// ServedCheck); the outcome is in Result.ServedCertificates.
+	ServedCertificates ServedCheck
 	// OnEvent, when set, is called (from one goroutine at a time) with
 	// the progress of the run.
 	OnEvent func(Event)
@@ -151,6 +155,10 @@ type Result struct {
 	Adopted []strategy.ObjectRef
 	// RolledOver is true when every step was ready and prune ran.
 	RolledOver bool
+	// ServedCertificates holds, when Options.ServedCertificates asked for
+	// it, what each Service port of a generated TLS Secret presented
+	// (nil when not checked).
+	ServedCertificates []ServedCertificate
 }
 
 // Count returns how many applied objects had an action.
@@ -240,6 +248,16 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 		return r.res, &StepError{Step: plan.PruneStep, Err: err}
 	}
 	r.res.RolledOver = true
+	if opts.ServedCertificates.Enabled {
+		served, err := r.certs.checkServed(ctx, opts.ServedCertificates)
+		if err != nil {
+			return r.res, err
+		}
+		if served == nil {
+			served = []ServedCertificate{}
+		}
+		r.res.ServedCertificates = served
+	}
 	return r.res, nil
 }
 

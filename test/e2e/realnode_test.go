@@ -5,9 +5,9 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"io"
 	"net"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,8 +19,10 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/images"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/certs"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 )
 
@@ -86,9 +88,13 @@ func TestRealCanaryCrashLoopStopsUpgrade(t *testing.T) {
 // setupOnRealNode starts the operator, imports the sample's images into
 // the real node and creates the sample product at v1.0.0 with its handler
 // (and, with infra, its api and controller) placed on the real node.
-func setupOnRealNode(t *testing.T, infra bool) (*e2e, *cluster.RealNode) {
+func setupOnRealNode(t *testing.T, infra bool, change ...func(*controller.Options)) (*e2e, *cluster.RealNode) {
 	t.Helper()
-	e := setup(t)
+	e := setupWith(t, func(o *controller.Options) {
+		for _, c := range change {
+			c(o)
+		}
+	})
 	rn := e.env.RealNode(t)
 	importSampleImages(t, rn)
 	spec := sampleSpec("v1.0.0")
@@ -131,7 +137,11 @@ func onRealNode() *v1alpha1.NodePlacement {
 // certificate against the caBundle the reconciler injected, and the
 // webhook admits a valid Widget and refuses an invalid one.
 func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
-	e, rn := setupOnRealNode(t, true)
+	// The operator checks what sample-api's Service presents at every
+	// resync (see the end).
+	e, rn := setupOnRealNode(t, true, func(o *controller.Options) {
+		o.ResyncPeriod, o.ServedCertificateCheck = 2*time.Second, time.Nanosecond
+	})
 	ctx := t.Context()
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 
@@ -188,7 +198,12 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// impostor, once set, is where the ClusterIP leads instead.
+	var impostor atomic.Value
 	forward(t, svc.Spec.ClusterIP, func() string {
+		if addr, ok := impostor.Load().(string); ok {
+			return addr
+		}
 		addr, _ := backend(context.Background())
 		return addr
 	})
@@ -225,38 +240,58 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 	if _, err := widgets.Create(ctx, widget("after-rotation", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("a valid Widget after the rotation was refused: %v", err)
 	}
+
+	// The operator dials the Service too: it presents the generated
+	// (renewed) certificate. Then the ClusterIP is pointed at a server
+	// with another certificate (a pod that kept an old one): the operator
+	// reports the mismatch.
+	servedCondition := func(status metav1.ConditionStatus, reason string) *v1alpha1.Installation {
+		t.Helper()
+		var last *v1alpha1.Installation
+		if err := pollInstallation(ctx, e, "sample", func(in *v1alpha1.Installation) bool {
+			last = in
+			c := in.Condition(v1alpha1.ConditionCertificatesServed)
+			return c != nil && c.Status == status && c.Reason == reason
+		}); err != nil {
+			t.Fatalf("condition %s=%s (%s): %v; last %s", v1alpha1.ConditionCertificatesServed, status, reason, err, describe(last))
+		}
+		return last
+	}
+	servedCondition(metav1.ConditionTrue, v1alpha1.ReasonServedCertificatesMatch)
+	impostor.Store(impostorTLS(t, "sample-api."+e.ns+".svc"))
+	in := servedCondition(metav1.ConditionFalse, v1alpha1.ReasonServedCertificateMismatch)
+	if msg := in.Condition(v1alpha1.ConditionCertificatesServed).Message; !strings.Contains(msg, "sample-api") || !strings.Contains(msg, "the Secret holds serial") {
+		t.Errorf("mismatch message %q names neither the Service nor the serials", msg)
+	}
 }
 
-// forward accepts TCP connections on a loopback Service ClusterIP, port
-// 443, and copies them to the address backend returns at each connection
-// until the test ends (the part of
-// kube-proxy the API server needs to reach a webhook).
-func forward(t *testing.T, clusterIP string, backend func() string) {
+// impostorTLS serves TLS with a certificate of another CA for dnsName and
+// returns its address.
+func impostorTLS(t *testing.T, dnsName string) string {
 	t.Helper()
-	if ip := net.ParseIP(clusterIP); ip == nil || !ip.IsLoopback() {
-		t.Fatalf("service ClusterIP %s is not loopback; refusing to listen", clusterIP)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(clusterIP, "443"))
+	ca, err := certs.NewCA("impostor", time.Now(), time.Hour)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, err := net.DialTimeout("tcp", backend(), 5*time.Second)
-				if err != nil {
-					return
-				}
-				defer b.Close()
-				go func() { _, _ = io.Copy(b, c) }()
-				_, _ = io.Copy(c, b)
-			}()
-		}
-	}()
+	p, err := certs.NewServing(ca, []string{dnsName}, time.Now(), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pair, err := tls.X509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return testenv.ServeTLS(t, func() *tls.Certificate { return &pair })
+}
+
+// forward serves a Service's loopback ClusterIP, port 443, from the
+// address backend returns at each connection, until the test ends (see
+// cluster.ServeClusterIP).
+func forward(t *testing.T, clusterIP string, backend func() string) {
+	t.Helper()
+	c, err := cluster.ServeClusterIP(clusterIP, 443, backend)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
 }
