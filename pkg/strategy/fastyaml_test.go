@@ -9,7 +9,7 @@ import (
 
 // TestFastPathMatchesYAMLOnRealStrategies: every document of the real
 // KubeVirt strategies that the fast path accepts gives exactly what the
-// full YAML parser gives, and the fast path accepts nearly all of them.
+// full YAML parser gives, and the fast path accepts all of them.
 func TestFastPathMatchesYAMLOnRealStrategies(t *testing.T) {
 	for _, v := range kubevirtdata.Versions {
 		docs := splitDocuments(kubevirtdata.Read(t, v, "manifests.yaml"))
@@ -29,7 +29,9 @@ func TestFastPathMatchesYAMLOnRealStrategies(t *testing.T) {
 			}
 		}
 		t.Logf("%s: fast path took %d of %d documents", v, fast, len(docs))
-		if fast < len(docs)*9/10 {
+		// The codec benchmark's speed rests on this (#13): one large
+		// document left to yaml.v3 costs as much as dozens taken here.
+		if fast < len(docs) {
 			t.Errorf("%s: fast path took only %d of %d documents", v, fast, len(docs))
 		}
 	}
@@ -49,7 +51,21 @@ func TestFastPathCases(t *testing.T) {
 		{"a: &x 1\n", false},
 		{"a: >\n  folded\n", false},
 		{"a: plain\n  continued\n\n  para\nb:\n  own line\n", true},
-		{"a: x\n  - y\n", false},
+		{"a: x\n  - y\n", true}, // a continuation line: "x - y"
+		{"a: x\n  & *y ? [z\n", true},
+		{"a: x\n  # not a comment\n", false},
+		{"a: \"one\n  two  \n\n   three\"\nb: 'it''s\n  multi\n\n\n  line'\n", true},
+		{"a: \"joined\\\n  here \\\n\n  \\ kept\\tx\"\n", true},
+		{"- \"x\n  y\"\n- 'p\n  ''q'''\n", true},
+		{"a: \"\\N\\_\\L\\P\\'\\x41\\u00e9\\U0001F600\"\n", true},
+		{"a: \"x\ny\"\n", false},       // continuation not indented
+		{"a: \"x\n  y\" # c\n", false}, // comment after the close
+		{"a: \"x\n  y\"\n  b: c\n", false},
+		{"a: \"x\n", false},
+		{"a: \"x\\/y\"\n", false},    // yaml.v3 knows no "\/" escape
+		{"a: \"x\u0085y\"\n", false}, // NEL is a line break to yaml.v3
+		{"a: x\u2028 y\n", false},    // so is LS
+		{"\"k\n  ey\": v\n", false},  // multi-line keys stay with the full parser
 		{"a: 1\na: 2\n", false},
 		{"a:\tb\n", false},
 		{"- - x\n", false},
@@ -80,6 +96,7 @@ func FuzzFastPath(f *testing.F) {
 		"a: \"q\\n\"\nb: 'it''s'\nc: {}\nd: []\n",
 		"k:\n- name: x\n  args:\n  - --v=2\n  image: r/i:v1\n",
 		"- a\n-\n  b: c\n- |\n  lit\n",
+		"a: \"one\\\n  two \\t\n\n  three\"\nb: 'x''\n  y'\nc: p\n  - q\n",
 	} {
 		f.Add([]byte(seed))
 	}
