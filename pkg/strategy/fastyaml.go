@@ -1,6 +1,7 @@
 package strategy
 
 import (
+	"encoding/binary"
 	"regexp"
 	"strconv"
 	"strings"
@@ -38,9 +39,22 @@ func fastParse(data []byte) (any, bool) {
 }
 
 // printable reports whether data is valid UTF-8 made of the characters YAML
-// allows, leaving tabs, CRs and byte order marks to the full parser.
+// allows, leaving tabs, CRs, byte order marks and line breaks other than LF
+// to the full parser.
 func printable(data []byte) bool {
 	for i := 0; i < len(data); {
+		// Eight bytes at a time while they are all printable ASCII
+		// (0x20-0x7e), the bulk of any manifests text.
+		for i+8 <= len(data) {
+			w := binary.LittleEndian.Uint64(data[i:])
+			if hasByteBelow(w, 0x20)|w&highBits|hasByteBelow(w^(0x7f*lowBits), 1) != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(data) {
+			break
+		}
 		c := data[i]
 		if c < utf8.RuneSelf {
 			if (c < 0x20 && c != '\n') || c == 0x7f {
@@ -60,6 +74,15 @@ func printable(data []byte) bool {
 	return true
 }
 
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// hasByteBelow is not 0 when one of the eight bytes of w is below n (n at
+// most 0x80): the classic SWAR test, exact for "is there such a byte".
+func hasByteBelow(w uint64, n uint64) uint64 { return (w - n*lowBits) &^ w & highBits }
+
 type fastLine struct {
 	indent int
 	text   string // after the indentation; "" for a blank line
@@ -72,6 +95,9 @@ type fastParser struct {
 	i     int
 }
 
+// split cuts the source into lines, refusing document markers (Parse has
+// cut documents at them; fastParse alone leaves them to the full parser). It
+// runs after printable, which has refused tabs and CRs.
 func (p *fastParser) split() bool {
 	s := p.src
 	p.lines = make([]fastLine, 0, strings.Count(s, "\n")+1)
@@ -82,12 +108,12 @@ func (p *fastParser) split() bool {
 		} else {
 			l, s = s, ""
 		}
-		if strings.IndexByte(l, '\r') >= 0 || strings.IndexByte(l, '\t') >= 0 {
-			return false
-		}
 		n := 0
 		for n < len(l) && l[n] == ' ' {
 			n++
+		}
+		if n == 0 && len(l) >= 3 && (l[:3] == "---" || l[:3] == "...") && (len(l) == 3 || l[3] == ' ') {
+			return false
 		}
 		p.lines = append(p.lines, fastLine{indent: n, text: l[n:], blank: n == len(l)})
 	}
@@ -607,13 +633,20 @@ func (p *fastParser) literal(header string, parentIndent int) (any, bool) {
 	if lastContent == len(p.lines)-1 && !strings.HasSuffix(p.src, "\n") {
 		return nil, false // no final line break: chomping differs
 	}
+	size := 1
+	for k := start; k <= lastContent; k++ {
+		size += 1 + max(p.lines[k].indent-indent, 0) + len(p.lines[k].text)
+	}
+	b.Grow(size)
 	for k := start; k <= lastContent; k++ {
 		l := p.lines[k]
 		if k > start {
 			b.WriteByte('\n')
 		}
 		if !l.blank {
-			b.WriteString(strings.Repeat(" ", l.indent-indent))
+			for n := l.indent - indent; n > 0; n-- {
+				b.WriteByte(' ')
+			}
 			b.WriteString(l.text)
 		}
 	}

@@ -70,6 +70,9 @@ func TestFastPathCases(t *testing.T) {
 		{"a:\tb\n", false},
 		{"- - x\n", false},
 		{"a: 2024-01-01\n", false},
+		{"... 0:\n", false}, // a document end marker to yaml.v3
+		{"a:\n--- x\n", false},
+		{"a: \"x\n... y\"\n", false},
 	}
 	for _, c := range cases {
 		got, ok := fastParse([]byte(c.text))
