@@ -1,7 +1,9 @@
 package strategy
 
 import (
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
@@ -116,4 +118,53 @@ func FuzzFastPath(f *testing.F) {
 			t.Fatalf("disagreement on %q:\nfast %#v\nyaml %#v", data, got, want)
 		}
 	})
+}
+
+// TestFastPathQuotedAndFoldedScalars compares the fast path with yaml.v3 on
+// many generated scalars over several lines (quoted in both styles, and
+// plain), built from the characters that matter to folding and escaping,
+// wherever the fast path accepts them. Deterministic, so it runs in every
+// go test; FuzzFastPath explores beyond it.
+func TestFastPathQuotedAndFoldedScalars(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 1))
+	pieces := []string{"a", "b", " ", "  ", "\n", "\n  ", "\n    ", "\n\n  ", "\\", "\\\\", "\\n", "\\x4", "\\u00e9", "\\ ", "\\'", "\\/", "\"", "'", "''", "-", "- ", "#", " #", ":", ": ", "é", "...", "---", "&", "*", "[", "{"}
+	accepted := 0
+	for i := 0; i < 20000; i++ {
+		var b strings.Builder
+		for n := rng.IntN(12); n >= 0; n-- {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		body := b.String()
+		var doc string
+		switch rng.IntN(6) {
+		case 0:
+			doc = "k: \"" + body + "\"\nz: 1\n"
+		case 1:
+			doc = "k: '" + body + "'\nz: 1\n"
+		case 2:
+			doc = "l:\n- \"" + body + "\"\n- x\n"
+		case 3:
+			doc = "m:\n  k: '" + body + "'\n  z: 1\n"
+		case 4:
+			doc = "l:\n- p" + body + "\n- k: \"" + body + "\"\n"
+		default:
+			doc = "k: p" + body + "\nz: 1\n"
+		}
+		got, ok := fastParse([]byte(doc))
+		if !ok {
+			continue
+		}
+		accepted++
+		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: []byte(doc)})
+		if err != nil {
+			t.Fatalf("fast path accepted what yaml.v3 rejects (%v): %q", err, doc)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("disagreement on %q:\nfast %#v\nyaml %#v", doc, got, want)
+		}
+	}
+	t.Logf("fast path took %d of 20000 generated documents", accepted)
+	if accepted < 2000 {
+		t.Errorf("only %d generated documents took the fast path: the generator tests little", accepted)
+	}
 }
