@@ -15,8 +15,15 @@ import (
 // decodeBase64 decodes standard, padded base64, tolerating white space
 // anywhere. Errors carry the offset in the original string.
 func decodeBase64(s string) ([]byte, error) {
+	dst := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
+	// The usual case, one line or lines broken by CR/LF (which the
+	// decoder skips), needs no compacting.
+	if n, err := base64.StdEncoding.Decode(dst, []byte(s)); err == nil {
+		return dst[:n], nil
+	}
+	// Spaces or tabs, or corrupt: compact, and map an error's offset back
+	// to the original text.
 	src, origin := compact(s)
-	dst := make([]byte, base64.StdEncoding.DecodedLen(len(src)))
 	n, err := base64.StdEncoding.Decode(dst, src)
 	if err != nil {
 		var corrupt base64.CorruptInputError

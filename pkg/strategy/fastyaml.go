@@ -1,19 +1,22 @@
 package strategy
 
 import (
+	"encoding/binary"
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
 // fastParse reads the block-style YAML subset that sigs.k8s.io/yaml writes,
 // which is what KubeVirt's strategies (and ours) are made of: block mappings
-// and sequences indented with spaces, plain scalars on one line, one-line
-// quoted scalars, literal block scalars, and empty flow collections. It
-// returns ok=false as soon as it meets anything else (comments, anchors,
-// tags, flow collections, folded or multi-line scalars, tabs, CRs, ambiguous
-// numbers), and the caller then uses the full YAML parser. Where it returns
+// and sequences indented with spaces, plain and quoted scalars (on one line
+// or folded over several, as the emitter wraps long strings), literal block
+// scalars, and empty flow collections. It returns ok=false as soon as it
+// meets anything else (comments, anchors, tags, flow collections, folded
+// block scalars, tabs, CRs, line breaks other than LF, ambiguous numbers),
+// and the caller then uses the full YAML parser. Where it returns
 // ok=true, its result equals the full parser's: tests check that on every
 // document of the real KubeVirt strategies and by differential fuzzing.
 func fastParse(data []byte) (any, bool) {
@@ -21,6 +24,14 @@ func fastParse(data []byte) (any, bool) {
 		return nil, false
 	}
 	p := fastParser{src: string(data)}
+	if lines, _ := linesPool.Get().(*[]fastLine); lines != nil {
+		p.lines = *lines
+	}
+	defer func() {
+		clear(p.lines) // keep no strings of this document alive
+		p.lines = p.lines[:0]
+		linesPool.Put(&p.lines)
+	}()
 	if !p.split() {
 		return nil, false
 	}
@@ -37,9 +48,22 @@ func fastParse(data []byte) (any, bool) {
 }
 
 // printable reports whether data is valid UTF-8 made of the characters YAML
-// allows, leaving tabs, CRs and byte order marks to the full parser.
+// allows, leaving tabs, CRs, byte order marks and line breaks other than LF
+// to the full parser.
 func printable(data []byte) bool {
 	for i := 0; i < len(data); {
+		// Eight bytes at a time while they are all printable ASCII
+		// (0x20-0x7e), the bulk of any manifests text.
+		for i+8 <= len(data) {
+			w := binary.LittleEndian.Uint64(data[i:])
+			if hasByteBelow(w, 0x20)|w&highBits|hasByteBelow(w^(0x7f*lowBits), 1) != 0 {
+				break
+			}
+			i += 8
+		}
+		if i >= len(data) {
+			break
+		}
 		c := data[i]
 		if c < utf8.RuneSelf {
 			if (c < 0x20 && c != '\n') || c == 0x7f {
@@ -49,7 +73,9 @@ func printable(data []byte) bool {
 			continue
 		}
 		r, size := utf8.DecodeRune(data[i:])
-		if r == utf8.RuneError || r == 0xfeff || r < 0xa0 && r != 0x85 || (r >= 0xd800 && r < 0xe000) || r == 0xfffe || r == 0xffff {
+		// NEL, LS and PS are line breaks to yaml.v3 (in scalars too), so
+		// they are left to it like the C1 controls.
+		if r == utf8.RuneError || r == 0xfeff || r < 0xa0 || r == 0x2028 || r == 0x2029 || (r >= 0xd800 && r < 0xe000) || r == 0xfffe || r == 0xffff {
 			return false
 		}
 		i += size
@@ -57,11 +83,24 @@ func printable(data []byte) bool {
 	return true
 }
 
+const (
+	lowBits  = 0x0101010101010101
+	highBits = 0x8080808080808080
+)
+
+// hasByteBelow is not 0 when one of the eight bytes of w is below n (n at
+// most 0x80): the classic SWAR test, exact for "is there such a byte".
+func hasByteBelow(w uint64, n uint64) uint64 { return (w - n*lowBits) &^ w & highBits }
+
 type fastLine struct {
 	indent int
 	text   string // after the indentation; "" for a blank line
 	blank  bool
 }
+
+// linesPool keeps the line tables of parsed documents for the next ones
+// (*[]fastLine): on one core this was a tenth of the parse.
+var linesPool sync.Pool
 
 type fastParser struct {
 	src   string
@@ -69,9 +108,15 @@ type fastParser struct {
 	i     int
 }
 
+// split cuts the source into lines, refusing document markers (Parse has
+// cut documents at them; fastParse alone leaves them to the full parser). It
+// runs after printable, which has refused tabs and CRs.
 func (p *fastParser) split() bool {
 	s := p.src
-	p.lines = make([]fastLine, 0, strings.Count(s, "\n")+1)
+	if n := strings.Count(s, "\n") + 1; cap(p.lines) < n {
+		p.lines = make([]fastLine, 0, n)
+	}
+	p.lines = p.lines[:0]
 	for len(s) > 0 {
 		var l string
 		if nl := strings.IndexByte(s, '\n'); nl >= 0 {
@@ -79,12 +124,12 @@ func (p *fastParser) split() bool {
 		} else {
 			l, s = s, ""
 		}
-		if strings.IndexByte(l, '\r') >= 0 || strings.IndexByte(l, '\t') >= 0 {
-			return false
-		}
 		n := 0
 		for n < len(l) && l[n] == ' ' {
 			n++
+		}
+		if n == 0 && len(l) >= 3 && (l[:3] == "---" || l[:3] == "...") && (len(l) == 3 || l[3] == ' ') {
+			return false
 		}
 		p.lines = append(p.lines, fastLine{indent: n, text: l[n:], blank: n == len(l)})
 	}
@@ -278,8 +323,8 @@ func (p *fastParser) scalarOrEmpty(rest string, parentIndent int) (any, bool) {
 	case rest[0] == '|':
 		return p.literal(rest, parentIndent)
 	case rest[0] == '"' || rest[0] == '\'':
-		s, n, ok := quoted(rest)
-		if !ok || strings.TrimRight(rest[n:], " ") != "" {
+		s, ok := p.multiQuoted(rest, parentIndent)
+		if !ok {
 			return nil, false
 		}
 		v = s
@@ -381,7 +426,10 @@ func (p *fastParser) foldPlain(first string, parentIndent int) (string, bool) {
 			break
 		}
 		l := strings.TrimRight(p.lines[j].text, " ")
-		if !plainStart(l) || strings.Contains(l, ": ") || strings.Contains(l, " #") || strings.HasSuffix(l, ":") {
+		// A continuation line may start with any character but "#" (a
+		// comment): indicators such as "- " only count where a scalar
+		// starts, and "---" cannot be here (the line is indented).
+		if l[0] == '#' || strings.Contains(l, ": ") || strings.Contains(l, " #") || strings.HasSuffix(l, ":") {
 			return "", false
 		}
 		if b == nil {
@@ -405,79 +453,155 @@ func (p *fastParser) foldPlain(first string, parentIndent int) (string, bool) {
 // quoted reads a one-line single- or double-quoted scalar at the start of t
 // and returns it with the length it took.
 func quoted(t string) (string, int, bool) {
+	// Fast when there is nothing to unescape: the value is a substring.
 	if t[0] == '\'' {
-		var b strings.Builder
-		for i := 1; i < len(t); i++ {
-			if t[i] == '\'' {
-				if i+1 < len(t) && t[i+1] == '\'' {
-					b.WriteByte('\'')
-					i++
-					continue
-				}
-				return b.String(), i + 1, true
-			}
-			b.WriteByte(t[i])
+		if end := strings.IndexByte(t[1:], '\''); end >= 0 && (2+end == len(t) || t[2+end] != '\'') {
+			return t[1 : 1+end], end + 2, true
 		}
-		return "", 0, false
-	}
-	// Double-quoted: fast when there is no escape.
-	end := strings.IndexAny(t[1:], "\"\\")
-	if end >= 0 && t[1+end] == '"' {
+	} else if end := strings.IndexAny(t[1:], "\"\\"); end >= 0 && t[1+end] == '"' {
 		return t[1 : 1+end], end + 2, true
 	}
-	var b strings.Builder
-	for i := 1; i < len(t); i++ {
-		c := t[i]
-		if c == '"' {
-			return b.String(), i + 1, true
+	q := quoteScanner{single: t[0] == '\''}
+	n, closed, ok := q.segment(t[1:])
+	if !ok || !closed {
+		return "", 0, false
+	}
+	return string(q.out), n + 1, true
+}
+
+// multiQuoted reads a quoted scalar that starts at first (its opening quote
+// and the rest of its line) and may go on over the next lines, which must be
+// indented more than parentIndent. The rest of the line where it closes must
+// be blank.
+func (p *fastParser) multiQuoted(first string, parentIndent int) (string, bool) {
+	if s, n, ok := quoted(first); ok {
+		return s, strings.TrimRight(first[n:], " ") == ""
+	}
+	q := quoteScanner{single: first[0] == '\''}
+	_, closed, ok := q.segment(first[1:])
+	for ok && !closed {
+		// The segment ended at a line break (escaped or not): fold it
+		// with the blank lines that follow, as yaml.v3 does.
+		breaks := 0
+		for p.i < len(p.lines) && p.lines[p.i].blank {
+			breaks++
+			p.i++
 		}
-		if c != '\\' {
-			b.WriteByte(c)
-			continue
+		if p.i >= len(p.lines) || p.lines[p.i].indent <= parentIndent {
+			return "", false // end of document, or less indented: the full parser decides
 		}
-		i++
-		if i >= len(t) {
-			return "", 0, false
-		}
-		switch t[i] {
-		case '\\', '"', '/':
-			b.WriteByte(t[i])
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'r':
-			b.WriteByte('\r')
-		case '0':
-			b.WriteByte(0)
-		case 'a':
-			b.WriteByte(7)
-		case 'b':
-			b.WriteByte(8)
-		case 'e':
-			b.WriteByte(0x1b)
-		case 'f':
-			b.WriteByte(0xc)
-		case 'v':
-			b.WriteByte(0xb)
-		case ' ':
-			b.WriteByte(' ')
-		case 'x', 'u', 'U':
-			width := map[byte]int{'x': 2, 'u': 4, 'U': 8}[t[i]]
-			if i+width >= len(t) {
-				return "", 0, false
+		switch {
+		case q.escapedBreak || breaks > 0:
+			for ; breaks > 0; breaks-- {
+				q.out = append(q.out, '\n')
 			}
-			r, err := strconv.ParseUint(t[i+1:i+1+width], 16, 32)
-			if err != nil || !utf8.ValidRune(rune(r)) {
-				return "", 0, false
-			}
-			b.WriteRune(rune(r))
-			i += width
 		default:
-			return "", 0, false
+			q.out = append(q.out, ' ')
+		}
+		l := p.lines[p.i].text
+		p.i++
+		var n int
+		n, closed, ok = q.segment(l)
+		if ok && closed && strings.TrimRight(l[n:], " ") != "" {
+			return "", false
 		}
 	}
-	return "", 0, false
+	if !ok {
+		return "", false
+	}
+	return string(q.out), true
+}
+
+// quoteScanner decodes the inside of a quoted scalar one line at a time,
+// with the rules of yaml.v3's scanner (yaml_parser_scan_flow_scalar): in
+// single quotes a doubled quote is one quote; in double quotes the escapes
+// yaml.v3 knows (anything else, "\/" included, it rejects, so the fast path
+// gives up), and a backslash at the end of a line escapes the line break.
+// Spaces at the end of a line are dropped; the caller folds the line breaks.
+type quoteScanner struct {
+	single bool
+	out    []byte
+	// escapedBreak is set when the last segment ended with a backslash.
+	escapedBreak bool
+}
+
+// segment scans one line's part of the scalar (without its line break) and
+// reports where the closing quote ended, if it was on this line.
+func (q *quoteScanner) segment(t string) (end int, closed, ok bool) {
+	q.escapedBreak = false
+	spaces := 0 // pending spaces: kept only if something follows on the line
+	for i := 0; i < len(t); {
+		c := t[i]
+		if c == ' ' {
+			spaces++
+			i++
+			continue
+		}
+		for ; spaces > 0; spaces-- {
+			q.out = append(q.out, ' ')
+		}
+		switch {
+		case q.single && c == '\'':
+			if i+1 < len(t) && t[i+1] == '\'' {
+				q.out = append(q.out, '\'')
+				i += 2
+				continue
+			}
+			return i + 1, true, true
+		case !q.single && c == '"':
+			return i + 1, true, true
+		case !q.single && c == '\\':
+			if i+1 == len(t) {
+				q.escapedBreak = true
+				return len(t), false, true
+			}
+			n, ok := q.escape(t[i+1:])
+			if !ok {
+				return 0, false, false
+			}
+			i += 1 + n
+		default:
+			q.out = append(q.out, c)
+			i++
+		}
+	}
+	return len(t), false, true
+}
+
+// escape decodes the escape sequence after a backslash and returns the
+// bytes it took.
+func (q *quoteScanner) escape(t string) (int, bool) {
+	if r, ok := simpleEscapes[t[0]]; ok {
+		q.out = utf8.AppendRune(q.out, r)
+		return 1, true
+	}
+	width := 0
+	switch t[0] {
+	case 'x':
+		width = 2
+	case 'u':
+		width = 4
+	case 'U':
+		width = 8
+	default:
+		return 0, false
+	}
+	if 1+width > len(t) {
+		return 0, false
+	}
+	r, err := strconv.ParseUint(t[1:1+width], 16, 32)
+	if err != nil || !utf8.ValidRune(rune(r)) {
+		return 0, false
+	}
+	q.out = utf8.AppendRune(q.out, rune(r))
+	return 1 + width, true
+}
+
+// simpleEscapes are yaml.v3's one-character escapes (its scanner's list;
+// "\<TAB>" cannot occur here, tabs never take the fast path).
+var simpleEscapes = map[byte]rune{
+	'0': 0, 'a': 7, 'b': 8, 't': 9, 'n': '\n', 'v': 0xb, 'f': 0xc, 'r': '\r', 'e': 0x1b,
+	' ': ' ', '"': '"', '\'': '\'', '\\': '\\', 'N': 0x85, '_': 0xa0, 'L': 0x2028, 'P': 0x2029,
 }
 
 // literal reads a "|" block scalar (clip or strip chomping, indentation
@@ -525,13 +649,20 @@ func (p *fastParser) literal(header string, parentIndent int) (any, bool) {
 	if lastContent == len(p.lines)-1 && !strings.HasSuffix(p.src, "\n") {
 		return nil, false // no final line break: chomping differs
 	}
+	size := 1
+	for k := start; k <= lastContent; k++ {
+		size += 1 + max(p.lines[k].indent-indent, 0) + len(p.lines[k].text)
+	}
+	b.Grow(size)
 	for k := start; k <= lastContent; k++ {
 		l := p.lines[k]
 		if k > start {
 			b.WriteByte('\n')
 		}
 		if !l.blank {
-			b.WriteString(strings.Repeat(" ", l.indent-indent))
+			for n := l.indent - indent; n > 0; n-- {
+				b.WriteByte(' ')
+			}
 			b.WriteString(l.text)
 		}
 	}
