@@ -21,30 +21,46 @@ import (
 // product (one per namespace).
 const syntheticName = "synthetic"
 
-// installSynthetic publishes testenv.NamespacedProduct at version in each
-// namespace (unsigned, so the Installation pins its digest) and creates an
-// Installation of it there, removing its workloads when deleted; a few
-// namespaces at a time.
-func installSynthetic(ctx context.Context, tb testing.TB, env *testenv.Env, c client.Client, namespaces []string, version string) {
+// publishSynthetic publishes testenv.NamespacedProduct at version in each
+// namespace, unsigned (the Installation pins its digest), a few at a time.
+func publishSynthetic(ctx context.Context, tb testing.TB, env *testenv.Env, namespaces []string, version string) []store.Entry {
 	tb.Helper()
 	st, err := store.NewForConfig(env.Config, store.Options{})
 	if err != nil {
 		tb.Fatal(err)
 	}
+	entries := make([]store.Entry, len(namespaces))
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(8)
-	for _, ns := range namespaces {
+	for i, ns := range namespaces {
 		g.Go(func() error {
-			s := testenv.NamespacedProduct(tb, ns, version)
-			entry, err := st.Publish(gctx, ns, s)
-			if err != nil {
+			var err error
+			if entries[i], err = st.Publish(gctx, ns, testenv.NamespacedProduct(tb, ns, version)); err != nil {
 				return fmt.Errorf("publish in %s: %w", ns, err)
 			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		tb.Fatal(err)
+	}
+	return entries
+}
+
+// createSynthetic creates in each namespace an Installation of the
+// strategy publishSynthetic stored there, removing its workloads when
+// deleted; a few at a time.
+func createSynthetic(ctx context.Context, tb testing.TB, c client.Client, namespaces []string, entries []store.Entry) {
+	tb.Helper()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(8)
+	for i, ns := range namespaces {
+		g.Go(func() error {
 			in := &v1alpha1.Installation{
 				ObjectMeta: metav1.ObjectMeta{Name: syntheticName, Namespace: ns},
 				Spec: v1alpha1.InstallationSpec{
-					Version: s.Identity.Version, Registry: s.Identity.Registry,
-					Strategy:          &v1alpha1.StrategySource{ConfigMap: configMapSource(entry)},
+					Version: entries[i].Identity.Version, Registry: entries[i].Identity.Registry,
+					Strategy:          &v1alpha1.StrategySource{ConfigMap: configMapSource(entries[i])},
 					UninstallStrategy: v1alpha1.UninstallRemoveWorkloads,
 				},
 			}
@@ -59,31 +75,31 @@ func installSynthetic(ctx context.Context, tb testing.TB, env *testenv.Env, c cl
 	}
 }
 
-// deployedAmong counts the Installations of namespaces that are deployed
-// at version, with one list of every namespace, and describes one that is
-// not.
-func deployedAmong(ctx context.Context, c client.Client, namespaces []string, version string) (int, string, error) {
+// deployedAmong counts the Installations of namespaces (total) and those
+// of them deployed at version, with one list of every namespace, and
+// describes one that is not.
+func deployedAmong(ctx context.Context, c client.Client, namespaces []string, version string) (deployed, total int, pending string, err error) {
 	want := map[string]bool{}
 	for _, ns := range namespaces {
 		want[ns] = true
 	}
 	var list v1alpha1.InstallationList
 	if err := c.List(ctx, &list); err != nil {
-		return 0, "", err
+		return 0, 0, "", err
 	}
-	n, pending := 0, ""
 	for i := range list.Items {
 		in := &list.Items[i]
 		if !want[in.Namespace] {
 			continue
 		}
+		total++
 		if in.IsDeployed() && in.Status.ObservedVersion == version {
-			n++
+			deployed++
 		} else if pending == "" {
 			pending = in.Namespace + "/" + in.Name + ": " + describe(in)
 		}
 	}
-	return n, pending, nil
+	return deployed, total, pending, nil
 }
 
 // waitAllDeployed waits until the Installation of every namespace is
@@ -91,7 +107,7 @@ func deployedAmong(ctx context.Context, c client.Client, namespaces []string, ve
 func waitAllDeployed(ctx context.Context, tb testing.TB, c client.Client, namespaces []string, version string) {
 	tb.Helper()
 	testenv.WaitFor(ctx, tb, fmt.Sprintf("%d installations deployed at %s", len(namespaces), version), func(ctx context.Context) (bool, string, error) {
-		n, pending, err := deployedAmong(ctx, c, namespaces, version)
+		n, _, pending, err := deployedAmong(ctx, c, namespaces, version)
 		return n == len(namespaces), fmt.Sprintf("%d deployed; first not: %s", n, pending), err
 	})
 }
@@ -111,7 +127,7 @@ func TestManyInstallationsIdleResyncs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	namespaces := e.namespaces()
-	installSynthetic(ctx, t, e.env, e.c, namespaces, "v1.0.0")
+	createSynthetic(ctx, t, e.c, namespaces, publishSynthetic(ctx, t, e.env, namespaces, "v1.0.0"))
 	waitAllDeployed(ctx, t, e.c, namespaces, "v1.0.0")
 	deployed := metrics.Reconciles.WithLabelValues("deployed")
 	// Let each Installation have a resync after it was found deployed,
@@ -136,7 +152,7 @@ func TestManyInstallationsIdleResyncs(t *testing.T) {
 	if perResync > 25 {
 		t.Errorf("idle resyncs read %.1f times each, want at most 25", perResync)
 	}
-	if got, _, err := deployedAmong(ctx, e.c, namespaces, "v1.0.0"); err != nil || got != installations {
+	if got, _, _, err := deployedAmong(ctx, e.c, namespaces, "v1.0.0"); err != nil || got != installations {
 		t.Errorf("after the resyncs %d of %d installations are deployed (%v)", got, installations, err)
 	}
 }
