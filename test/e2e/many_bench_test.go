@@ -51,7 +51,10 @@ type manyFigures struct {
 // resync periods after all are Deployed. The "ratio" sub-benchmark divides
 // the many by the one: per-installation ratios near 1 mean the cost grows
 // linearly, below 1 that it is shared. One round is minutes of work:
-// run with -benchtime 1x. Needs the test cluster, and no other
+// run with -benchtime 1x. INSTALLSTRATEGY_MANY_RECONCILES sets the
+// operator's --max-concurrent-reconciles (default 4: a rollout holds a
+// worker while it waits for its workloads, which bounds the time to
+// Deployed of many). Needs the test cluster, and no other
 // Installations in it (the operator watches every namespace).
 //
 //	go test -run '^$' -bench ManyInstallations -benchtime 1x -timeout 60m ./test/e2e
@@ -129,7 +132,11 @@ func measureMany(b *testing.B, env *testenv.Env, n int) manyFigures {
 	for _, in := range others.Items {
 		b.Fatalf("Installation %s/%s exists: the benchmark needs a cluster without other Installations", in.Namespace, in.Name)
 	}
-	p := newOperatorProcess(b, fmt.Sprintf("operator-%d", n), "", "--resync-period", manyResync.String())
+	flags := []string{"--resync-period", manyResync.String()}
+	if v := os.Getenv("INSTALLSTRATEGY_MANY_RECONCILES"); v != "" {
+		flags = append(flags, "--max-concurrent-reconciles", v)
+	}
+	p := newOperatorProcess(b, fmt.Sprintf("operator-%d", n), "", flags...)
 	removed := false
 	b.Cleanup(func() {
 		if !removed {
