@@ -25,16 +25,17 @@ const manyIdle = time.Minute
 
 // manyFigures is what one size of BenchmarkManyInstallations measured.
 type manyFigures struct {
-	installations int
-	deploy        time.Duration // first create to all Deployed
-	peakRSS       float64       // MB, VmHWM at the end
-	idleRSS       float64       // MB, VmRSS at the end of the idle minute
-	deployCPU     float64       // CPU seconds from the operator's start to all Deployed
-	idleCPU       float64       // CPU seconds over the idle minute
-	idleRequests  float64       // requests per idle minute
-	idleWrites    float64       // write requests per idle minute
-	resyncs       float64       // deployed reconciles per idle minute
-	remove        time.Duration // delete of every Installation to all gone
+	installations  int
+	deploy         time.Duration // first create to all Deployed
+	peakRSS        float64       // MB, VmHWM at the end
+	idleRSS        float64       // MB, VmRSS at the end of the idle minute
+	deployCPU      float64       // CPU seconds from the operator's start to all Deployed
+	deployRequests float64       // requests from the first create to all Deployed
+	idleCPU        float64       // CPU seconds over the idle minute
+	idleRequests   float64       // requests per idle minute
+	idleWrites     float64       // write requests per idle minute
+	resyncs        float64       // deployed reconciles per idle minute
+	remove         time.Duration // delete of every Installation to all gone
 }
 
 // BenchmarkManyInstallations is issue #13 (d): the real operator binary,
@@ -51,10 +52,9 @@ type manyFigures struct {
 // resync periods after all are Deployed. The "ratio" sub-benchmark divides
 // the many by the one: per-installation ratios near 1 mean the cost grows
 // linearly, below 1 that it is shared. One round is minutes of work:
-// run with -benchtime 1x. INSTALLSTRATEGY_MANY_RECONCILES sets the
-// operator's --max-concurrent-reconciles (default 4: a rollout holds a
-// worker while it waits for its workloads, which bounds the time to
-// Deployed of many). Needs the test cluster, and no other
+// run with -benchtime 1x. INSTALLSTRATEGY_MANY_OPERATOR_FLAGS adds flags
+// to the operator's (e.g. "--max-concurrent-reconciles 16 --kube-api-qps
+// 1000"). Needs the test cluster, and no other
 // Installations in it (the operator watches every namespace).
 //
 //	go test -run '^$' -bench ManyInstallations -benchtime 1x -timeout 60m ./test/e2e
@@ -85,6 +85,8 @@ func BenchmarkManyInstallations(b *testing.B) {
 			b.ReportMetric(f.peakRSS, "MB-peak-rss")
 			b.ReportMetric(f.idleRSS, "MB-idle-rss")
 			b.ReportMetric(f.deployCPU, "cpu-s-deploy")
+			b.ReportMetric(f.deployRequests, "req-to-deployed")
+			b.ReportMetric(f.deployRequests/f.deploy.Seconds(), "req/s-deploying")
 			b.ReportMetric(f.idleCPU, "cpu-s/idle-min")
 			b.ReportMetric(f.idleRequests, "req/idle-min")
 			b.ReportMetric(f.idleWrites, "writes/idle-min")
@@ -132,10 +134,7 @@ func measureMany(b *testing.B, env *testenv.Env, n int) manyFigures {
 	for _, in := range others.Items {
 		b.Fatalf("Installation %s/%s exists: the benchmark needs a cluster without other Installations", in.Namespace, in.Name)
 	}
-	flags := []string{"--resync-period", manyResync.String()}
-	if v := os.Getenv("INSTALLSTRATEGY_MANY_RECONCILES"); v != "" {
-		flags = append(flags, "--max-concurrent-reconciles", v)
-	}
+	flags := append([]string{"--resync-period", manyResync.String()}, strings.Fields(os.Getenv("INSTALLSTRATEGY_MANY_OPERATOR_FLAGS"))...)
 	p := newOperatorProcess(b, fmt.Sprintf("operator-%d", n), "", flags...)
 	removed := false
 	b.Cleanup(func() {
@@ -152,11 +151,13 @@ func measureMany(b *testing.B, env *testenv.Env, n int) manyFigures {
 	})
 
 	entries := publishSynthetic(ctx, b, env, namespaces, "v1.0.0")
+	before := p.metric(ctx, "rest_client_requests_total", "")
 	start := time.Now()
 	createSynthetic(ctx, b, c, namespaces, entries)
 	waitAllDeployed(ctx, b, c, namespaces, "v1.0.0")
 	f.deploy = time.Since(start)
 	f.deployCPU = cpuSeconds(b, pid)
+	f.deployRequests = p.metric(ctx, "rest_client_requests_total", "") - before
 
 	// Settle (the reconciles that found each rollout done), then count.
 	time.Sleep(2 * manyResync)
@@ -184,8 +185,8 @@ func measureMany(b *testing.B, env *testenv.Env, n int) manyFigures {
 	start = time.Now()
 	removeSynthetic(ctx, b, c, namespaces)
 	f.remove, removed = time.Since(start), true
-	b.Logf("%d installations: deployed in %.1f s; peak RSS %.1f MB, idle %.1f MB; CPU %.1f s to deployed, %.2f s per idle minute; per idle minute %.0f requests (%.0f writes) over %.0f resyncs; removed in %.1f s",
-		n, f.deploy.Seconds(), f.peakRSS, f.idleRSS, f.deployCPU, f.idleCPU, f.idleRequests, f.idleWrites, f.resyncs, f.remove.Seconds())
+	b.Logf("%d installations: deployed in %.1f s (%.0f requests); peak RSS %.1f MB, idle %.1f MB; CPU %.1f s to deployed, %.2f s per idle minute; per idle minute %.0f requests (%.0f writes) over %.0f resyncs; removed in %.1f s",
+		n, f.deploy.Seconds(), f.deployRequests, f.peakRSS, f.idleRSS, f.deployCPU, f.idleCPU, f.idleRequests, f.idleWrites, f.resyncs, f.remove.Seconds())
 	return f
 }
 
