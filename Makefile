@@ -15,7 +15,8 @@
 #                       with 10% of its requests failing (not in make test)
 #   make bench          benchmarks beside their baselines
 #   make bench-cluster  the cluster benchmarks (idle resync, apply against
-#                       kubectl) on a cluster of their own; not in make test
+#                       kubectl, 100 Installations) on a cluster of their
+#                       own; not in make test
 #   make build          the plugin and operator binaries into _output/bin
 #   make release        release archives (linux, darwin; amd64, arm64),
 #                       SHA256SUMS and the krew manifest into _output/release
@@ -152,9 +153,11 @@ bench:
 	$(GO) test -run='^$$' -bench=. -benchtime=5x ./pkg/codec
 
 # bench-cluster runs the benchmarks that need a cluster (idle resync cost,
-# apply against kubectl) on a cluster of their own, like make test; not in
-# make test. BENCH_CLUSTER selects them (a -bench regexp).
-BENCH_CLUSTER ?= IdleResync|ApplyKubeVirt
+# apply against kubectl, 100 Installations in one operator) on a cluster of
+# their own, like make test; not in make test. BENCH_CLUSTER selects them
+# (a -bench regexp over both packages). BenchmarkManyInstallations (test/e2e)
+# is minutes per round, so it runs one round (-benchtime 1x).
+BENCH_CLUSTER ?= IdleResync|ApplyKubeVirt|ManyInstallations
 .PHONY: bench-cluster
 bench-cluster:
 	@TEST_TARGETS=bench-cluster-run TEST_CLUSTER_STATE_DIR="$(CURDIR)/_output/bench-cluster" hack/test.sh
@@ -162,6 +165,7 @@ bench-cluster:
 .PHONY: bench-cluster-run
 bench-cluster-run:
 	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=3x -timeout=60m ./pkg/reconcile
+	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=1x -timeout=60m ./test/e2e
 
 # Build stamps: version, commit and the commit's date (not the build's, so
 # that rebuilding a commit gives the same binary), into internal/buildinfo.

@@ -83,6 +83,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+controller.DefaultRegistry)
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
 	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
+	fs.IntVar(&mo.maxReconciles, "max-concurrent-reconciles", 0, "Installations reconciled at once (a rollout holds one while it waits for its workloads); 0 means 4")
 	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
 	fs.DurationVar(&mo.servedCheck, "served-certificate-check", controller.DefaultServedCertificateCheck, "how often, at most, resyncs dial the Services of generated certificates to check what they present (condition CertificatesServed; also after every rollout); negative: never")
 	fs.Func("dump-pod-labels", "labels k=v[,k=v] put on dump Job pods (a test hook: the local cluster's simulated kubelet selects behaviours with them)", func(v string) (err error) {
@@ -131,6 +132,9 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	}
 	if mo.stageDeadline <= 0 {
 		return fmt.Errorf("--stage-deadline %s: must be positive", mo.stageDeadline)
+	}
+	if mo.maxReconciles < 0 {
+		return fmt.Errorf("--max-concurrent-reconciles %d: must not be negative", mo.maxReconciles)
 	}
 	log := newLog(*verbosity)
 	if !*dumpMode {

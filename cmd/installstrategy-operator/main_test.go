@@ -26,6 +26,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"extra"}, "unexpected arguments"},
 		{[]string{"--no-such-flag"}, "flag provided but not defined"},
 		{[]string{"--stage-deadline=-1s"}, "--stage-deadline -1s: must be positive"},
+		{[]string{"--max-concurrent-reconciles=-1"}, "--max-concurrent-reconciles -1: must not be negative"},
 		{[]string{"--dump-install-strategy", "--strategy-format=yaml"}, `unknown format "yaml"`},
 		{[]string{"--dump-install-strategy"}, "not running in a cluster"},
 		{[]string{"--dump-install-strategy", "--kubeconfig=/does/not/exist"}, "kubeconfig /does/not/exist"},

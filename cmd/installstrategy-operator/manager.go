@@ -49,6 +49,7 @@ type managerOptions struct {
 	stageDeadline           time.Duration
 	qps                     float64
 	burst                   int
+	maxReconciles           int
 }
 
 // managerRestConfig is the --kubeconfig file, else controller-runtime's
@@ -123,15 +124,16 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		keyNamespace = podNamespace()
 	}
 	r, err := controller.New(mgr, controller.Options{
-		KeyNamespace:           keyNamespace,
-		DumpPodLabels:          o.dumpPodLabels,
-		DumpPodEnv:             o.dumpPodEnv,
-		DumpPodPlacement:       o.dumpPodPlacement,
-		Defaults:               controller.Defaults{Version: o.version, Registry: o.registry},
-		OperatorImage:          o.image,
-		ResyncPeriod:           o.resync,
-		ServedCertificateCheck: o.servedCheck,
-		StageDeadline:          o.stageDeadline,
+		KeyNamespace:            keyNamespace,
+		DumpPodLabels:           o.dumpPodLabels,
+		DumpPodEnv:              o.dumpPodEnv,
+		DumpPodPlacement:        o.dumpPodPlacement,
+		Defaults:                controller.Defaults{Version: o.version, Registry: o.registry},
+		OperatorImage:           o.image,
+		ResyncPeriod:            o.resync,
+		ServedCertificateCheck:  o.servedCheck,
+		StageDeadline:           o.stageDeadline,
+		MaxConcurrentReconciles: o.maxReconciles,
 	})
 	if err != nil {
 		return nil, err

@@ -716,7 +716,7 @@ func (r *Reconciler) pending(ctx context.Context, s *State, res *loader.Result) 
 		in.Status.Phase = v1alpha1.PhaseDeploying
 		in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
 		reason := v1alpha1.ReasonDeploymentInProgress
-		if in.Status.ObservedIdentifier != "" {
+		if observedIdentity(in) != (strategy.Identity{}) {
 			reason = v1alpha1.ReasonUpdateInProgress
 		}
 		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, reason, "dump job "+res.Job+" is writing the strategy")

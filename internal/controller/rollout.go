@@ -87,7 +87,10 @@ func (r *Reconciler) beingDeleted(ctx context.Context, in *v1alpha1.Installation
 func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 	in := s.Installation
 	observed := observedIdentity(in)
-	fresh := observed.Identifier == ""
+	// Nothing observed yet: the first rollout. (Not "no identifier
+	// observed": a strategy ConfigMap may record none, and then every
+	// resync was a fresh rollout, with two status writes and two events.)
+	fresh := observed == (strategy.Identity{})
 	updating := !fresh && observed != s.Target
 	changing := updating || fresh || in.Status.Phase != v1alpha1.PhaseDeployed || in.Status.ObservedGeneration != in.Generation
 	// A failed rollout of the same spec is retried (the cluster may have

@@ -41,7 +41,7 @@ const crdFile = "../../config/crd/bases/installstrategy.io_installations.yaml"
 // lockSample serialises tests that install the sample product, whose
 // cluster-scoped objects (CRDs, ClusterRoles, webhook) have fixed names,
 // across test binaries (make test also runs the packages one at a time).
-func lockSample(t *testing.T) {
+func lockSample(t testing.TB) {
 	t.Helper()
 	testenv.Lock(t, testenv.SampleProductLock)
 }
@@ -49,7 +49,9 @@ func lockSample(t *testing.T) {
 type e2e struct {
 	env *testenv.Env
 	ns  string
-	c   client.Client
+	// more are further install namespaces the manager watches (setupMany).
+	more []string
+	c    client.Client
 
 	// The in-process manager (setupWith): its options, the operator's
 	// namespace, the metrics of the running one, and how to stop it.
@@ -64,7 +66,7 @@ type e2e struct {
 	stop       func()
 }
 
-func installCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
+func installCRD(ctx context.Context, t testing.TB, env *testenv.Env) {
 	t.Helper()
 	data, err := os.ReadFile(crdFile)
 	if err != nil {
@@ -99,7 +101,7 @@ func setup(t *testing.T) *e2e {
 
 // directClient returns a scheme with the client-go kinds, Installations and
 // CRDs, and a client that reads from the API server (no cache).
-func directClient(t *testing.T, env *testenv.Env) (*runtime.Scheme, client.Client) {
+func directClient(t testing.TB, env *testenv.Env) (*runtime.Scheme, client.Client) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme, apiextensionsv1.AddToScheme} {
@@ -135,8 +137,15 @@ func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
 // setupRecorded is setupWith with every request of the operator recorded.
 func setupRecorded(t *testing.T, change func(*controller.Options)) (*e2e, *applytest.Recorder) {
 	t.Helper()
+	return setupRecordedMany(t, 1, change)
+}
+
+// setupRecordedMany is setupRecorded with n install namespaces watched by
+// the manager: e.ns and n-1 more (e.more).
+func setupRecordedMany(t *testing.T, n int, change func(*controller.Options)) (*e2e, *applytest.Recorder) {
+	t.Helper()
 	var rec *applytest.Recorder
-	e := setupConfig(t, change, func(cfg *rest.Config) *rest.Config {
+	e := setupNamespaces(t, n, change, func(cfg *rest.Config) *rest.Config {
 		cfg, rec = applytest.Record(cfg)
 		return cfg
 	})
@@ -147,7 +156,17 @@ func setupRecorded(t *testing.T, change func(*controller.Options)) (*e2e, *apply
 // changed by wrap (nil: as it is).
 func setupConfig(t *testing.T, change func(*controller.Options), wrap func(*rest.Config) *rest.Config) *e2e {
 	t.Helper()
+	return setupNamespaces(t, 1, change, wrap)
+}
+
+// setupNamespaces is setupConfig with n install namespaces watched by the
+// manager: e.ns and n-1 more (e.more).
+func setupNamespaces(t *testing.T, n int, change func(*controller.Options), wrap func(*rest.Config) *rest.Config) *e2e {
+	t.Helper()
 	e, scheme := newE2E(t)
+	for range n - 1 {
+		e.more = append(e.more, e.env.Namespace(t.Context(), t))
+	}
 	if wrap != nil {
 		e.config = wrap(e.env.Config)
 	}
@@ -168,7 +187,11 @@ func setupConfig(t *testing.T, change func(*controller.Options), wrap func(*rest
 // namespace, until stopManager (or the test's end).
 func (e *e2e) startManager(t *testing.T) {
 	t.Helper()
-	env, ns, ctx := e.env, e.ns, t.Context()
+	env, ctx := e.env, t.Context()
+	watched := map[string]cache.Config{}
+	for _, ns := range e.namespaces() {
+		watched[ns] = cache.Config{}
+	}
 	skipNameValidation := true
 	cfg := env.Config
 	if e.config != nil {
@@ -177,7 +200,7 @@ func (e *e2e) startManager(t *testing.T) {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 e.scheme,
 		Logger:                 testr.NewWithOptions(t, testr.Options{Verbosity: 0}),
-		Cache:                  cache.Options{DefaultNamespaces: map[string]cache.Config{ns: {}}},
+		Cache:                  cache.Options{DefaultNamespaces: watched},
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// Every test runs a manager with the same controller name.
@@ -227,24 +250,27 @@ func (e *e2e) stopManager() {
 	}
 }
 
-// removeAll deletes every Installation of the namespace with
+// namespaces are the install namespaces the manager watches.
+func (e *e2e) namespaces() []string { return append([]string{e.ns}, e.more...) }
+
+// removeAll deletes every Installation of the namespaces with
 // RemoveWorkloads and pruneCRDs and waits until they are gone, so the
 // product's cluster-scoped objects do not outlive the test.
 func (e *e2e) removeAll(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 2*time.Minute)
 	defer cancel()
-	var list v1alpha1.InstallationList
-	if err := e.c.List(ctx, &list, client.InNamespace(e.ns)); err != nil {
+	items, err := e.installations(ctx)
+	if err != nil {
 		t.Errorf("cleanup: %v", err)
 		return
 	}
 	// Newest first, so that no older Installation is deleted while a
 	// newer one could still take over.
-	slices.SortFunc(list.Items, func(a, b v1alpha1.Installation) int {
+	slices.SortFunc(items, func(a, b v1alpha1.Installation) int {
 		return b.CreationTimestamp.Compare(a.CreationTimestamp.Time)
 	})
-	for i := range list.Items {
-		in := &list.Items[i]
+	for i := range items {
+		in := &items[i]
 		patch := client.MergeFrom(in.DeepCopy())
 		in.Spec.UninstallStrategy = v1alpha1.UninstallRemoveWorkloads
 		in.Spec.PruneCRDs = true
@@ -256,14 +282,27 @@ func (e *e2e) removeAll(t *testing.T) {
 		}
 	}
 	if err := testenv.Poll(ctx, "installations removed", func(ctx context.Context) (bool, string, error) {
-		var l v1alpha1.InstallationList
-		if err := e.c.List(ctx, &l, client.InNamespace(e.ns)); err != nil {
+		left, err := e.installations(ctx)
+		if err != nil {
 			return false, "", err
 		}
-		return len(l.Items) == 0, fmt.Sprintf("%d left", len(l.Items)), nil
+		return len(left) == 0, fmt.Sprintf("%d left", len(left)), nil
 	}); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
+}
+
+// installations lists the Installations of the watched namespaces.
+func (e *e2e) installations(ctx context.Context) ([]v1alpha1.Installation, error) {
+	var all []v1alpha1.Installation
+	for _, ns := range e.namespaces() {
+		var l v1alpha1.InstallationList
+		if err := e.c.List(ctx, &l, client.InNamespace(ns)); err != nil {
+			return nil, err
+		}
+		all = append(all, l.Items...)
+	}
+	return all, nil
 }
 
 func (e *e2e) create(ctx context.Context, t *testing.T, name string, spec v1alpha1.InstallationSpec) *v1alpha1.Installation {

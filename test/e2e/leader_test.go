@@ -116,7 +116,7 @@ func metric(ctx context.Context, t *testing.T, p *operatorProcess, name string) 
 	t.Helper()
 	var sum float64
 	testenv.WaitFor(ctx, t, "metrics of "+p.name, func(ctx context.Context) (bool, string, error) {
-		s, ok, err := p.metricSum(ctx, name)
+		s, ok, err := p.metricSum(ctx, name, "")
 		sum = s
 		return ok, "", err
 	})
@@ -129,7 +129,7 @@ func waitMetricPositive(ctx context.Context, t *testing.T, p *operatorProcess, n
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	testenv.WaitFor(wctx, t, name+" of "+p.name+" above 0", func(ctx context.Context) (bool, string, error) {
-		s, ok, err := p.metricSum(ctx, name)
+		s, ok, err := p.metricSum(ctx, name, "")
 		return ok && s > 0, fmt.Sprintf("%v (endpoint answered: %v)", s, ok), err
 	})
 }

@@ -46,7 +46,7 @@ func TestMain(m *testing.M) {
 
 // buildOperator builds cmd/installstrategy-operator into a folder that
 // lives as long as the test binary.
-func buildOperator(t *testing.T) string {
+func buildOperator(t testing.TB) string {
 	t.Helper()
 	operatorBuild.Do(func() {
 		dir, err := os.MkdirTemp("", "installstrategy-e2e-")
@@ -73,7 +73,7 @@ func buildOperator(t *testing.T) string {
 // own, watching one namespace, with its log in a file and its metrics on a
 // loopback port.
 type operatorProcess struct {
-	t       *testing.T
+	t       testing.TB
 	name    string
 	args    []string
 	logPath string
@@ -91,7 +91,7 @@ var keyNamespaces sync.Map
 
 // keyNamespace returns the test's operator namespace (signing key, trusted
 // keys), made on first use.
-func keyNamespace(t *testing.T) string {
+func keyNamespace(t testing.TB) string {
 	t.Helper()
 	if ns, ok := keyNamespaces.Load(t.Name()); ok {
 		return ns.(string)
@@ -104,7 +104,7 @@ func keyNamespace(t *testing.T) string {
 // newOperatorProcess prepares (does not start) an operator watching ns;
 // extra flags are appended. Whatever runs when the test ends is killed; a
 // failed test logs the end of the operator's log.
-func newOperatorProcess(t *testing.T, name, ns string, extra ...string) *operatorProcess {
+func newOperatorProcess(t testing.TB, name, ns string, extra ...string) *operatorProcess {
 	t.Helper()
 	bin := buildOperator(t)
 	port := freePort(t)
@@ -266,8 +266,9 @@ func (p *operatorProcess) logContains(s string) bool {
 }
 
 // metricSum scrapes the operator's /metrics and sums the samples of the
-// named metric (any labels). ok is false when the endpoint does not answer.
-func (p *operatorProcess) metricSum(ctx context.Context, name string) (sum float64, ok bool, err error) {
+// named metric whose label set holds match (any labels when ""). ok is false
+// when the endpoint does not answer.
+func (p *operatorProcess) metricSum(ctx context.Context, name, match string) (sum float64, ok bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.metrics+"/metrics", nil)
@@ -282,12 +283,12 @@ func (p *operatorProcess) metricSum(ctx context.Context, name string) (sum float
 	if resp.StatusCode != http.StatusOK {
 		return 0, false, fmt.Errorf("metrics of %s: %s", p.name, resp.Status)
 	}
-	return sumSamples(resp.Body, name)
+	return sumSamples(resp.Body, name, match)
 }
 
 // sumSamples sums the values of the samples of metric name in a Prometheus
-// text exposition.
-func sumSamples(r io.Reader, name string) (float64, bool, error) {
+// text exposition whose label set holds match ("" matches every sample).
+func sumSamples(r io.Reader, name, match string) (float64, bool, error) {
 	var sum float64
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
@@ -300,8 +301,13 @@ func sumSamples(r io.Reader, name string) (float64, bool, error) {
 		if !strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ") {
 			continue // another metric whose name starts with name
 		}
+		labels := ""
 		if strings.HasPrefix(rest, "{") {
-			rest = rest[strings.LastIndex(rest, "}")+1:]
+			end := strings.LastIndex(rest, "}")
+			labels, rest = rest[:end+1], rest[end+1:]
+		}
+		if !strings.Contains(labels, match) {
+			continue
 		}
 		fields := strings.Fields(rest)
 		if len(fields) == 0 {
@@ -317,7 +323,7 @@ func sumSamples(r io.Reader, name string) (float64, bool, error) {
 }
 
 // freePort returns a loopback TCP port nobody listens on now.
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 )
 
 // An unchanged resync writes nothing, status included: over resyncs that
@@ -92,17 +93,22 @@ func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
 	writes, reads := rec.Writes(), rec.Reads()
 	n := testutil.ToFloat64(deployed) - start
 	perResync := float64(len(reads)) / n
-	byPath := map[string]int{}
-	for _, r := range reads {
-		byPath[resourcePath(r.Path)]++
-	}
-	t.Logf("%v idle resyncs of %d objects: %d writes, %d reads (%.1f per resync); reads by resource: %v", n, len(s.Objects), len(writes), len(reads), perResync, byPath)
+	t.Logf("%v idle resyncs of %d objects: %d writes, %d reads (%.1f per resync); reads by resource: %v", n, len(s.Objects), len(writes), len(reads), perResync, readsByResource(reads))
 	if len(writes) != 0 {
 		t.Errorf("idle resyncs sent %d writes: %v", len(writes), writes)
 	}
 	if perResync > 25 {
 		t.Errorf("idle resyncs read %.1f times each, want at most 25", perResync)
 	}
+}
+
+// readsByResource counts reads by the resource they read.
+func readsByResource(reads []applytest.Read) map[string]int {
+	byPath := map[string]int{}
+	for _, r := range reads {
+		byPath[resourcePath(r.Path)]++
+	}
+	return byPath
 }
 
 // resourcePath is a request path without the object's name: the resource
