@@ -721,6 +721,22 @@ func (a *Applier) WaitGone(ctx context.Context, live *unstructured.Unstructured)
 // controllers (kube-controller-manager's revision annotation, status) stay
 // theirs.
 func (a *Applier) takeFields(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	for attempt := 1; ; attempt++ {
+		out, err := a.takeFieldsAt(ctx, ri, obj)
+		// A failed resourceVersion test is a 422 (or 400, 409): someone
+		// wrote the object since (the Deployment controller's status, say).
+		// Take the fields again on the latest version.
+		if err == nil || attempt == 5 || !(apierrors.IsInvalid(err) || apierrors.IsBadRequest(err) || apierrors.IsConflict(err)) {
+			return out, err
+		}
+		if obj, err = ri.Get(ctx, obj.GetName(), metav1.GetOptions{}); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// takeFieldsAt is takeFields on obj's resourceVersion.
+func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	var keep []metav1.ManagedFieldsEntry
 	changed := false
 	for _, f := range obj.GetManagedFields() {
