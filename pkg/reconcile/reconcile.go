@@ -508,9 +508,14 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	if err := r.wait(ctx, step, objs, results); err != nil {
 		return conflicts, err
 	}
-	if step.Stage == kinds.StageCRDs && written(results) {
-		// Kinds of the new (or changed) CRDs are served now.
-		r.a.ResetMapper()
+	if step.Stage == kinds.StageCRDs {
+		if written(results) {
+			// Kinds of the new (or changed) CRDs are served now.
+			r.a.ResetMapper()
+		}
+		// Even when this run wrote no CRD: an earlier one may have written
+		// it and stopped before migrating (reads of the CRDs come from the
+		// cache when there is one).
 		if err := r.migrateStoredVersions(ctx, objs); err != nil {
 			return conflicts, err
 		}

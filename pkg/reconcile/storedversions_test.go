@@ -105,6 +105,27 @@ func TestStoredVersionsMigrated(t *testing.T) {
 		t.Errorf("plan of v2: migration steps %q, want one of things.%s dropping v1alpha1", planned, group)
 	}
 
+	// A first attempt stops right after writing the CRD (the operator
+	// restarted, a fault): the next run, whose CRD step writes nothing,
+	// must still migrate.
+	{
+		s, _, err := strategy.Parse([]byte(v2), strategy.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Identity = strategy.Identity{Version: "v2"}
+		stopped, stop := context.WithCancel(ctx)
+		_, err = reconcile.Run(stopped, env.Config, s, reconcile.Options{Owner: owner, StageDeadline: time.Minute, Interval: 200 * time.Millisecond,
+			OnEvent: func(e reconcile.Event) {
+				if e.Type == reconcile.EventApplied && e.Step == "crds" && e.Action == apply.ActionUpdate {
+					stop()
+				}
+			}})
+		stop()
+		if err == nil {
+			t.Fatal("the interrupted run of v2 succeeded")
+		}
+	}
 	run("v2", v2, false)
 	crd, err := env.Dynamic.Resource(crdGVR).Get(ctx, "things."+group, metav1.GetOptions{})
 	if err != nil {
