@@ -307,7 +307,11 @@ func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
 	for _, e := range res.Deleted {
 		s.log.V(1).Info("strategy deleted", "configmap", e.String(), "version", e.Identity.Version)
 	}
-	if e := res.Kept; e != nil {
+	// The history records what this reconcile loaded and applied: the
+	// entry kept is another when its ConfigMap was replaced meanwhile (a
+	// tampered copy, untrusted, is kept as the only match until the fresh
+	// one is stored), and recording it would retain that copy for good.
+	if e := res.Kept; e != nil && s.Installation.Status.Strategy != nil && e.Digest == s.Installation.Status.Strategy.Digest {
 		rev := v1alpha1.StrategyRevision{Version: e.Identity.Version, Registry: e.Identity.Registry, Identifier: e.Identity.Identifier,
 			ConfigMap: e.Name, Digest: e.Digest, DeployedAt: metav1.Now().Rfc3339Copy()}
 		if st := s.Installation.Status.Strategy; st != nil {
