@@ -5,7 +5,9 @@ package benchcmp
 
 import (
 	"fmt"
+	"os/exec"
 	"runtime"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -105,5 +107,89 @@ func Compare(b *testing.B, size int64, baseline, ours Func) {
 			cpuNote = fmt.Sprintf("; CPU time baseline %.1f ms/op, ours %.1f ms/op", baseCPU/1e6, ourCPU/1e6)
 		}
 		b.Logf("GOMAXPROCS %d, best rounds: baseline %.1f ms/op %.1f MB alloc/op; ours %.1f ms/op %.1f MB alloc/op%s", runtime.GOMAXPROCS(0), baseNs/1e6, baseBytes/1e6, ourNs/1e6, ourBytes/1e6, cpuNote)
+	})
+}
+
+// Process is what one run of a program as a child process measured.
+type Process struct {
+	// Elapsed is the wall time from start to exit.
+	Elapsed time.Duration
+	// MaxRSS is the child's peak resident set size in bytes (getrusage).
+	MaxRSS int64
+	// Requests is the API requests the program made, as it reported them.
+	Requests int
+	// Objects is how many objects it applied.
+	Objects int
+}
+
+// RunProcess runs cmd to its end and returns its wall time and peak
+// resident set size; the caller sets its output and fills Requests and
+// Objects from it. The error is cmd's.
+func RunProcess(cmd *exec.Cmd) (Process, error) {
+	start := time.Now()
+	err := cmd.Run()
+	p := Process{Elapsed: time.Since(start)}
+	if cmd.ProcessState != nil {
+		if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+			p.MaxRSS = int64(ru.Maxrss) * maxRSSUnit
+		}
+	}
+	return p, err
+}
+
+// ProcessSide is one program of CompareProcesses.
+type ProcessSide struct {
+	Name string
+	// Run readies the cluster (untimed) and runs the program once, with
+	// RunProcess; it fails b when the program did not do its work.
+	Run func(b *testing.B) Process
+}
+
+// CompareProcesses compares programs run as child processes (kubectl,
+// Helm, our plugin), so that their peak memory is measured alike: a
+// sub-benchmark per side, each reporting ns/op (the programs' wall time,
+// not the setup between runs), requests/op, peak-RSS-MB and objects, then
+// "ratio", which reports for every side but the last (ours) NAME-x-speedup
+// (its time ÷ ours), NAME-requests-ratio (ours ÷ its) and NAME-rss-ratio
+// (ours ÷ its), each side taken at its fastest round so far.
+func CompareProcesses(b *testing.B, sides ...ProcessSide) {
+	b.Helper()
+	best := make([]Process, len(sides))
+	for i, s := range sides {
+		ok := b.Run(s.Name, func(b *testing.B) {
+			b.StopTimer()
+			var total time.Duration
+			var last Process
+			var peak int64
+			for range b.N {
+				last = s.Run(b)
+				total += last.Elapsed
+				peak = max(peak, last.MaxRSS)
+				if best[i].Elapsed == 0 || last.Elapsed < best[i].Elapsed {
+					best[i] = last
+				}
+			}
+			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/op")
+			b.ReportMetric(float64(last.Requests), "requests/op")
+			b.ReportMetric(float64(peak)/1e6, "peak-RSS-MB")
+			b.ReportMetric(float64(last.Objects), "objects")
+		})
+		if !ok {
+			b.Fatalf("side %s of the comparison failed", s.Name)
+		}
+	}
+	b.Run("ratio", func(b *testing.B) {
+		ours := best[len(best)-1]
+		b.ReportMetric(0, "ns/op")
+		for i, s := range sides[:len(sides)-1] {
+			base := best[i]
+			b.ReportMetric(float64(base.Elapsed)/float64(ours.Elapsed), s.Name+"-x-speedup")
+			b.ReportMetric(float64(ours.Requests)/float64(base.Requests), s.Name+"-requests-ratio")
+			b.ReportMetric(float64(ours.MaxRSS)/float64(base.MaxRSS), s.Name+"-rss-ratio")
+		}
+		for i, s := range sides {
+			p := best[i]
+			b.Logf("fastest round of %s: %.2f s, %d requests, peak RSS %.1f MB, %d objects", s.Name, p.Elapsed.Seconds(), p.Requests, float64(p.MaxRSS)/1e6, p.Objects)
+		}
 	})
 }

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -53,8 +54,15 @@ func usageError(err error) error { return &ExitError{Code: 2, Err: err} }
 // success, 2 on a usage error, 1 on any other error (or the code of an
 // *ExitError).
 func Main(args []string, streams Streams) int {
+	return MainWrapped(args, streams, nil)
+}
+
+// MainWrapped is Main with wrap (when not nil) applied to the REST config
+// of every cluster connection, as genericclioptions' WrapConfigFn:
+// hack/benchapply counts the plugin's API requests with it.
+func MainWrapped(args []string, streams Streams, wrap func(*rest.Config) *rest.Config) int {
 	silenceKlog()
-	root := NewRootCommand(streams)
+	root := newRootCommand(streams, wrap)
 	root.SetArgs(args)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -103,8 +111,11 @@ func (o *options) namespace() string {
 }
 
 // NewRootCommand builds the command tree.
-func NewRootCommand(streams Streams) *cobra.Command {
+func NewRootCommand(streams Streams) *cobra.Command { return newRootCommand(streams, nil) }
+
+func newRootCommand(streams Streams, wrap func(*rest.Config) *rest.Config) *cobra.Command {
 	o := &options{streams: streams, kube: genericclioptions.NewConfigFlags(true)}
+	o.kube.WrapConfigFn = wrap
 	root := &cobra.Command{
 		Use:   "kubectl-installstrategy",
 		Short: "Decode, inspect, diff and verify install strategies",

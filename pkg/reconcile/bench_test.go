@@ -3,144 +3,329 @@ package reconcile_test
 import (
 	"bytes"
 	"context"
-	"net/http"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
-	"sync/atomic"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/rest"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/internal/benchcmp"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// BenchmarkApplyKubeVirt applies the real KubeVirt v1.9.0 strategy to an
-// empty cluster (no rollout waits) with `kubectl apply --server-side` of the
-// decoded text (the baseline) and with reconcile.Run, in the same run
-// against the same cluster, and reports the objects each applied and the
-// API requests each made. It needs kubectl on PATH and the test cluster.
+// BenchmarkApply applies a product to an empty cluster with three programs,
+// each run as a child process so that its peak memory (getrusage) is
+// measured alike: `kubectl apply --server-side` of the product's text, Helm 4
+// (hack/benchhelm: `helm install` through the v4.3.1 SDK) of the same
+// objects as a chart, and our plugin `kubectl installstrategy apply` of the
+// text (hack/benchapply: the plugin with its requests counted). None waits
+// for rollouts; CRDs are waited for until Established by Helm (they are in
+// the chart's crds/) and by ours, not by kubectl. Each round starts from an
+// empty cluster (untimed). Products: the objects of the KubeVirt v1.9.0
+// strategy that kubectl can apply to this cluster (found by one untimed
+// kubectl apply of the whole strategy; Helm refuses a chart whose kinds the
+// cluster does not serve), and a synthetic product of 5,000 ConfigMaps.
+// Helm gets the plugin's client limits (HELM_QPS=50, HELM_BURST_LIMIT=300);
+// kubectl has no flag for them and keeps client-go's 5 QPS.
 //
-//	go test -run '^$' -bench ApplyKubeVirt -benchtime 1x ./pkg/reconcile
-func BenchmarkApplyKubeVirt(b *testing.B) {
+// It needs kubectl on PATH, the Go toolchain (it builds both helpers; Helm's
+// once per pin, into the user cache folder) and the test cluster.
+//
+//	go test -run '^$' -bench 'Apply$' -benchtime 1x -count 2 -timeout 120m ./pkg/reconcile
+func BenchmarkApply(b *testing.B) {
 	kubectl, err := exec.LookPath("kubectl")
 	if err != nil {
-		b.Skip("kubectl not on PATH")
+		msg := "BenchmarkApply compares with kubectl, which is not on PATH: install kubectl (any recent version) first"
+		if testenv.InCI() {
+			b.Fatal(msg)
+		}
+		b.Skip(msg)
 	}
 	env := testenv.New(b)
 	testenv.Lock(b, testenv.KubeVirtLock)
-	ctx := b.Context()
-	path := kubevirtdata.Path(b, "v1.9.0", "manifests.yaml")
-	kubeconfig := os.Getenv(testenv.KubeconfigEnv)
-	s := kubevirtStrategy(b, "v1.9.0")
+	ours := buildBenchApply(b)
+	helm := buildBenchHelm(b)
+	b.Run("kubevirt-v1.9.0", func(b *testing.B) {
+		s := kubevirtStrategy(b, "v1.9.0")
+		p := newApplyProduct(b, env, kubectl, "kubevirt", s)
+		p.keepApplied(p.kubectlApply(b, p.write(b, "whole.yaml", s.Objects)))
+		p.compare(b, ours, helm)
+	})
+	b.Run("synthetic-5000", func(b *testing.B) {
+		const ns = "bench-apply-synthetic"
+		p := newApplyProduct(b, env, kubectl, ns, syntheticStrategy(ns, 5000))
+		p.compare(b, ours, helm)
+	})
+}
 
-	clean := func() {
-		b.Helper()
-		cctx := context.WithoutCancel(ctx)
-		_ = exec.CommandContext(cctx, kubectl, "--kubeconfig", kubeconfig, "delete", "-f", path, "--ignore-not-found", "--wait=true").Run()
-		if _, err := reconcile.Uninstall(cctx, env.Config, reconcile.UninstallOptions{Owner: kubevirtOwner, Wait: true}); err != nil {
-			b.Fatal(err)
-		}
-		_ = env.Kube.CoreV1().Namespaces().Delete(cctx, "kubevirt", metav1.DeleteOptions{})
-		if err := testenv.Poll(cctx, "namespace kubevirt gone", func(ctx context.Context) (bool, string, error) {
-			_, err := env.Kube.CoreV1().Namespaces().Get(ctx, "kubevirt", metav1.GetOptions{})
-			return err != nil && strings.Contains(err.Error(), "not found"), "", nil
-		}); err != nil {
-			b.Fatal(err)
+// applyProduct is one product of BenchmarkApply: its objects, written as
+// a text and as a chart, and how to remove them.
+type applyProduct struct {
+	env        *testenv.Env
+	kubectl    string
+	kubeconfig string
+	namespace  string
+	s          *strategy.Strategy
+	dir        string
+	// whole is every object applied to the cluster so far, removed by clean.
+	whole []*unstructured.Unstructured
+}
+
+func newApplyProduct(b *testing.B, env *testenv.Env, kubectl, namespace string, s *strategy.Strategy) *applyProduct {
+	p := &applyProduct{env: env, kubectl: kubectl, kubeconfig: os.Getenv(testenv.KubeconfigEnv), namespace: namespace, s: s, dir: b.TempDir(), whole: s.Objects}
+	p.clean(b)
+	b.Cleanup(func() { p.clean(b) })
+	return p
+}
+
+// write writes objects as one text into the product's folder.
+func (p *applyProduct) write(b *testing.B, name string, objects []*unstructured.Unstructured) string {
+	b.Helper()
+	text, err := (&strategy.Strategy{Objects: objects}).Serialize()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return path
+}
+
+// clean removes every object of the product and its namespace (with what
+// Helm and the plugin keep there), waits until they are gone, and creates
+// the namespace again, empty: the product texts do not hold it, and all
+// three programs install into an existing namespace.
+func (p *applyProduct) clean(b *testing.B) {
+	b.Helper()
+	ctx := context.WithoutCancel(b.Context())
+	var outside []*unstructured.Unstructured
+	for _, o := range p.whole {
+		if o.GetNamespace() != p.namespace {
+			outside = append(outside, o)
 		}
 	}
-	clean()
-	b.Cleanup(clean)
-
-	// kubectlApplied holds "kind.group/name" of what kubectl applied.
-	kubectlApplied := map[string]bool{}
-	b.Run("kubectl", func(b *testing.B) {
-		var applied, requests int
-		for range b.N {
-			b.StopTimer()
-			clean()
-			// kubectl cannot create the namespace (it is not in the text).
-			if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil {
-				b.Fatal(err)
-			}
-			cache := b.TempDir()
-			var stdout, stderr bytes.Buffer
-			cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfig, "--cache-dir", cache, "-v=6", "apply", "--server-side", "-f", path)
-			cmd.Stdout, cmd.Stderr = &stdout, &stderr
-			b.StartTimer()
-			_ = cmd.Run() // fails for the objects it cannot apply
-			b.StopTimer()
-			applied = strings.Count(stdout.String(), " serverside-applied")
-			for _, line := range strings.Split(stdout.String(), "\n") {
-				if ref, ok := strings.CutSuffix(line, " serverside-applied"); ok {
-					kubectlApplied[ref] = true
+	if len(outside) > 0 {
+		path := p.write(b, "clean.yaml", outside)
+		var stderr bytes.Buffer
+		cmd := exec.CommandContext(ctx, p.kubectl, "--kubeconfig", p.kubeconfig, "delete", "-f", path, "--ignore-not-found", "--wait=true")
+		cmd.Stderr = &stderr
+		if err := cmd.Run(); err != nil {
+			// Objects of kinds the cluster does not serve (now) do not exist.
+			for _, line := range strings.Split(strings.TrimSpace(stderr.String()), "\n") {
+				if !strings.HasPrefix(line, "resource mapping not found") && line != "ensure CRDs are installed first" && !strings.HasPrefix(line, "Warning:") {
+					b.Fatalf("kubectl delete: %v\n%s", err, tail(stderr.Bytes()))
 				}
 			}
-			requests = strings.Count(stderr.String(), "round_trippers.go")
 		}
-		b.ReportMetric(float64(applied), "objects")
-		b.ReportMetric(float64(requests), "requests/op")
-	})
+	}
+	if err := p.env.Kube.CoreV1().Namespaces().Delete(ctx, p.namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		b.Fatal(err)
+	}
+	if err := testenv.Poll(ctx, "namespace "+p.namespace+" gone", func(ctx context.Context) (bool, string, error) {
+		_, err := p.env.Kube.CoreV1().Namespaces().Get(ctx, p.namespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), "", nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := p.env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: p.namespace}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+}
 
-	common := &strategy.Strategy{Identity: s.Identity}
-	for _, o := range s.Objects {
+// kubectlApply applies the text at path with kubectl (untimed) and returns
+// what kubectl printed it applied, "kind.group/name" each.
+func (p *applyProduct) kubectlApply(b *testing.B, path string) map[string]bool {
+	b.Helper()
+	out, _ := exec.CommandContext(b.Context(), p.kubectl, "--kubeconfig", p.kubeconfig, "apply", "--server-side", "-f", path).Output() // fails for the objects it cannot apply
+	applied := map[string]bool{}
+	for _, line := range strings.Split(string(out), "\n") {
+		if ref, ok := strings.CutSuffix(line, " serverside-applied"); ok {
+			applied[ref] = true
+		}
+	}
+	p.clean(b)
+	return applied
+}
+
+// keepApplied keeps only the product's objects kubectl applied.
+func (p *applyProduct) keepApplied(applied map[string]bool) {
+	common := &strategy.Strategy{Identity: p.s.Identity}
+	for _, o := range p.s.Objects {
 		ref := strings.ToLower(o.GetKind())
 		if g := o.GroupVersionKind().Group; g != "" {
 			ref += "." + g
 		}
-		if kubectlApplied[ref+"/"+o.GetName()] {
+		if applied[ref+"/"+o.GetName()] {
 			common.Objects = append(common.Objects, o)
 		}
 	}
-	for _, bc := range []struct {
-		name string
-		s    *strategy.Strategy
-	}{{"installstrategy", s}, {"installstrategy-common", common}} {
-		b.Run(bc.name, func(b *testing.B) {
-			var applied, skipped int
-			var requests atomic.Int64
-			cfg := rest.CopyConfig(env.Config)
-			cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
-				return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-					requests.Add(1)
-					return rt.RoundTrip(r)
-				})
-			}
-			var perOp int64
-			for range b.N {
-				b.StopTimer()
-				clean()
-				requests.Store(0)
-				b.StartTimer()
-				start := time.Now()
-				res, err := reconcile.Run(ctx, cfg, bc.s, reconcile.Options{Owner: kubevirtOwner, NoWait: true, Interval: 100 * time.Millisecond, StageDeadline: 2 * time.Minute,
-					OnEvent: func(e reconcile.Event) {
-						if e.Type == reconcile.EventStepReady || e.Type == reconcile.EventStepStarted {
-							b.Logf("%6dms %s %s", time.Since(start).Milliseconds(), e.Type, e.Step)
-						}
-					}})
-				b.StopTimer()
-				if err != nil {
-					b.Fatal(err)
-				}
-				perOp = requests.Load()
-				applied = len(res.Applied) - res.Count(apply.ActionSkip)
-				skipped = res.Count(apply.ActionSkip)
-			}
-			b.ReportMetric(float64(applied), "objects")
-			b.ReportMetric(float64(skipped), "skipped")
-			b.ReportMetric(float64(perOp), "requests/op")
-		})
+	p.s = common
+}
+
+// chart writes the product's objects as a chart: CRDs (by the kind table's
+// health rule) in crds/, as Helm wants them, every other object in a
+// template of its own.
+func (p *applyProduct) chart(b *testing.B) string {
+	b.Helper()
+	dir := filepath.Join(p.dir, "chart")
+	for _, sub := range []string{"crds", "templates"} {
+		if err := os.MkdirAll(filepath.Join(dir, sub), 0o755); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Chart.yaml"), []byte("apiVersion: v2\nname: bench-product\nversion: 1.0.0\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	for i, o := range p.s.Objects {
+		data, err := strategy.MarshalObject(o)
+		if err != nil {
+			b.Fatal(err)
+		}
+		sub := "templates"
+		if info, ok := kinds.Lookup(o.GroupVersionKind().GroupKind()); ok && info.Health == kinds.HealthCRD {
+			sub = "crds"
+		} else {
+			// Templates are Go templates: keep any "{{" of the object as text.
+			data = bytes.ReplaceAll(data, []byte("{{"), []byte(`{{ "{{" }}`))
+		}
+		if err := os.WriteFile(filepath.Join(dir, sub, fmt.Sprintf("%05d.yaml", i)), data, 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// compare runs kubectl, Helm and ours on the product, each from an empty
+// cluster.
+func (p *applyProduct) compare(b *testing.B, ours, helm string) {
+	text := p.write(b, "product.yaml", p.s.Objects)
+	chart := p.chart(b)
+	n := len(p.s.Objects)
+	b.Logf("%d objects, text %s, chart %s", n, text, chart)
+	run := func(b *testing.B, cmd *exec.Cmd, requests func(stdout, stderr string) int, objects func(stdout string) int) benchcmp.Process {
+		b.Helper()
+		p.clean(b)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		res, err := benchcmp.RunProcess(cmd)
+		if err != nil {
+			b.Fatalf("%s: %v\n%s\n%s", strings.Join(cmd.Args, " "), err, tail(stdout.Bytes()), tail(stderr.Bytes()))
+		}
+		res.Requests = requests(stdout.String(), stderr.String())
+		res.Objects = objects(stdout.String())
+		if res.Objects != n {
+			b.Fatalf("%s applied %d of %d objects\n%s", cmd.Args[0], res.Objects, n, tail(stdout.Bytes()))
+		}
+		return res
+	}
+	all := func(string) int { return n }
+	benchcmp.CompareProcesses(b,
+		benchcmp.ProcessSide{Name: "kubectl", Run: func(b *testing.B) benchcmp.Process {
+			cmd := exec.CommandContext(b.Context(), p.kubectl, "--kubeconfig", p.kubeconfig, "--cache-dir", b.TempDir(), "-v=6", "apply", "--server-side", "-f", text)
+			return run(b, cmd, func(_, stderr string) int { return strings.Count(stderr, "round_trippers.go") },
+				func(stdout string) int { return strings.Count(stdout, " serverside-applied") })
+		}},
+		benchcmp.ProcessSide{Name: "helm", Run: func(b *testing.B) benchcmp.Process {
+			cmd := exec.CommandContext(b.Context(), helm, "--kubeconfig", p.kubeconfig, "--namespace", p.namespace, "--release", "bench-product", chart)
+			cmd.Env = append(os.Environ(), "HELM_QPS=50", "HELM_BURST_LIMIT=300", "HELM_CACHE_HOME="+b.TempDir(), "HELM_CONFIG_HOME="+b.TempDir())
+			return run(b, cmd, reportedRequests(b), all)
+		}},
+		benchcmp.ProcessSide{Name: "installstrategy", Run: func(b *testing.B) benchcmp.Process {
+			cmd := exec.CommandContext(b.Context(), ours, "apply", text, "--kubeconfig", p.kubeconfig, "-n", p.namespace,
+				"--version", p.s.Identity.Version, "--registry", p.s.Identity.Registry, "--identifier", p.s.Identity.Identifier)
+			return run(b, cmd, reportedRequests(b), writtenObjects)
+		}},
+	)
+}
+
+// writtenObjects reads the objects the plugin wrote from its summary line
+// ("summary: N created, N updated, N recreated, ...").
+func writtenObjects(stdout string) int {
+	_, line, _ := strings.Cut(stdout, "\nsummary: ")
+	var created, updated, recreated int
+	if _, err := fmt.Sscanf(line, "%d created, %d updated, %d recreated", &created, &updated, &recreated); err != nil {
+		return -1
+	}
+	return created + updated + recreated
+}
+
+// reportedRequests reads the "requests N" last line of standard error of
+// hack/benchapply and hack/benchhelm.
+func reportedRequests(b *testing.B) func(_, stderr string) int {
+	return func(_, stderr string) int {
+		lines := strings.Split(strings.TrimSpace(stderr), "\n")
+		n, err := strconv.Atoi(strings.TrimPrefix(lines[len(lines)-1], "requests "))
+		if err != nil {
+			b.Fatalf("no request count at the end of standard error: %q", lines[len(lines)-1])
+		}
+		return n
 	}
 }
 
-type roundTripperFunc func(*http.Request) (*http.Response, error)
+// buildBenchApply builds hack/benchapply (the plugin with its requests
+// counted) into a temporary folder.
+func buildBenchApply(b *testing.B) string {
+	b.Helper()
+	out := filepath.Join(b.TempDir(), "benchapply")
+	if msg, err := exec.CommandContext(b.Context(), "go", "build", "-o", out, "github.com/installstrategy/installstrategy/hack/benchapply").CombinedOutput(); err != nil {
+		b.Fatalf("go build hack/benchapply: %v\n%s", err, msg)
+	}
+	return out
+}
 
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+// buildBenchHelm builds hack/benchhelm, a module of its own, into the user
+// cache folder under a key of its sources, so that Helm's dependencies are
+// compiled once per pin.
+func buildBenchHelm(b *testing.B) string {
+	b.Helper()
+	src := filepath.Join("..", "..", "hack", "benchhelm")
+	h := sha256.New()
+	for _, name := range []string{"go.mod", "go.sum", "main.go"} {
+		data, err := os.ReadFile(filepath.Join(src, name))
+		if err != nil {
+			b.Fatal(err)
+		}
+		fmt.Fprintf(h, "%s %d\n", name, len(data))
+		h.Write(data)
+	}
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := filepath.Join(cache, "installstrategy", "benchhelm", hex.EncodeToString(h.Sum(nil))[:16], "benchhelm")
+	if _, err := os.Stat(out); err == nil {
+		return out
+	}
+	b.Logf("building %s (Helm 4 SDK; the first build takes minutes)", out)
+	cmd := exec.CommandContext(b.Context(), "go", "build", "-o", out+".tmp", ".")
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build hack/benchhelm: %v\n%s", err, msg)
+	}
+	if err := os.Rename(out+".tmp", out); err != nil {
+		b.Fatal(err)
+	}
+	return out
+}
+
+// tail is the end of a program's output, for a failure message.
+func tail(out []byte) string {
+	const limit = 4000
+	if len(out) > limit {
+		return "..." + string(out[len(out)-limit:])
+	}
+	return string(out)
+}
