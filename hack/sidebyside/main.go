@@ -72,7 +72,8 @@ type config struct {
 	binDir      string
 	nodes       int
 	out         string
-	operatorBin string // ours; built from ./cmd/installstrategy-operator when empty
+	operatorBin string   // ours; built from ./cmd/installstrategy-operator when empty
+	extraFlags  []string // more flags of ours (diagnostics, e.g. --log-verbosity=1)
 	settle      time.Duration
 	timeout     time.Duration
 }
@@ -133,6 +134,10 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.nodes, "nodes", 3, "kwok nodes of the cluster")
 	fs.StringVar(&c.out, "out", "_output/sidebyside", "folder for results.json, operator logs and metrics snapshots")
 	fs.StringVar(&c.operatorBin, "operator", "", "our operator binary; empty builds ./cmd/installstrategy-operator")
+	fs.Func("operator-flag", "one more flag of our operator (repeatable), e.g. --log-verbosity=1 to see its steps; figures of the report are with none", func(v string) error {
+		c.extraFlags = append(c.extraFlags, v)
+		return nil
+	})
 	fs.DurationVar(&c.settle, "settle", 30*time.Second, "idle window measured after done")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long a phase may take to reach done")
 	if err := fs.Parse(args); err != nil {

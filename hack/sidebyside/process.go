@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -51,16 +53,32 @@ func startProcess(ctx context.Context, spec processSpec, timeout time.Duration) 
 	}
 	cmd := exec.Command(spec.path, spec.args...)
 	cmd.Env = spec.env
-	cmd.Stdout, cmd.Stderr = f, f
+	// Every line of output is stamped with the time it arrived, so that
+	// logs without timestamps of their own show where the time went.
+	pr, pw := io.Pipe()
+	cmd.Stdout, cmd.Stderr = pw, pw
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		sc := bufio.NewScanner(pr)
+		sc.Buffer(make([]byte, 64<<10), 4<<20)
+		for sc.Scan() {
+			fmt.Fprintf(f, "%s %s\n", time.Now().UTC().Format("15:04:05.000"), sc.Bytes())
+		}
+		_, _ = io.Copy(io.Discard, pr)
+	}()
 	p := &operatorProcess{name: spec.name, cmd: cmd, logPath: spec.logPath, log: f, metricsURL: spec.metricsURL,
 		requestMetric: spec.requestMetric, requestLabel: spec.requestLabel, errorMarker: spec.errorMarker, exited: make(chan struct{})}
 	p.started = time.Now()
 	if err := cmd.Start(); err != nil {
+		pw.Close()
 		f.Close()
 		return nil, fmt.Errorf("start %s: %w", spec.name, err)
 	}
 	go func() {
 		p.waitErr = cmd.Wait()
+		pw.Close()
+		<-copied
 		close(p.exited)
 	}()
 	deadline := time.Now().Add(timeout)

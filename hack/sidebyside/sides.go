@@ -162,9 +162,10 @@ func (o *ours) prepare(ctx context.Context, k *kube) error {
 func (o *ours) process(_, kubeconfig, logPath string) processSpec {
 	return processSpec{
 		name: "installstrategy-operator", path: o.c.operatorBin, logPath: logPath,
-		args: []string{"--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", ourNamespace,
+		args: append([]string{"--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", ourNamespace,
 			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", oursMetricsPort),
 			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", oursProbePort)},
+			o.c.extraFlags...),
 		env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
 		// Logged once the caches are synced and the lease is held.
 		readyLine: "Starting workers", metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", oursMetricsPort),
