@@ -90,6 +90,9 @@ func main() {
 
 func run(ctx context.Context, args []string) error {
 	c, err := parseFlags(args)
+	if errors.Is(err, flag.ErrHelp) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
