@@ -179,10 +179,13 @@ func runSide(ctx context.Context, c *config, s side, sc string, round int) (resu
 		return nil, fmt.Errorf("create the custom resource: %w", err)
 	}
 	r, err := m.measure(ctx, op, "install", first, trigger, "custom resource created", pre, stored.text)
+	if err != nil {
+		return results, err // a failed phase is not reported as measured
+	}
 	r.Scenario, r.Round, r.Phase, r.BareCluster10s = sc, round, "install "+first, bare
 	results = append(results, r)
-	if err != nil || sc != scenarioUpgrade {
-		return results, err
+	if sc != scenarioUpgrade {
+		return results, nil
 	}
 
 	// Upgrade: the old process goes, the new target is put in place, a
@@ -208,9 +211,11 @@ func runSide(ctx context.Context, c *config, s side, sc string, round int) (resu
 		return results, err
 	}
 	r, err = m.measure(ctx, op, "upgrade", c.to, op.started, "new operator process started", pre, next.text)
+	if err != nil {
+		return results, err
+	}
 	r.Scenario, r.Round, r.Phase = sc, round, fmt.Sprintf("upgrade %s -> %s", c.from, c.to)
-	results = append(results, r)
-	return results, err
+	return append(results, r), nil
 }
 
 // measurer measures phases of one side on one cluster.
