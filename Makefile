@@ -17,6 +17,10 @@
 #   make bench-cluster  the cluster benchmarks (idle resync, apply beside
 #                       kubectl and Helm 4, 100 Installations) on a cluster
 #                       of their own; not in make test
+#   make bench-virt-operator  KubeVirt's own virt-operator and ours side by side
+#                       (install, upgrade) on clusters of their own; needs the
+#                       virt-operator binaries (make virt-operator-build); not
+#                       in make test
 #   make build          the plugin and operator binaries into _output/bin
 #   make release        release archives (linux, darwin; amd64, arm64),
 #                       SHA256SUMS and the krew manifest into _output/release
@@ -171,6 +175,35 @@ bench-cluster:
 bench-cluster-run:
 	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=$(BENCH_CLUSTER_TIME) -timeout=240m ./pkg/reconcile
 	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=1x -timeout=60m ./test/e2e
+
+# bench-virt-operator runs hack/sidebyside: KubeVirt's own virt-operator
+# (built from the release tags by ../shared/tools/virtoperator/build.sh:
+# make virt-operator-build KV_MIRROR=<git dir of kubevirt/kubevirt>) and our
+# operator, both as local processes, each on a fresh local cluster, from the
+# same strategy ConfigMaps; prints both sides and the ratios
+# (docs/PERFORMANCE.md, "Side by side with virt-operator"). Not in make test.
+VO_BIN ?= /tmp/vo-bin
+VO_SRC_PREFIX ?= /tmp/vo
+VO_FROM ?= v1.8.4
+VO_TO ?= v1.9.0
+VO_ROUNDS ?= 2
+VO_FLAGS ?=
+VO_TOOLS ?= $(CURDIR)/../shared/tools/virtoperator
+KUBEVIRT_TESTDATA ?= $(CURDIR)/../shared/testdata/kubevirt
+
+.PHONY: bench-virt-operator
+bench-virt-operator: tools
+	$(GO) run ./hack/sidebyside --rounds $(VO_ROUNDS) --from $(VO_FROM) --to $(VO_TO) \
+		--vo-bin "$(VO_BIN)" --kubevirt-src "$(VO_SRC_PREFIX)" --testdata "$(KUBEVIRT_TESTDATA)" \
+		--state-dir "$(CURDIR)/_output/sidebyside-cluster" --out "$(CURDIR)/_output/sidebyside" $(VO_FLAGS)
+
+# virt-operator-build builds virt-operator $(VO_FROM) and $(VO_TO) into
+# $(VO_BIN) with the shared recipe (a worktree per tag of $(KV_MIRROR) at
+# $(VO_SRC_PREFIX)-TAG; about 5 minutes cold on 2 cores).
+.PHONY: virt-operator-build
+virt-operator-build:
+	@test -n "$(KV_MIRROR)" || { echo "set KV_MIRROR to a git directory of github.com/kubevirt/kubevirt" >&2; exit 1; }
+	KV_MIRROR="$(KV_MIRROR)" VO_BIN="$(VO_BIN)" VO_SRC_PREFIX="$(VO_SRC_PREFIX)" "$(VO_TOOLS)/build.sh" $(VO_TO) $(VO_FROM)
 
 # Build stamps: version, commit and the commit's date (not the build's, so
 # that rebuilding a commit gives the same binary), into internal/buildinfo.
