@@ -158,7 +158,7 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		default:
 			return
 		}
-		if r.refreshComponents(runCtx, s) {
+		if r.refreshComponents(runCtx, s, true) {
 			lastWrite = time.Now()
 			if err := r.writeStatus(runCtx, s); err != nil && runCtx.Err() == nil {
 				s.log.V(1).Info("progress not written", "error", err.Error())
@@ -193,7 +193,7 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		s.Result.RequeueAfter = 10 * time.Millisecond
 		return true, nil
 	}
-	r.refreshComponents(ctx, s)
+	r.refreshComponents(ctx, s, false)
 
 	if runErr != nil && ctx.Err() != nil {
 		// Stopped (the operator shuts down): not a failure of the product.
@@ -348,8 +348,9 @@ func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([
 }
 
 // refreshComponents reads the workloads of the strategy and records their
-// rollout progress; it reports whether anything changed.
-func (r *Reconciler) refreshComponents(ctx context.Context, s *State) bool {
+// rollout progress; it reports whether anything changed. cachedOnly (the
+// refreshes during a rollout) reads only the informer cache.
+func (r *Reconciler) refreshComponents(ctx context.Context, s *State, cachedOnly bool) bool {
 	if s.Strategy == nil {
 		return false
 	}
@@ -360,7 +361,16 @@ func (r *Reconciler) refreshComponents(ctx context.Context, s *State) bool {
 			continue
 		}
 		c := v1alpha1.ComponentStatus{Name: o.GetName(), Kind: o.GetKind(), Role: string(plan.RoleOf(o, nil))}
-		live, err := r.applier.Get(ctx, o)
+		var live *unstructured.Unstructured
+		var err error
+		if cachedOnly {
+			// A workload the cache does not hold (yet) is not asked for:
+			// during a rollout most are not created yet, and a GET each
+			// (a 404) per refresh cost more than the rollout's own reads.
+			live, _, err = r.live.Cached(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName())
+		} else {
+			live, err = r.applier.Get(ctx, o)
+		}
 		if err == nil && live != nil {
 			c.Desired, c.Updated, c.Ready = workloadCounts(live)
 			if st, err := checker.Check(ctx, live); err == nil {

@@ -75,6 +75,20 @@ func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
 		Strategy: &v1alpha1.StrategySource{ConfigMap: configMapSource(entry)}, PruneCRDs: true}
 	e.create(ctx, t, "kubevirt", spec)
 	e.waitDeployed(ctx, t, "kubevirt", s.Identity.Version)
+	// While installing, each workload is read a few times (before its
+	// write, the final status refresh), not at every progress refresh.
+	workloadGets := map[string]int{}
+	for _, r := range rec.Reads() {
+		if p := resourcePath(r.Path); strings.HasSuffix(p, "/deployments") || strings.HasSuffix(p, "/daemonsets") {
+			workloadGets[r.Path]++
+		}
+	}
+	for path, n := range workloadGets {
+		if n > 3 {
+			t.Errorf("installing read %s %d times, want at most 3", path, n)
+		}
+	}
+	t.Logf("workload reads while installing: %v", workloadGets)
 	deployed := metrics.Reconciles.WithLabelValues("deployed")
 	testenv.WaitFor(ctx, t, "a resync after deployed", func(context.Context) (bool, string, error) {
 		return testutil.ToFloat64(deployed) >= 1, "", nil
