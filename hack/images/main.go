@@ -12,23 +12,14 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/cmdmain"
 	"github.com/installstrategy/installstrategy/internal/images"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "images:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Run("images", run) }
 
 func run(ctx context.Context, args []string) error {
 	var o images.Options

@@ -52,11 +52,11 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
+
+	"github.com/installstrategy/installstrategy/internal/cmdmain"
 )
 
 // config is what the flags say.
@@ -78,15 +78,7 @@ type config struct {
 	timeout     time.Duration
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := run(ctx, os.Args[1:])
-	stop()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "sidebyside:", err)
-		os.Exit(1)
-	}
-}
+func main() { cmdmain.Run("sidebyside", run) }
 
 func run(ctx context.Context, args []string) error {
 	c, err := parseFlags(args)
