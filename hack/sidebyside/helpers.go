@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+
+	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 )
 
 // Names in the KubeVirt strategy the helpers serve.
@@ -65,11 +67,10 @@ func clusterIP(ctx context.Context, kube kubernetes.Interface, name string) (str
 // listenClusterIP listens on ip:443 and says clearly why when it cannot:
 // every local cluster on this machine uses the same service CIDR, so
 // another cluster's helper may hold the address.
-func listenClusterIP(ip, what string) (net.Listener, error) {
-	addr := net.JoinHostPort(ip, "443")
-	ln, err := net.Listen("tcp", addr)
+func listenClusterIP(ip string, port int, what string) (net.Listener, error) {
+	ln, err := cluster.ListenClusterIP(ip, port)
 	if err != nil {
-		return nil, fmt.Errorf("%s: cannot listen on %s, the Service's ClusterIP: %w. Every local cluster on this machine uses service CIDR 127.0.100.0/24, so a helper of another engineer's cluster probably holds this address (see `ss -ltnp 'sport = :443'`); the run cannot be measured while it does", what, addr, err)
+		return nil, fmt.Errorf("%s: %w; the run cannot be measured while it does", what, err)
 	}
 	return ln, nil
 }
@@ -80,7 +81,7 @@ type helpers struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	mu     sync.Mutex
-	lns    []net.Listener
+	lns    []io.Closer
 	err    error         // the first helper's failure
 	failed chan struct{} // closed on it
 	log    io.Writer
@@ -111,7 +112,7 @@ func (h *helpers) goRun(ctx context.Context, f func(context.Context) error) {
 	}()
 }
 
-func (h *helpers) keep(ln net.Listener) {
+func (h *helpers) keep(ln io.Closer) {
 	h.mu.Lock()
 	h.lns = append(h.lns, ln)
 	h.mu.Unlock()
@@ -156,7 +157,7 @@ func (h *helpers) fakeVirtAPI(ctx context.Context, kube kubernetes.Interface) er
 	if err != nil {
 		return fmt.Errorf("fake virt-api: certificate of %s: %w", virtAPISecret, err)
 	}
-	ln, err := listenClusterIP(ip, "fake virt-api")
+	ln, err := listenClusterIP(ip, 443, "fake virt-api")
 	if err != nil {
 		return err
 	}
@@ -192,31 +193,12 @@ func (h *helpers) operatorWebhookBridge(ctx context.Context, kube kubernetes.Int
 	if err != nil {
 		return fmt.Errorf("virt-operator webhook bridge: %w", err)
 	}
-	ln, err := listenClusterIP(ip, "virt-operator webhook bridge")
+	fwd, err := cluster.ServeClusterIP(ip, 443, func() string { return voWebhookAddr })
 	if err != nil {
-		return err
+		return fmt.Errorf("virt-operator webhook bridge: %w; the run cannot be measured while it does", err)
 	}
-	h.keep(ln)
+	h.keep(fwd)
 	fmt.Fprintf(h.log, "%s virt-operator webhook bridge %s:443 -> %s\n", time.Now().Format(time.RFC3339Nano), ip, voWebhookAddr)
-	for {
-		c, err := ln.Accept()
-		if err != nil {
-			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
-				return nil
-			}
-			return fmt.Errorf("virt-operator webhook bridge: %w", err)
-		}
-		go func() {
-			defer c.Close()
-			up, err := net.DialTimeout("tcp", voWebhookAddr, 5*time.Second)
-			if err != nil {
-				return
-			}
-			defer up.Close()
-			done := make(chan struct{}, 2)
-			go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-			<-done
-		}()
-	}
+	<-ctx.Done()
+	return nil
 }

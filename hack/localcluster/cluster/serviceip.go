@@ -4,8 +4,25 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"time"
 )
+
+// ListenClusterIP listens on a Service's loopback ClusterIP and port (0:
+// any free port). Every local cluster on this machine uses the same service
+// CIDR, so the error of an address already held says that another
+// cluster's helper probably holds it.
+func ListenClusterIP(clusterIP string, port int) (net.Listener, error) {
+	if ip := net.ParseIP(clusterIP); ip == nil || !ip.IsLoopback() {
+		return nil, fmt.Errorf("service ClusterIP %q is not loopback; refusing to listen on it", clusterIP)
+	}
+	addr := net.JoinHostPort(clusterIP, strconv.Itoa(port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("cannot listen on %s, the Service's ClusterIP: %w. Every local cluster on this machine uses service CIDR %s, so a helper of another engineer's cluster probably holds this address (see `ss -ltnp`)", addr, err, serviceCIDR)
+	}
+	return ln, nil
+}
 
 // ServeClusterIP accepts TCP connections on a Service's loopback ClusterIP
 // and port, and copies each to the address backend returns for it (a pod
@@ -14,12 +31,9 @@ import (
 // service CIDR is loopback, so the API server (calling a webhook) and
 // processes on this machine reach the Service this way. Close stops it.
 func ServeClusterIP(clusterIP string, port int, backend func() string) (io.Closer, error) {
-	if ip := net.ParseIP(clusterIP); ip == nil || !ip.IsLoopback() {
-		return nil, fmt.Errorf("service ClusterIP %q is not loopback; refusing to listen on it", clusterIP)
-	}
-	ln, err := net.Listen("tcp", net.JoinHostPort(clusterIP, fmt.Sprint(port)))
+	ln, err := ListenClusterIP(clusterIP, port)
 	if err != nil {
-		return nil, fmt.Errorf("serve ClusterIP %s:%d: %w (another local cluster's helper may hold it: every local cluster uses the same service CIDR)", clusterIP, port, err)
+		return nil, err
 	}
 	go func() {
 		for {
