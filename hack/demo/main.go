@@ -201,10 +201,8 @@ func webhook(ctx context.Context, c client.Client, ns string) error {
 			return ""
 		}
 		for _, p := range list.Items {
-			for _, cond := range p.Status.Conditions {
-				if cond.Type == corev1.PodReady && cond.Status == corev1.ConditionTrue && p.DeletionTimestamp == nil && p.Status.PodIP != "" {
-					return net.JoinHostPort(p.Status.PodIP, "8443")
-				}
+			if podReady(&p) == "true" && p.DeletionTimestamp == nil && p.Status.PodIP != "" {
+				return net.JoinHostPort(p.Status.PodIP, "8443")
 			}
 		}
 		return ""
@@ -270,15 +268,20 @@ func pods(ctx context.Context, c client.Client, ns string) error {
 	w := tabwriter.NewWriter(os.Stdout, 0, 8, 3, ' ', 0)
 	fmt.Fprintln(w, "NAME\tNODE\tSTATUS\tREADY\tIMAGE")
 	for _, p := range list.Items {
-		ready := "false"
-		for _, cond := range p.Status.Conditions {
-			if cond.Type == corev1.PodReady {
-				ready = strings.ToLower(string(cond.Status))
-			}
-		}
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Spec.NodeName, p.Status.Phase, ready, p.Spec.Containers[0].Image)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\n", p.Name, p.Spec.NodeName, p.Status.Phase, podReady(&p), p.Spec.Containers[0].Image)
 	}
 	return w.Flush()
+}
+
+// podReady is a pod's Ready condition as kubectl prints it: "true",
+// "false" or "unknown" ("false" when it has none).
+func podReady(p *corev1.Pod) string {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return strings.ToLower(string(cond.Status))
+		}
+	}
+	return "false"
 }
 
 // events prints the operator's Events about an Installation, oldest first.
