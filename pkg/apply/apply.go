@@ -180,9 +180,12 @@ func keyOf(obj *unstructured.Unstructured) cacheKey {
 	return cacheKey{obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName()}
 }
 
-// wrote records an object as the API server returned it from a write
+// Wrote records an object as the API server returned it from a write
 // (when a cache is in use: Direct appliers record for the cached ones).
-func (a *Applier) wrote(obj *unstructured.Unstructured) {
+// The applier records its own writes; a caller that writes an object by
+// another path (a status update, a patch) records it too, so that a cached
+// copy from before that write is not taken for the live object.
+func (a *Applier) Wrote(obj *unstructured.Unstructured) {
 	if obj != nil && a.cache != nil && !a.opts.DryRun {
 		a.seen.Store(keyOf(obj), obj.GetResourceVersion())
 	}
@@ -555,7 +558,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if err != nil {
 		return res, fmt.Errorf("apply %s: %w", ref, err)
 	}
-	a.wrote(out)
+	a.Wrote(out)
 	res.Object, res.Fallback = out, fallback
 	if res.Adopted && !a.opts.DryRun {
 		// The object is ours now: fields other appliers set are ours too,
@@ -563,7 +566,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		if res.Object, err = a.takeFields(ctx, ri, out); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
-		a.wrote(res.Object)
+		a.Wrote(res.Object)
 	}
 	if fallback {
 		if res.Reason != "" {

@@ -7,7 +7,6 @@ import (
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -111,30 +110,6 @@ func TestCacheThatCannotListFallsBackToTheAPIServer(t *testing.T) {
 	}
 }
 
-// laggingCache serves copies taken when it was frozen: an informer that
-// has not yet seen the writes since (a watch delayed under load).
-type laggingCache struct {
-	inner  apply.Cache
-	frozen map[string]*unstructured.Unstructured
-}
-
-func (c *laggingCache) freeze(ctx context.Context, t *testing.T, objs ...*unstructured.Unstructured) {
-	t.Helper()
-	c.frozen = map[string]*unstructured.Unstructured{}
-	for _, o := range objs {
-		u, ok, err := c.inner.Cached(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName())
-		if err != nil || !ok {
-			t.Fatalf("freeze %s: ok %v, %v", o.GetName(), ok, err)
-		}
-		c.frozen[o.GetName()] = u
-	}
-}
-
-func (c *laggingCache) Cached(_ context.Context, _ schema.GroupVersionKind, _, name string) (*unstructured.Unstructured, bool, error) {
-	u, ok := c.frozen[name]
-	return u, ok, nil
-}
-
 // A cache that lags behind the applier's own writes never decides
 // "unchanged": going back to the version it still shows (a downgrade right
 // after an upgrade) writes it, and an object deleted since is created
@@ -147,17 +122,18 @@ func TestCacheBehindOwnWritesIsNotTrusted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	lag := &laggingCache{inner: applytest.StartCache(t, env.Config)}
-	cached := a.WithCache(lag.inner)
+	inner := applytest.StartCache(t, env.Config)
+	cached := a.WithCache(inner)
 	v1 := configMap(t, ns, "cm", map[string]string{"k": "v1"})
 	if _, err := cached.Apply(ctx, v1); err != nil {
 		t.Fatal(err)
 	}
 	testenv.WaitFor(ctx, t, "the cache holds v1", func(ctx context.Context) (bool, string, error) {
-		u, ok, err := lag.inner.Cached(ctx, v1.GroupVersionKind(), ns, "cm")
+		u, ok, err := inner.Cached(ctx, v1.GroupVersionKind(), ns, "cm")
 		return ok && u.Object["data"].(map[string]any)["k"] == "v1", "", err
 	})
-	lag.freeze(ctx, t, v1)
+	lag := applytest.NewLaggingCache(inner)
+	lag.Freeze(ctx, t, v1)
 	cached = a.WithCache(lag)
 	data := func() string {
 		t.Helper()

@@ -448,7 +448,8 @@ func (c *certState) publishBundle(ctx context.Context) error {
 			if err != nil || upd == live {
 				return err
 			}
-			_, err = ri.Update(ctx, upd, metav1.UpdateOptions{FieldManager: c.r.opts.FieldManager})
+			out, err := ri.Update(ctx, upd, metav1.UpdateOptions{FieldManager: c.r.opts.FieldManager})
+			c.r.a.Wrote(out)
 			return err
 		})
 		if err != nil {

@@ -138,7 +138,10 @@ func (r *run) migrateStoredVersions(ctx context.Context, objs []*unstructured.Un
 			if err := unstructured.SetNestedStringSlice(cur.Object, kept, "status", "storedVersions"); err != nil {
 				return err
 			}
-			_, err = ri.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			out, err := ri.UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			// The apply below must not take a cached copy from before
+			// this write, which still lists the dropped versions.
+			r.a.Wrote(out)
 			return err
 		})
 		if err != nil {

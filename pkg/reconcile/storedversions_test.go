@@ -13,6 +13,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -42,19 +43,29 @@ spec:
 	return b.String()
 }
 
+// crdGVR is the resource of CRDs.
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// thingsGroup returns the test's environment, a namespace and an API group
+// of its own for versionedCRD, whose CRD is deleted when the test ends.
+func thingsGroup(t *testing.T) (*testenv.Env, string, string) {
+	t.Helper()
+	env := testenv.New(t)
+	ns := env.Namespace(t.Context(), t)
+	group := strings.TrimPrefix(ns, "t-") + ".example.com"
+	t.Cleanup(func() {
+		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), "things."+group, metav1.DeleteOptions{})
+	})
+	return env, ns, group
+}
+
 // TestStoredVersionsMigrated: custom resources stored at v1alpha1; an
 // upgrade whose CRD defines only v1 first rewrites them at v1 and sets
 // status.storedVersions to [v1] (a plan shows it as a step), then drops
 // v1alpha1 from the CRD; the objects read back at v1.
 func TestStoredVersionsMigrated(t *testing.T) {
-	env := testenv.New(t)
+	env, ns, group := thingsGroup(t)
 	ctx := t.Context()
-	ns := env.Namespace(ctx, t)
-	group := strings.TrimPrefix(ns, "t-") + ".example.com"
-	crdGVR := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	t.Cleanup(func() {
-		_ = env.Dynamic.Resource(crdGVR).Delete(context.Background(), "things."+group, metav1.DeleteOptions{})
-	})
 	owner := inventory.Owner{Namespace: ns, Name: "stored", Kind: inventory.KindPlugin}
 	run := func(version, text string, dry bool) *reconcile.Result {
 		t.Helper()
@@ -153,5 +164,59 @@ func TestStoredVersionsMigrated(t *testing.T) {
 		if st.Name == reconcile.StorageVersionsStep {
 			t.Errorf("plan after the migration still has step %s: %+v", st.Name, st.Items)
 		}
+	}
+}
+
+// The migration updates status.storedVersions by its own request, outside
+// the applier: a cache that still shows the CRD from before that write
+// (with the old version stored) must not be taken for it, or the last
+// apply keeps the dropped version in the CRD and the run reports success.
+// The cache here stops at the first copy of the new definition.
+func TestStoredVersionsMigratedThroughALaggingCache(t *testing.T) {
+	env, ns, group := thingsGroup(t)
+	ctx := t.Context()
+	a, err := apply.NewForConfig(env.Config, apply.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := applytest.NewLaggingCache(applytest.StartCache(t, env.Config))
+	rc := reconcile.NewWithClients(reconcile.Clients{Applier: a, Kube: env.Kube, Cache: lag})
+	owner := inventory.Owner{Namespace: ns, Name: "lagging", Kind: inventory.KindPlugin}
+	parse := func(version, text string) *strategy.Strategy {
+		t.Helper()
+		s, _, err := strategy.Parse([]byte(text), strategy.ParseOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Identity = strategy.Identity{Version: version}
+		return s
+	}
+	opts := reconcile.Options{Owner: owner, StageDeadline: time.Minute, Interval: 200 * time.Millisecond,
+		OnEvent: func(e reconcile.Event) { t.Logf("%s %s %s %s %s", e.Type, e.Step, e.Ref, e.Action, e.Reason) }}
+	v1 := parse("v1", versionedCRD(group, "v1alpha1"))
+	if _, err := rc.Run(ctx, v1, opts); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Dynamic.Resource(schema.GroupVersionResource{Group: group, Version: "v1alpha1", Resource: "things"}).Namespace(ns).Create(ctx,
+		&unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1alpha1", "kind": "Thing", "metadata": map[string]any{"name": "thing"}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	crd := v1.Objects[0]
+	lag.FreezeWhen(crd, func(u *unstructured.Unstructured) bool { return u.GetGeneration() >= 2 })
+	if _, err := rc.Run(ctx, parse("v2", versionedCRD(group, "v1")), opts); err != nil {
+		t.Fatalf("run v2: %v", err)
+	}
+	if !lag.Frozen(crd) {
+		t.Fatal("the cache never held the new definition: nothing was tested")
+	}
+	live, err := env.Dynamic.Resource(crdGVR).Get(ctx, "things."+group, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _, _ := unstructured.NestedStringSlice(live.Object, "status", "storedVersions")
+	versions, _, _ := unstructured.NestedSlice(live.Object, "spec", "versions")
+	if strings.Join(stored, ",") != "v1" || len(versions) != 1 {
+		t.Errorf("after the upgrade: storedVersions %v, %d versions in the CRD; want [v1] and only v1", stored, len(versions))
 	}
 }
