@@ -37,9 +37,9 @@
 // operator put into kubevirt-virt-api-certs (kwok runs no containers; the
 // webhooks are failurePolicy Fail). virt-operator also gets a TCP bridge
 // from its own webhook Service's ClusterIP:443 to its process's :8444.
-// Every local cluster on this machine uses service CIDR 127.0.100.0/24, so
-// another cluster's helper may hold the same ClusterIP:443: a failed bind
-// stops the run with a message saying so.
+// Each local cluster has its own loopback service CIDR (by a hash of its
+// state directory); should another helper still hold the same
+// ClusterIP:443, the failed bind stops the run with a message saying so.
 //
 // Prerequisite: the virt-operator binaries, built by
 // ../shared/tools/virtoperator/build.sh (make virt-operator-build). See

@@ -11,6 +11,10 @@ import (
 	"syscall"
 	"testing"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
 	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 )
@@ -42,6 +46,12 @@ func TestUpDownLifecycle(t *testing.T) {
 	env := first.Env()
 	if !strings.HasSuffix(env, "export KUBECONFIG="+first.Kubeconfig+"\n") {
 		t.Fatalf("env does not end with the KUBECONFIG export:\n%s", env)
+	}
+	// Its Services' ClusterIPs are not the test cluster's: a helper serving
+	// one cluster's webhook would answer the other's API server.
+	mine, theirs := kubernetesClusterIP(ctx, t, first.Kubeconfig), kubernetesClusterIP(ctx, t, "")
+	if mine == theirs {
+		t.Errorf("the second cluster's kubernetes Service has the test cluster's ClusterIP %s", mine)
 	}
 
 	// A second Up of a healthy cluster keeps it.
@@ -181,4 +191,25 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// kubernetesClusterIP returns the kubernetes Service's ClusterIP in the
+// cluster of kubeconfig ("": the test cluster).
+func kubernetesClusterIP(ctx context.Context, t *testing.T, kubeconfig string) string {
+	t.Helper()
+	kube := testenv.New(t).Kube
+	if kubeconfig != "" {
+		cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if kube, err = kubernetes.NewForConfig(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	svc, err := kube.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc.Spec.ClusterIP
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"net"
 	"net/http"
@@ -22,11 +23,6 @@ import (
 )
 
 const (
-	// serviceCIDR is in the loopback range: the API server dials ClusterIPs
-	// for webhooks and aggregated APIs, and with no kube-proxy here any other
-	// range would send that traffic off the machine.
-	serviceCIDR = "127.0.100.0/24"
-	serviceIP   = "127.0.100.1"
 	saIssuer    = "https://kubernetes.default.svc.cluster.local"
 	clusterName = "installstrategy-local"
 	adminUser   = "installstrategy-admin"
@@ -49,7 +45,7 @@ func (u *upper) writeFiles() error {
 	}
 	serving, err := newServing(ca, "kube-apiserver",
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"},
-		append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIP)}, u.realNodeSANs()...))
+		append([]net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(serviceIPOf(u.dir))}, u.realNodeSANs()...))
 	if err != nil {
 		return err
 	}
@@ -209,7 +205,7 @@ func (u *upper) startAPIServer(ctx context.Context) error {
 		"--service-account-issuer="+saIssuer,
 		"--service-account-key-file="+f.saPub,
 		"--service-account-signing-key-file="+f.saKey,
-		"--service-cluster-ip-range="+serviceCIDR,
+		"--service-cluster-ip-range="+serviceCIDROf(u.dir),
 		"--authorization-mode=RBAC",
 		"--requestheader-client-ca-file="+f.frontProxyCA,
 		"--requestheader-allowed-names="+frontProxyClient,
@@ -436,4 +432,32 @@ func checkReady(ctx context.Context, kubeconfig string) error {
 		return fmt.Errorf("GET /readyz: %w: %s", err, strings.TrimSpace(string(body)))
 	}
 	return nil
+}
+
+// serviceCIDROf is the service CIDR of the cluster in dir (its absolute
+// state directory): a /24 in the loopback range, since the API server
+// dials ClusterIPs for webhooks and aggregated APIs and, with no
+// kube-proxy here, any other range would send that traffic off the
+// machine. Each state directory has its own (127.100.0.0 to
+// 127.199.255.0, by a hash of the path), so that clusters running side by
+// side on one machine do not give the same ClusterIP to their Services: a
+// helper serving one cluster's webhook on its ClusterIP would answer the
+// other's API server.
+func serviceCIDROf(dir string) string {
+	b, c := serviceNet(dir)
+	return fmt.Sprintf("127.%d.%d.0/24", b, c)
+}
+
+// serviceIPOf is the first address of serviceCIDROf(dir): the kubernetes
+// Service's ClusterIP.
+func serviceIPOf(dir string) string {
+	b, c := serviceNet(dir)
+	return fmt.Sprintf("127.%d.%d.1", b, c)
+}
+
+func serviceNet(dir string) (b, c int) {
+	h := fnv.New32a()
+	h.Write([]byte(dir))
+	sum := h.Sum32()
+	return 100 + int(sum%100), int(sum/100) % 256
 }

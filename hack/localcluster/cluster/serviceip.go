@@ -9,9 +9,8 @@ import (
 )
 
 // ListenClusterIP listens on a Service's loopback ClusterIP and port (0:
-// any free port). Every local cluster on this machine uses the same service
-// CIDR, so the error of an address already held says that another
-// cluster's helper probably holds it.
+// any free port). The error of an address already held says what may
+// hold it.
 func ListenClusterIP(clusterIP string, port int) (net.Listener, error) {
 	if ip := net.ParseIP(clusterIP); ip == nil || !ip.IsLoopback() {
 		return nil, fmt.Errorf("service ClusterIP %q is not loopback; refusing to listen on it", clusterIP)
@@ -19,7 +18,7 @@ func ListenClusterIP(clusterIP string, port int) (net.Listener, error) {
 	addr := net.JoinHostPort(clusterIP, strconv.Itoa(port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("cannot listen on %s, the Service's ClusterIP: %w. Every local cluster on this machine uses service CIDR %s, so a helper of another engineer's cluster probably holds this address (see `ss -ltnp`)", addr, err, serviceCIDR)
+		return nil, fmt.Errorf("cannot listen on %s, the Service's ClusterIP: %w. Another helper of this cluster, or of a cluster whose service CIDR is the same /24 (clusters pick theirs by a hash of the state directory), probably holds this address (see `ss -ltnp`)", addr, err)
 	}
 	return ln, nil
 }
