@@ -344,6 +344,10 @@ type State struct {
 	// write of the same status is skipped (an unchanged resync writes
 	// nothing).
 	written *v1alpha1.InstallationStatus
+	// lastWrite is the object as this reconcile's last status write
+	// returned it: the next write starts from it instead of reading the
+	// object again (a conflict, someone else's write since, reads it).
+	lastWrite *v1alpha1.Installation
 }
 
 // Stages returns the pipeline of an Installation that is not being deleted.
@@ -446,9 +450,14 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 	if s.written != nil && apiequality.Semantic.DeepEqual(*s.written, *status) {
 		return nil
 	}
+	known := s.lastWrite
+	s.lastWrite = nil
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
 		latest := &v1alpha1.Installation{}
-		if err := r.reader.Get(ctx, key, latest); err != nil {
+		if known != nil {
+			known.DeepCopyInto(latest)
+			known = nil
+		} else if err := r.reader.Get(ctx, key, latest); err != nil {
 			return err
 		}
 		// s.written may be older than the object (someone else wrote
@@ -462,6 +471,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 			return err
 		}
 		r.wrote.Store(key, latest.ResourceVersion)
+		s.lastWrite = latest
 		return nil
 	})
 	if apierrors.IsNotFound(err) {

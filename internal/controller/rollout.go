@@ -355,6 +355,10 @@ func (r *Reconciler) refreshComponents(ctx context.Context, s *State, cachedOnly
 		return false
 	}
 	checker := &health.Checker{Kube: r.kube, Identity: s.Target}
+	if cachedOnly {
+		// The rollout lists pods itself; a progress refresh does not.
+		checker.PodsEvery = -1
+	}
 	var comps []v1alpha1.ComponentStatus
 	for _, o := range s.Strategy.Objects {
 		if _, ok := workloadResources[o.GetKind()]; !ok || o.GroupVersionKind().Group != "apps" {

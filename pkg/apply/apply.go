@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/client-go/util/retry"
@@ -168,6 +169,11 @@ type Applier struct {
 	// version before the last write would be taken as "unchanged" when a
 	// strategy goes back to it (a downgrade right after an upgrade).
 	seen *sync.Map
+	// meta, when set, lists objects' metadata for Probe.
+	meta metadata.Interface
+	// absent holds, by cacheKey, objects Probe found missing: the next
+	// read of each answers "absent" without asking (once; see Probe).
+	absent *sync.Map
 }
 
 // cacheKey names an object in Applier.seen.
@@ -249,7 +255,13 @@ func NewForConfig(cfg *rest.Config, opts Options) (*Applier, error) {
 	if err != nil {
 		return nil, fmt.Errorf("discovery client: %w", err)
 	}
-	return New(dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)), opts), nil
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("metadata client: %w", err)
+	}
+	a := New(dyn, restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)), opts)
+	a.meta = meta
+	return a, nil
 }
 
 // Options returns the applier's options with defaults filled in.
@@ -259,7 +271,7 @@ func (a *Applier) Options() Options { return a.opts }
 // options.
 func (a *Applier) WithOptions(opts Options) *Applier {
 	out := New(a.dyn, a.mapper, opts)
-	out.fresh, out.cache, out.noCache, out.seen = a.fresh, a.cache, a.noCache, a.seen
+	out.fresh, out.cache, out.noCache, out.seen, out.meta = a.fresh, a.cache, a.noCache, a.seen, a.meta
 	return out
 }
 
@@ -362,6 +374,11 @@ func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface
 		}
 		if err == nil && ok && cached.GetGeneration() >= gen && a.usable(obj, cached) {
 			return cached, true, nil
+		}
+	}
+	if a.absent != nil {
+		if _, ok := a.absent.LoadAndDelete(keyOf(obj)); ok {
+			return nil, false, nil
 		}
 	}
 	live, err := a.direct(ctx, ri, obj)
@@ -512,10 +529,11 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if err != nil {
 		return Result{Ref: ref}, err
 	}
-	if cached {
-		// A cached copy decides only that nothing is to be written: when
-		// it says otherwise, it may just lag behind a write (of this
-		// applier or another), so the API server is asked.
+	if cached && ClaimOf(live, a.opts.Owner) != inventory.ClaimOurs {
+		// A cached copy that is not this installation's decides only that
+		// nothing is to be written: a conflict, a relabelling or an
+		// adoption is decided on the live object (with its field
+		// managers), not on a copy that may lag behind.
 		prepared, err := a.Prepare(obj, live)
 		if err != nil {
 			return Result{Ref: ref}, err
@@ -527,6 +545,10 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 			return Result{Ref: ref}, err
 		}
 	}
+	// A cached copy of our own object is not behind this applier's writes
+	// (see usable): the server-side apply below writes the strategy's
+	// fields whatever the live object holds, so a copy that lags behind
+	// someone else's write costs at most a write that changes nothing.
 	if live != nil && live.GetDeletionTimestamp() != nil && !a.opts.DryRun && IsOurs(live, a.opts.Owner) {
 		// Writing to an object being deleted would be lost: wait until it
 		// is gone, then create it anew.

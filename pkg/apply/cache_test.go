@@ -2,11 +2,13 @@ package apply_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
@@ -14,21 +16,30 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// An applier with a cache reads the objects it holds from it (no request)
-// and decides "unchanged" from them; objects that are not an
-// installation's are never cached, so they are read (and refused) live.
-func TestCachedReadsAndMisses(t *testing.T) {
+// recordedApplier returns the test's environment, a namespace, and an
+// applier whose requests rec records.
+func recordedApplier(t *testing.T) (*testenv.Env, string, *apply.Applier, *applytest.Recorder) {
+	t.Helper()
 	env := testenv.New(t)
-	ctx := t.Context()
-	ns := env.Namespace(ctx, t)
+	ns := env.Namespace(t.Context(), t)
 	cfg, rec := applytest.Record(env.Config)
 	a, err := apply.NewForConfig(cfg, apply.Options{Identity: testID, Owner: testOwner})
 	if err != nil {
 		t.Fatal(err)
 	}
-	cached := a.WithCache(applytest.StartCache(t, cfg))
+	return env, ns, a, rec
+}
+
+// An applier with a cache reads the objects it holds from it (no request)
+// and decides "unchanged" from them; objects that are not an
+// installation's are never cached, so they are read (and refused) live.
+func TestCachedReadsAndMisses(t *testing.T) {
+	env, ns, a, rec := recordedApplier(t)
+	ctx := t.Context()
+	cached := a.WithCache(applytest.StartCache(t, env.Config))
 	ours := configMap(t, ns, "ours", map[string]string{"k": "v"})
 	if _, err := a.Apply(ctx, ours); err != nil {
 		t.Fatal(err)
@@ -171,5 +182,78 @@ func TestCacheBehindOwnWritesIsNotTrusted(t *testing.T) {
 	}
 	if got := data(); got != "v1" {
 		t.Fatalf("after the re-create the object holds %q", got)
+	}
+}
+
+// Probe looks objects the cache does not hold up with one list per
+// resource and namespace: their writes need no read first, while an
+// object that exists and is not ours is still read and refused. An object
+// the cache holds as ours is then updated from the cached copy, without a
+// read.
+func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
+	env, ns, a, rec := recordedApplier(t)
+	ctx := t.Context()
+	c := applytest.StartCache(t, env.Config)
+	cached := a.WithCache(c)
+	foreign := configMap(t, ns, "foreign", map[string]string{"k": "theirs"})
+	if _, err := env.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns).Create(ctx, foreign, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	version := func(v string) []*unstructured.Unstructured {
+		var objs []*unstructured.Unstructured
+		for _, name := range []string{"a", "b", "c", "d"} {
+			objs = append(objs, configMap(t, ns, name, map[string]string{"k": v}))
+		}
+		return objs
+	}
+	objs := append(version("v1"), configMap(t, ns, "foreign", map[string]string{"k": "ours"}))
+	// Discovery first, not counted.
+	if _, err := a.Mapping(strategy.RefOf(foreign), "v1"); err != nil {
+		t.Fatal(err)
+	}
+	rec.Reset()
+	probed := cached.Probe(ctx, objs)
+	if r := rec.Reads(); len(r) != 1 || !strings.HasSuffix(r[0].Path, "/configmaps") {
+		t.Fatalf("probe of 5 ConfigMaps: reads %v, want one list", r)
+	}
+	rec.Reset()
+	for _, o := range objs {
+		res, err := probed.Apply(ctx, o)
+		switch {
+		case o.GetName() == "foreign":
+			if err == nil || res.Action != apply.ActionConflict {
+				t.Errorf("foreign ConfigMap: %+v, %v; want a conflict", res, err)
+			}
+		case err != nil || res.Action != apply.ActionCreate:
+			t.Errorf("%s: %+v, %v; want created", o.GetName(), res, err)
+		}
+	}
+	if r := rec.Reads(); len(r) != 1 || !strings.HasSuffix(r[0].Path, "/foreign") {
+		t.Errorf("applies after the probe read %v, want only the foreign ConfigMap", r)
+	}
+	if w := rec.Writes(); len(w) != 4 {
+		t.Errorf("applies after the probe wrote %v, want the 4 of ours", w)
+	}
+	v2 := version("v2")
+	testenv.WaitFor(ctx, t, "the cache holds ours", func(ctx context.Context) (bool, string, error) {
+		for _, o := range v2 {
+			if _, ok, err := c.Cached(ctx, o.GroupVersionKind(), ns, o.GetName()); err != nil || !ok {
+				return false, o.GetName() + " not cached", err
+			}
+		}
+		return true, "", nil
+	})
+	rec.Reset()
+	for _, o := range v2 {
+		if res, err := cached.Apply(ctx, o); err != nil || res.Action != apply.ActionUpdate {
+			t.Errorf("%s to v2: %+v, %v", o.GetName(), res, err)
+		}
+	}
+	if r := rec.Reads(); len(r) != 0 {
+		t.Errorf("updates of cached objects of ours read %v", r)
+	}
+	live, err := a.Direct().Get(ctx, v2[0])
+	if err != nil || live == nil || live.Object["data"].(map[string]any)["k"] != "v2" {
+		t.Errorf("after the update: %v, %v", live, err)
 	}
 }

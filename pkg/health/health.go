@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -45,6 +46,40 @@ type Checker struct {
 	// Identity is the target identity pods must carry; an empty Version
 	// skips the pod annotation check.
 	Identity strategy.Identity
+	// PodsEvery spaces the pod lists of a workload whose own status says
+	// it is still rolling out (they look for a failed pod): at most one
+	// per PodsEvery for each workload, the checks between deciding from
+	// the workload's status alone. A workload whose status says it is
+	// rolled out has its pods listed at every check. 0 lists at every
+	// check; a negative PodsEvery never lists while the status says the
+	// workload is rolling out (progress read from caches only).
+	PodsEvery time.Duration
+
+	mu     sync.Mutex
+	listed map[strategy.ObjectRef]time.Time
+}
+
+// listDue reports whether the pods of a workload that is rolling out are
+// to be listed now (see PodsEvery), and if so records the list.
+func (c *Checker) listDue(live *unstructured.Unstructured) bool {
+	if c.PodsEvery == 0 {
+		return true
+	}
+	if c.PodsEvery < 0 {
+		return false
+	}
+	ref := strategy.RefOf(live)
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if last, ok := c.listed[ref]; ok && now.Sub(last) < c.PodsEvery {
+		return false
+	}
+	if c.listed == nil {
+		c.listed = map[strategy.ObjectRef]time.Time{}
+	}
+	c.listed[ref] = now
+	return true
 }
 
 // Check returns the health of a live object by the rule of its kind.
@@ -122,6 +157,14 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 		// listing.
 		return Status{Ready: true}, nil
 	}
+	if !DeploymentRolledOut(&d) && !c.listDue(live) {
+		st := fromKstatus(live)
+		st.Ready = false
+		if st.Reason == "" {
+			st.Reason = "replicas not all updated, ready and available"
+		}
+		return st, nil
+	}
 	pods, err := c.pods(ctx, d.Namespace, d.Spec.Selector)
 	if err != nil || pods.Failed {
 		return pods, err
@@ -164,10 +207,14 @@ func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured
 	case s.ObservedGeneration < ds.Generation:
 		return Status{Reason: fmt.Sprintf("generation %d not observed yet (observed %d)", ds.Generation, s.ObservedGeneration)}, nil
 	case s.UpdatedNumberScheduled != s.DesiredNumberScheduled || s.NumberReady != s.DesiredNumberScheduled:
+		reason := fmt.Sprintf("%d of %d pods updated, %d ready", s.UpdatedNumberScheduled, s.DesiredNumberScheduled, s.NumberReady)
+		if !c.listDue(live) {
+			return Status{Reason: reason}, nil
+		}
 		st, err := c.pods(ctx, ds.Namespace, ds.Spec.Selector)
 		st.Ready = false
 		if !st.Failed {
-			st.Reason = fmt.Sprintf("%d of %d pods updated, %d ready", s.UpdatedNumberScheduled, s.DesiredNumberScheduled, s.NumberReady)
+			st.Reason = reason
 		}
 		return st, err
 	}

@@ -12,9 +12,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -88,12 +90,72 @@ func TestCrashLoopingPodsAreDegraded(t *testing.T) {
 	if _, err := a.Apply(ctx, d); err != nil {
 		t.Fatal(err)
 	}
+	// Pod lists spaced as the reconciler spaces them still find it.
+	c.PodsEvery = time.Second
 	err := c.Wait(ctx, a.Get, []*unstructured.Unstructured{d}, health.WaitOptions{Deadline: time.Minute, Interval: 200 * time.Millisecond})
 	var deg *health.DegradedError
 	if !errors.As(err, &deg) || deg.Reason != health.ReasonFailed {
 		t.Fatalf("wait: %v", err)
 	}
 	t.Log(err)
+}
+
+// A workload whose status says it is rolling out has its pods listed once
+// per PodsEvery, not at every check; one whose status says it is rolled
+// out, at every check (its pods decide); a negative PodsEvery never lists
+// while rolling out.
+func TestPodListsSpacedWhileRollingOut(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env, ns, a, _ := setup(t)
+	cfg, rec := applytest.Record(env.Config)
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := workload(t, "Deployment", ns, "web", nil)
+	res, err := a.Apply(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rolling := res.Object // as written: no status yet
+	podLists := func() int {
+		n := 0
+		for _, r := range rec.Reads() {
+			if strings.HasSuffix(r.Path, "/pods") {
+				n++
+			}
+		}
+		rec.Reset()
+		return n
+	}
+	check := func(c *health.Checker, live *unstructured.Unstructured, times int) {
+		t.Helper()
+		for range times {
+			if st, err := c.Check(ctx, live); err != nil || st.Ready {
+				t.Fatalf("check: %+v, %v", st, err)
+			}
+		}
+	}
+	spaced := &health.Checker{Kube: kube, Identity: id, PodsEvery: time.Hour}
+	check(spaced, rolling, 5)
+	if n := podLists(); n != 1 {
+		t.Errorf("5 checks of a rolling-out Deployment listed pods %d times, want 1", n)
+	}
+	// Rolled out by its status, but of another identity: the pods decide.
+	done := rolling.DeepCopy()
+	replicas := map[string]any{"observedGeneration": done.GetGeneration(), "replicas": int64(1), "updatedReplicas": int64(1), "readyReplicas": int64(1), "availableReplicas": int64(1)}
+	done.Object["status"] = replicas
+	other := &health.Checker{Kube: kube, Identity: strategy.Identity{Version: "v2"}, PodsEvery: time.Hour}
+	check(other, done, 3)
+	if n := podLists(); n != 3 {
+		t.Errorf("3 checks of a Deployment rolled out by its status listed pods %d times, want 3", n)
+	}
+	never := &health.Checker{Kube: kube, Identity: id, PodsEvery: -1}
+	check(never, rolling, 3)
+	if n := podLists(); n != 0 {
+		t.Errorf("PodsEvery < 0 listed pods %d times while rolling out", n)
+	}
 }
 
 func TestProgressDeadline(t *testing.T) {

@@ -292,7 +292,9 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 	}
 	return &run{
 		opts: opts, s: s, a: a, kube: kube, inv: inv, invs: invs,
-		checker: &health.Checker{Kube: kube, Identity: s.Identity},
+		// A rolling-out workload's pods are listed every few polls (for
+		// a failed pod), not at every poll.
+		checker: &health.Checker{Kube: kube, Identity: s.Identity, PodsEvery: 5 * opts.Interval},
 		res:     &Result{Plan: plan.Build(s, plan.Options{Observed: opts.Observed, Roles: opts.Roles})},
 	}, nil
 }
@@ -471,11 +473,14 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		conflicts []error
 		errs      []error
 	)
+	// Objects the cache does not hold are looked up by a list per
+	// resource and namespace, not one read each.
+	a := r.a.Probe(ctx, objs)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.opts.Parallelism)
 	for i, obj := range objs {
 		g.Go(func() error {
-			res, err := r.applyOne(gctx, step, obj)
+			res, err := r.applyOne(gctx, a, step, obj)
 			results[i] = res
 			var conflict *apply.ConflictError
 			mu.Lock()
@@ -535,10 +540,11 @@ func written(results []apply.Result) bool {
 	return false
 }
 
-// applyOne applies one object; DaemonSets on the update path go through
-// the canary rollout. A Job that completed before with the same applied
-// hash and was removed since (ttlSecondsAfterFinished) is not run again.
-func (r *run) applyOne(ctx context.Context, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
+// applyOne applies one object with a (the run's applier, probed for the
+// step); DaemonSets on the update path go through the canary rollout. A
+// Job that completed before with the same applied hash and was removed
+// since (ttlSecondsAfterFinished) is not run again.
+func (r *run) applyOne(ctx context.Context, a *apply.Applier, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
 	if step.Stage == kinds.StageWorkloads && obj.GetKind() == "DaemonSet" && obj.GetAPIVersion() == "apps/v1" &&
 		r.res.Plan.Path == plan.PathUpdate && !r.opts.Canary.Disabled && !r.opts.NoWait {
 		return r.canary(ctx, step, obj)
@@ -546,7 +552,7 @@ func (r *run) applyOne(ctx context.Context, step plan.Step, obj *unstructured.Un
 	if res, done, err := r.completedJob(ctx, obj); done || err != nil {
 		return res, err
 	}
-	return r.a.Apply(ctx, obj)
+	return a.Apply(ctx, obj)
 }
 
 // completedJob reports a Job the inventory records as completed with the

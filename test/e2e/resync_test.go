@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
@@ -73,6 +75,7 @@ func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
 	entry := e.publish(ctx, t, s)
 	spec := v1alpha1.InstallationSpec{Version: s.Identity.Version, Registry: s.Identity.Registry,
 		Strategy: &v1alpha1.StrategySource{ConfigMap: configMapSource(entry)}, PruneCRDs: true}
+	rec.Reset()
 	e.create(ctx, t, "kubevirt", spec)
 	e.waitDeployed(ctx, t, "kubevirt", s.Identity.Version)
 	// While installing, each workload is read a few times (before its
@@ -89,6 +92,32 @@ func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
 		}
 	}
 	t.Logf("workload reads while installing: %v", workloadGets)
+	// Objects the cache does not hold yet are looked up with a list per
+	// resource and namespace (apply.Probe), not a read each; a status
+	// write starts from the reconcile's last one, not from a read.
+	objectGets, installationGets := 0, 0
+	paths := map[string]bool{}
+	for _, o := range s.Objects {
+		paths[o.GetName()] = true
+	}
+	for _, r := range rec.Reads() {
+		name := r.Path[strings.LastIndex(r.Path, "/")+1:]
+		switch {
+		case strings.Contains(r.Path, "/installations/"):
+			installationGets++
+		case r.Query == "" && paths[name]:
+			objectGets++
+		}
+	}
+	reconciles := counterSum(t, metrics.Reconciles)
+	t.Logf("installing: %d writes, %d reads (%d of single strategy objects, %d of the Installation over %v reconciles); reads by resource: %v",
+		len(rec.Writes()), len(rec.Reads()), objectGets, installationGets, reconciles, readsByResource(rec.Reads()))
+	if limit := len(s.Objects) / 5; objectGets > limit {
+		t.Errorf("installing read single strategy objects %d times, want at most %d (a fifth of the objects)", objectGets, limit)
+	}
+	if float64(installationGets) > reconciles+1 {
+		t.Errorf("installing read the Installation %d times in %v reconciles, want at most one each", installationGets, reconciles)
+	}
 	deployed := metrics.Reconciles.WithLabelValues("deployed")
 	testenv.WaitFor(ctx, t, "a resync after deployed", func(context.Context) (bool, string, error) {
 		return testutil.ToFloat64(deployed) >= 1, "", nil
@@ -143,4 +172,20 @@ func resourcePath(p string) string {
 		return strings.Join(parts[:3], "/")
 	}
 	return p
+}
+
+// counterSum is the sum of a counter over all its labels.
+func counterSum(t *testing.T, c *prometheus.CounterVec) float64 {
+	t.Helper()
+	ch := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(ch); close(ch) }()
+	sum := 0.0
+	for m := range ch {
+		var pb dto.Metric
+		if err := m.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		sum += pb.GetCounter().GetValue()
+	}
+	return sum
 }
