@@ -78,7 +78,10 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 	if err != nil {
 		return nil, err
 	}
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}}}
+	// Field managers stripped: nothing here reads them, and they are half
+	// of an object's metadata.
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}},
+		DefaultTransform: cache.TransformStripManagedFields()}
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
 	}

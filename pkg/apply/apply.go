@@ -171,8 +171,9 @@ type Applier struct {
 	seen *sync.Map
 	// meta, when set, lists objects' metadata for Probe.
 	meta metadata.Interface
-	// absent holds, by cacheKey, objects Probe found missing: the next
-	// read of each answers "absent" without asking (once; see Probe).
+	// absent holds, by cacheKey, objects Probe found missing: reads of
+	// each answer "absent" without asking until the applier writes it
+	// (see Probe).
 	absent *sync.Map
 }
 
@@ -377,7 +378,7 @@ func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface
 		}
 	}
 	if a.absent != nil {
-		if _, ok := a.absent.LoadAndDelete(keyOf(obj)); ok {
+		if _, ok := a.absent.Load(keyOf(obj)); ok {
 			return nil, false, nil
 		}
 	}
@@ -567,6 +568,10 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		return res, nil
 	case ActionConflict:
 		return res, conflictOf(ref, live, ClaimOf(live, a.opts.Owner))
+	}
+	if a.absent != nil {
+		// Whatever the write does, later reads ask the API server.
+		a.absent.Delete(keyOf(obj))
 	}
 	out, fallback, err := a.write(ctx, ri, prepared, live)
 	if err != nil && isImmutable(err) && live != nil {

@@ -60,7 +60,10 @@ func ManagedSelector() labels.Selector {
 // NewInformerCache returns an informer cache of the objects written by any
 // installstrategy installation, over the cluster at cfg.
 func NewInformerCache(cfg *rest.Config) (*InformerCache, error) {
-	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: ManagedSelector()})
+	// Field managers are half of a typical object's metadata and no cached
+	// read needs them (adoption, which does, reads the live object).
+	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: ManagedSelector(),
+		DefaultTransform: crcache.TransformStripManagedFields()})
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}

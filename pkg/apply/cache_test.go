@@ -52,6 +52,12 @@ func TestCachedReadsAndMisses(t *testing.T) {
 		live, err := cached.Get(ctx, ours)
 		return err == nil && live != nil, "", err
 	})
+	// Without their field managers: no cached read needs them.
+	if live, err := cached.Get(ctx, ours); err != nil {
+		t.Fatal(err)
+	} else if n := len(live.GetManagedFields()); n != 0 {
+		t.Errorf("cached copy has %d field managers, want none", n)
+	}
 	rec.Reset()
 	res, err := cached.Apply(ctx, ours)
 	if err != nil || res.Action != apply.ActionUnchanged {
@@ -185,11 +191,10 @@ func TestCacheBehindOwnWritesIsNotTrusted(t *testing.T) {
 	}
 }
 
-// Probe looks objects the cache does not hold up with one list per
-// resource and namespace: their writes need no read first, while an
-// object that exists and is not ours is still read and refused. An object
-// the cache holds as ours is then updated from the cached copy, without a
-// read.
+// Probe looks objects up with one list per resource and namespace: their
+// writes need no read first, while an object that exists and is not ours
+// is still read and refused. Objects the cache holds are not listed, and
+// one it holds as ours is updated from the cached copy, without a read.
 func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
 	env, ns, a, rec := recordedApplier(t)
 	ctx := t.Context()
@@ -212,11 +217,19 @@ func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Reset()
-	probed := cached.Probe(ctx, objs)
+	probed := a.Probe(ctx, objs)
 	if r := rec.Reads(); len(r) != 1 || !strings.HasSuffix(r[0].Path, "/configmaps") {
 		t.Fatalf("probe of 5 ConfigMaps: reads %v, want one list", r)
 	}
 	rec.Reset()
+	// Until its write, an object the list lacked reads as absent, without
+	// a request, however often (the certificates read their Secrets
+	// before the apply does).
+	for range 2 {
+		if live, err := probed.Get(ctx, objs[0]); err != nil || live != nil {
+			t.Fatalf("read of a probed absent object: %v, %v", live, err)
+		}
+	}
 	for _, o := range objs {
 		res, err := probed.Apply(ctx, o)
 		switch {
@@ -234,6 +247,14 @@ func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
 	if w := rec.Writes(); len(w) != 4 {
 		t.Errorf("applies after the probe wrote %v, want the 4 of ours", w)
 	}
+	// Once written, it is read from the API server again.
+	rec.Reset()
+	if live, err := probed.Get(ctx, objs[0]); err != nil || live == nil {
+		t.Fatalf("read after the write: %v, %v", live, err)
+	}
+	if r := rec.Reads(); len(r) != 1 {
+		t.Errorf("read after the write: requests %v, want one GET", r)
+	}
 	v2 := version("v2")
 	testenv.WaitFor(ctx, t, "the cache holds ours", func(ctx context.Context) (bool, string, error) {
 		for _, o := range v2 {
@@ -244,6 +265,11 @@ func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
 		return true, "", nil
 	})
 	rec.Reset()
+	// Objects the cache holds are not listed.
+	cached = cached.Probe(ctx, v2)
+	if r := rec.Reads(); len(r) != 0 {
+		t.Errorf("probe of cached objects read %v", r)
+	}
 	for _, o := range v2 {
 		if res, err := cached.Apply(ctx, o); err != nil || res.Action != apply.ActionUpdate {
 			t.Errorf("%s to v2: %+v, %v", o.GetName(), res, err)

@@ -29,10 +29,11 @@ const probePage = 500
 // else's, refused as a conflict) and is read from the API server before
 // its write; on a first install that is one read per object. Probe lists,
 // metadata only, each resource and namespace where at least ProbeMin of
-// objs are not in the cache, and the returned applier's first read of an
-// object the list did not hold answers "absent" without a request (the
-// write that follows creates it). Objects the list holds, and every later
-// read, are read as usual. A list that fails, is refused or would take more
+// objs are not in the cache, and the returned applier's reads of an
+// object the list did not hold answer "absent" without a request until
+// its first write of it (which creates it; reads after that write,
+// whether it succeeded or not, ask the API server). Objects the list
+// holds are read as usual. A list that fails, is refused or would take more
 // than one page is dropped: those objects are read one by one, as without
 // Probe. An object created between the list and the write is merged into
 // as it would be between a read and the write. Without a metadata client

@@ -195,6 +195,9 @@ type run struct {
 	invs    *inventory.Store
 	mu      sync.Mutex
 	res     *Result
+	// probed is the applier of the step running (apply.Probe over its
+	// objects), which the certificates' reads of its Secrets use too.
+	probed *apply.Applier
 }
 
 func (r *run) emit(e Event) {
@@ -459,6 +462,22 @@ func (r *run) recordApplied(ctx context.Context) error {
 // returns the conflicts separately from the error that stops the run.
 func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	r.emit(Event{Type: EventStepStarted, Step: step.Name})
+	// Objects the cache does not hold are looked up by a list per
+	// resource and namespace, not one read each (the certificates'
+	// reads of their Secrets included).
+	raw := make([]*unstructured.Unstructured, 0, len(step.Items))
+	for _, it := range step.Items {
+		raw = append(raw, it.Object)
+	}
+	a := r.a.Probe(ctx, raw)
+	r.mu.Lock()
+	r.probed = a
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.probed = nil
+		r.mu.Unlock()
+	}()
 	objs := make([]*unstructured.Unstructured, 0, len(step.Items))
 	for _, it := range step.Items {
 		obj, err := r.certs.desired(ctx, it.Object)
@@ -473,9 +492,6 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		conflicts []error
 		errs      []error
 	)
-	// Objects the cache does not hold are looked up by a list per
-	// resource and namespace, not one read each.
-	a := r.a.Probe(ctx, objs)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.opts.Parallelism)
 	for i, obj := range objs {

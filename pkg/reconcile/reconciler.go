@@ -149,14 +149,21 @@ func Uninstall(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]
 }
 
 // typedSecret returns the live Secret ns/name, from the cache where it
-// holds it; nil when it does not exist.
+// holds it (or the running step's probe says it is absent); nil when it
+// does not exist.
 func (r *run) typedSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	ref := &unstructured.Unstructured{}
 	ref.SetAPIVersion("v1")
 	ref.SetKind("Secret")
 	ref.SetNamespace(ns)
 	ref.SetName(name)
-	live, err := r.a.Get(ctx, ref)
+	a := r.a
+	r.mu.Lock()
+	if r.probed != nil {
+		a = r.probed
+	}
+	r.mu.Unlock()
+	live, err := a.Get(ctx, ref)
 	if err != nil || live == nil {
 		return nil, err
 	}
