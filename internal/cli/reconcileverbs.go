@@ -13,13 +13,13 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
@@ -177,12 +177,19 @@ func (c *cluster) prepareCluster(ctx context.Context, l *codec.Loaded, f *reconc
 
 // observedIdentity reads the identity the cluster runs from the identity
 // annotations of the strategy's live workloads (then of any live object)
-// that are the installation's.
+// that are the installation's. It lists the metadata of each resource and
+// namespace the strategy has objects in, instead of reading each object:
+// a fresh install of thousands of objects costs a few lists, not a read
+// each.
 func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, owner inventory.Owner, f *reconcileFlags) (strategy.Identity, error) {
 	if f.observed != "auto" {
 		return strategy.Identity{Version: f.observed}, nil
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
+	if err != nil {
+		return strategy.Identity{}, err
+	}
+	meta, err := metadata.NewForConfig(c.config)
 	if err != nil {
 		return strategy.Identity{}, err
 	}
@@ -193,25 +200,47 @@ func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, ow
 		wj, _ := kinds.Lookup(objs[j].GroupVersionKind().GroupKind())
 		return wi.PodTemplate != nil && wj.PodTemplate == nil
 	})
+	type group struct {
+		gvr       schema.GroupVersionResource
+		namespace string
+	}
+	listed := map[group]map[string]*metav1.PartialObjectMetadata{}
 	for _, o := range objs {
 		m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
 		if err != nil {
 			continue // not served
 		}
-		var live *unstructured.Unstructured
-		if m.Scope.Name() == meta.RESTScopeNameNamespace {
-			live, err = c.dynamic.Resource(m.Resource).Namespace(o.GetNamespace()).Get(ctx, o.GetName(), metav1.GetOptions{})
-		} else {
-			live, err = c.dynamic.Resource(m.Resource).Get(ctx, o.GetName(), metav1.GetOptions{})
+		g := group{gvr: m.Resource}
+		if m.Scope.Name() == apimeta.RESTScopeNameNamespace {
+			g.namespace = o.GetNamespace()
 		}
-		if apierrors.IsNotFound(err) {
+		names, ok := listed[g]
+		if !ok {
+			names = map[string]*metav1.PartialObjectMetadata{}
+			opts := metav1.ListOptions{Limit: 500}
+			for {
+				list, err := meta.Resource(g.gvr).Namespace(g.namespace).List(ctx, opts)
+				if err != nil {
+					return strategy.Identity{}, fmt.Errorf("observed version: list %s: %w", g.gvr.Resource, err)
+				}
+				for i := range list.Items {
+					names[list.Items[i].Name] = &list.Items[i]
+				}
+				if opts.Continue = list.Continue; opts.Continue == "" {
+					break
+				}
+			}
+			listed[g] = names
+		}
+		live := names[o.GetName()]
+		if live == nil {
 			continue
 		}
-		if err != nil {
-			return strategy.Identity{}, fmt.Errorf("read %s: %w", strategy.RefOf(o), err)
-		}
-		a := live.GetAnnotations()
-		if claim := apply.ClaimOf(live, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && a[apply.VersionAnnotation] != "" {
+		u := &unstructured.Unstructured{}
+		u.SetLabels(live.Labels)
+		u.SetAnnotations(live.Annotations)
+		a := live.Annotations
+		if claim := apply.ClaimOf(u, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && a[apply.VersionAnnotation] != "" {
 			return strategy.Identity{Version: a[apply.VersionAnnotation], Registry: a[apply.RegistryAnnotation], Identifier: a[apply.IdentifierAnnotation]}, nil
 		}
 	}

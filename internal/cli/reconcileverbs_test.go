@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -14,8 +15,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 )
 
 // smallStrategy is a product of namespaced objects and one ClusterRole named
@@ -275,4 +278,54 @@ func configMapVersions(ctx context.Context, t *testing.T, env *testenv.Env, ns s
 		out[cm.Name] = cm.ResourceVersion
 	}
 	return out
+}
+
+// An apply reads no object of the strategy one by one: the observed
+// version comes from a metadata list per resource and namespace, and the
+// live objects from a probe list (apply.Probe). The next apply finds the
+// version it wrote (the update path) the same way.
+func TestClusterApplyReadsNoObjectOneByOne(t *testing.T) {
+	_, _, ns := smallProduct(t)
+	strategyOf := func(version string) string {
+		var b strings.Builder
+		for i := range 30 {
+			fmt.Fprintf(&b, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%d\n  namespace: %s\ndata:\n  version: %s\n", i, ns, version)
+		}
+		return b.String()
+	}
+	var rec *applytest.Recorder
+	wrap := func(cfg *rest.Config) *rest.Config {
+		cfg, rec = applytest.Record(cfg)
+		return cfg
+	}
+	apply := func(version string) string {
+		t.Helper()
+		file := writeFile(t, version+".yaml", strategyOf(version))
+		var out, errOut bytes.Buffer
+		args := append([]string{"apply", file, "--version", version, "--registry", "example.com"}, clusterArgs(ns)...)
+		if code := MainWrapped(args, Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, wrap); code != 0 {
+			t.Fatalf("apply %s: exit %d\n%s\n%s", version, code, out.String(), errOut.String())
+		}
+		single := 0
+		for _, r := range rec.Reads() {
+			if strings.Contains(r.Path, "/configmaps/cm-") {
+				single++
+			}
+		}
+		if single != 0 {
+			t.Errorf("apply %s read %d of its ConfigMaps one by one; reads: %v", version, single, rec.Reads())
+		}
+		return out.String()
+	}
+	if out := apply("v1"); !strings.Contains(out, "summary: 30 created") {
+		t.Fatalf("apply v1:\n%s", out)
+	}
+	if out := apply("v2"); !strings.Contains(out, "summary: 0 created, 30 updated") {
+		t.Fatalf("apply v2:\n%s", out)
+	}
+	// The second apply took the update path: it observed v1.
+	code, out, errOut := run(t, nil, append([]string{"plan", "--strategy", writeFile(t, "v3.yaml", strategyOf("v3")), "--version", "v3", "--registry", "example.com"}, clusterArgs(ns)...)...)
+	if code != 1 || !strings.Contains(out, "observed v2: update path") {
+		t.Fatalf("plan v3: exit %d\n%s\n%s", code, out, errOut)
+	}
 }

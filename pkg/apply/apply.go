@@ -175,6 +175,9 @@ type Applier struct {
 	// each answer "absent" without asking until the applier writes it
 	// (see Probe).
 	absent *sync.Map
+	// listed holds, by cacheKey, live objects a Probe without a cache
+	// listed, read the same way.
+	listed *sync.Map
 }
 
 // cacheKey names an object in Applier.seen.
@@ -381,6 +384,9 @@ func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface
 		if _, ok := a.absent.Load(keyOf(obj)); ok {
 			return nil, false, nil
 		}
+		if live, ok := a.listed.Load(keyOf(obj)); ok {
+			return live.(*unstructured.Unstructured).DeepCopy(), false, nil
+		}
 	}
 	live, err := a.direct(ctx, ri, obj)
 	if err == nil {
@@ -572,6 +578,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if a.absent != nil {
 		// Whatever the write does, later reads ask the API server.
 		a.absent.Delete(keyOf(obj))
+		a.listed.Delete(keyOf(obj))
 	}
 	out, fallback, err := a.write(ctx, ri, prepared, live)
 	if err != nil && isImmutable(err) && live != nil {

@@ -18,26 +18,27 @@ import (
 // letting each apply read its object: one request instead of one each.
 const ProbeMin = 2
 
-// probePage is the most objects one probe list reads: a resource and
-// namespace holding more (other products' objects) is not listed, since a
-// second page would cost what the reads it saves do.
+// probePage is the page size of a probe list.
 const probePage = 500
 
 // Probe returns an applier for applying objs, sharing everything with a,
-// that already knows which of them do not exist. A cache holds only
+// that already knows which of them exist. A cache holds only
 // installations' objects, so an object it lacks may still exist (someone
 // else's, refused as a conflict) and is read from the API server before
-// its write; on a first install that is one read per object. Probe lists,
-// metadata only, each resource and namespace where at least ProbeMin of
-// objs are not in the cache, and the returned applier's reads of an
-// object the list did not hold answer "absent" without a request until
-// its first write of it (which creates it; reads after that write,
-// whether it succeeded or not, ask the API server). Objects the list
-// holds are read as usual. A list that fails, is refused or would take more
-// than one page is dropped: those objects are read one by one, as without
-// Probe. An object created between the list and the write is merged into
-// as it would be between a read and the write. Without a metadata client
-// (see New) or for a dry run, Probe returns a.
+// its write; on a first install that is one read per object, and without
+// a cache (the plugin) one per object on every apply. Probe lists each
+// resource and namespace where at least ProbeMin of objs are not in the
+// cache: metadata only with a cache, the objects themselves without one.
+// Until the returned applier's first write of an object, its reads of one
+// the list did not hold answer "absent", and without a cache its reads of
+// one the list held answer the listed copy, without a request; reads after
+// that write (whether it succeeded or not) ask as usual. A list that
+// fails, is refused, or runs long past the objects probed (a namespace
+// full of others' objects; see listGroup) is dropped: those objects are
+// read one by one, as without Probe. An object created or changed between
+// the list and the write is treated as it would be between a read and the
+// write. Without a metadata client (see New) or for a dry run, Probe
+// returns a.
 func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) *Applier {
 	if a.meta == nil || a.opts.DryRun {
 		return a
@@ -64,7 +65,9 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 		}
 		groups[g] = append(groups[g], obj)
 	}
-	absent := new(sync.Map)
+	absent, listed := new(sync.Map), new(sync.Map)
+	// Without a cache, the list carries the live objects themselves.
+	full := a.cache == nil || a.noCache
 	var eg errgroup.Group
 	eg.SetLimit(8)
 	for g, members := range groups {
@@ -72,17 +75,17 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 			continue
 		}
 		eg.Go(func() error {
-			list, err := a.meta.Resource(g.gvr).Namespace(g.namespace).List(ctx, metav1.ListOptions{Limit: probePage})
-			if err != nil || list.Continue != "" {
+			present, ok := a.listGroup(ctx, g.gvr, g.namespace, len(members), full)
+			if !ok {
 				return nil
 			}
-			present := make(map[string]bool, len(list.Items))
-			for _, it := range list.Items {
-				present[it.Name] = true
-			}
 			for _, obj := range members {
-				if !present[obj.GetName()] {
+				live, ok := present[obj.GetName()]
+				switch {
+				case !ok:
 					absent.Store(keyOf(obj), struct{}{})
+				case live != nil:
+					listed.Store(keyOf(obj), live)
 				}
 			}
 			return nil
@@ -90,6 +93,45 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 	}
 	_ = eg.Wait()
 	out := a.WithOptions(a.opts)
-	out.noCache, out.absent = a.noCache, absent
+	out.noCache, out.absent, out.listed = a.noCache, absent, listed
 	return out
+}
+
+// listGroup lists a resource in a namespace ("": cluster-wide) for a probe
+// of n objects: the names present, with the live objects when full (else
+// nil values, from a metadata list). It gives up (ok false) when the list
+// fails or runs past 2n+probePage objects (mostly others' objects: reading
+// ours one by one costs less).
+func (a *Applier) listGroup(ctx context.Context, gvr schema.GroupVersionResource, namespace string, n int, full bool) (map[string]*unstructured.Unstructured, bool) {
+	present := map[string]*unstructured.Unstructured{}
+	opts := metav1.ListOptions{Limit: probePage}
+	for {
+		var cont string
+		if full {
+			list, err := a.dyn.Resource(gvr).Namespace(namespace).List(ctx, opts)
+			if err != nil {
+				return nil, false
+			}
+			for i := range list.Items {
+				present[list.Items[i].GetName()] = &list.Items[i]
+			}
+			cont = list.GetContinue()
+		} else {
+			list, err := a.meta.Resource(gvr).Namespace(namespace).List(ctx, opts)
+			if err != nil {
+				return nil, false
+			}
+			for _, it := range list.Items {
+				present[it.Name] = nil
+			}
+			cont = list.Continue
+		}
+		if cont == "" {
+			return present, true
+		}
+		if len(present) > 2*n+probePage {
+			return nil, false
+		}
+		opts.Continue = cont
+	}
 }
