@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/internal/benchcmp"
 	"github.com/installstrategy/installstrategy/internal/testenv"
@@ -128,6 +130,25 @@ func (p *applyProduct) clean(b *testing.B) {
 					b.Fatalf("kubectl delete: %v\n%s", err, tail(stderr.Bytes()))
 				}
 			}
+		}
+	}
+	// kubectl delete --wait does not wait when some kinds of the text are
+	// not served (the custom resources once their CRD is gone): a CRD
+	// still being deleted (its finalizer removing the custom resources)
+	// would be found by the next round.
+	// Their deletion here sometimes takes minutes.
+	crds := p.env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crdCtx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	for _, o := range outside {
+		if o.GetKind() != "CustomResourceDefinition" {
+			continue
+		}
+		if err := testenv.Poll(crdCtx, "CRD "+o.GetName()+" gone", func(ctx context.Context) (bool, string, error) {
+			_, err := crds.Get(ctx, o.GetName(), metav1.GetOptions{})
+			return apierrors.IsNotFound(err), "", nil
+		}); err != nil {
+			b.Fatal(err)
 		}
 	}
 	if err := p.env.Kube.CoreV1().Namespaces().Delete(ctx, p.namespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
