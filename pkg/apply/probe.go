@@ -47,6 +47,9 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 		gvr       schema.GroupVersionResource
 		namespace string
 	}
+	if a.cache != nil && !a.noCache {
+		a.warm(ctx, objs)
+	}
 	groups := map[group][]*unstructured.Unstructured{}
 	for _, obj := range objs {
 		m, err := a.Mapping(strategy.RefOf(obj), obj.GroupVersionKind().Version)
@@ -95,6 +98,27 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 	out := a.WithOptions(a.opts)
 	out.noCache, out.absent, out.listed = a.noCache, absent, listed
 	return out
+}
+
+// warm reads one object of each kind of objs from the cache, side by side:
+// the first read of a kind starts its informer and waits for it to sync,
+// which one kind after the other would add up.
+func (a *Applier) warm(ctx context.Context, objs []*unstructured.Unstructured) {
+	first := map[schema.GroupVersionKind]*unstructured.Unstructured{}
+	for _, obj := range objs {
+		if _, ok := first[obj.GroupVersionKind()]; !ok {
+			first[obj.GroupVersionKind()] = obj
+		}
+	}
+	var eg errgroup.Group
+	eg.SetLimit(8)
+	for gvk, obj := range first {
+		eg.Go(func() error {
+			_, _, _ = a.cache.Cached(ctx, gvk, obj.GetNamespace(), obj.GetName())
+			return nil
+		})
+	}
+	_ = eg.Wait()
 }
 
 // listGroup lists a resource in a namespace ("": cluster-wide) for a probe
