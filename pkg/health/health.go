@@ -158,7 +158,7 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 		return Status{Ready: true}, nil
 	}
 	if !DeploymentRolledOut(&d) && !c.listDue(live) {
-		st := fromKstatus(live)
+		st := deploymentStatus(live, &d)
 		st.Ready = false
 		if st.Reason == "" {
 			st.Reason = "replicas not all updated, ready and available"
@@ -169,17 +169,7 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 	if err != nil || pods.Failed {
 		return pods, err
 	}
-	if st := fromKstatus(live); !st.Ready {
-		// Why pods are missing (a quota, a missing PriorityClass, an
-		// admission webhook refusing them) is only in this condition.
-		for _, cond := range d.Status.Conditions {
-			if cond.Type == appsv1.DeploymentReplicaFailure && cond.Status == corev1.ConditionTrue {
-				if st.Reason != "" {
-					st.Reason += "; "
-				}
-				st.Reason += fmt.Sprintf("ReplicaFailure: %s: %s", cond.Reason, cond.Message)
-			}
-		}
+	if st := deploymentStatus(live, &d); !st.Ready {
 		return st, nil
 	}
 	want := int32(1)
@@ -190,6 +180,26 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 		return Status{Reason: "no ready replicas"}, nil
 	}
 	return pods, nil
+}
+
+// deploymentStatus is a Deployment's kstatus with, when it is not ready,
+// its ReplicaFailure condition in the reason: why pods are missing (a
+// quota, a missing PriorityClass, an admission webhook refusing them) is
+// only there.
+func deploymentStatus(live *unstructured.Unstructured, d *appsv1.Deployment) Status {
+	st := fromKstatus(live)
+	if st.Ready {
+		return st
+	}
+	for _, cond := range d.Status.Conditions {
+		if cond.Type == appsv1.DeploymentReplicaFailure && cond.Status == corev1.ConditionTrue {
+			if st.Reason != "" {
+				st.Reason += "; "
+			}
+			st.Reason += fmt.Sprintf("ReplicaFailure: %s: %s", cond.Reason, cond.Message)
+		}
+	}
+	return st
 }
 
 func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured) (Status, error) {

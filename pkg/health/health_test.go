@@ -216,6 +216,8 @@ func TestReplicaFailureIsTheReason(t *testing.T) {
 	if _, err := a.Apply(ctx, d); err != nil {
 		t.Fatal(err)
 	}
+	// Also between pod lists (the checks that decide from the status).
+	c.PodsEvery = time.Hour
 	var last error
 	testenv.WaitFor(ctx, t, "the stuck step names the ReplicaFailure", func(ctx context.Context) (bool, string, error) {
 		last = c.Wait(ctx, a.Get, []*unstructured.Unstructured{d}, health.WaitOptions{Deadline: 2 * time.Second, Interval: 200 * time.Millisecond})
