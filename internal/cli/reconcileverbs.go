@@ -13,14 +13,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
-	"k8s.io/client-go/discovery/cached/memory"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/restmapper"
 	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -185,15 +179,10 @@ func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, ow
 	if f.observed != "auto" {
 		return strategy.Identity{Version: f.observed}, nil
 	}
-	dc, err := discovery.NewDiscoveryClientForConfig(c.config)
+	a, err := apply.NewForConfig(c.config, apply.Options{})
 	if err != nil {
 		return strategy.Identity{}, err
 	}
-	meta, err := metadata.NewForConfig(c.config)
-	if err != nil {
-		return strategy.Identity{}, err
-	}
-	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc))
 	objs := append([]*unstructured.Unstructured{}, s.Objects...)
 	sort.SliceStable(objs, func(i, j int) bool {
 		wi, _ := kinds.Lookup(objs[i].GroupVersionKind().GroupKind())
@@ -204,31 +193,20 @@ func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, ow
 		gvr       schema.GroupVersionResource
 		namespace string
 	}
-	listed := map[group]map[string]*metav1.PartialObjectMetadata{}
+	listed := map[group]map[string]*unstructured.Unstructured{}
 	for _, o := range objs {
-		m, err := mapper.RESTMapping(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
+		gvr, namespaced, err := a.GroupVersionResource(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
 		if err != nil {
 			continue // not served
 		}
-		g := group{gvr: m.Resource}
-		if m.Scope.Name() == apimeta.RESTScopeNameNamespace {
+		g := group{gvr: gvr}
+		if namespaced {
 			g.namespace = o.GetNamespace()
 		}
 		names, ok := listed[g]
 		if !ok {
-			names = map[string]*metav1.PartialObjectMetadata{}
-			opts := metav1.ListOptions{Limit: 500}
-			for {
-				list, err := meta.Resource(g.gvr).Namespace(g.namespace).List(ctx, opts)
-				if err != nil {
-					return strategy.Identity{}, fmt.Errorf("observed version: list %s: %w", g.gvr.Resource, err)
-				}
-				for i := range list.Items {
-					names[list.Items[i].Name] = &list.Items[i]
-				}
-				if opts.Continue = list.Continue; opts.Continue == "" {
-					break
-				}
+			if names, err = a.ListMetadata(ctx, g.gvr, g.namespace); err != nil {
+				return strategy.Identity{}, fmt.Errorf("observed version: list %s: %w", g.gvr.Resource, err)
 			}
 			listed[g] = names
 		}
@@ -236,12 +214,9 @@ func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, ow
 		if live == nil {
 			continue
 		}
-		u := &unstructured.Unstructured{}
-		u.SetLabels(live.Labels)
-		u.SetAnnotations(live.Annotations)
-		a := live.Annotations
-		if claim := apply.ClaimOf(u, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && a[apply.VersionAnnotation] != "" {
-			return strategy.Identity{Version: a[apply.VersionAnnotation], Registry: a[apply.RegistryAnnotation], Identifier: a[apply.IdentifierAnnotation]}, nil
+		an := live.GetAnnotations()
+		if claim := apply.ClaimOf(live, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && an[apply.VersionAnnotation] != "" {
+			return strategy.Identity{Version: an[apply.VersionAnnotation], Registry: an[apply.RegistryAnnotation], Identifier: an[apply.IdentifierAnnotation]}, nil
 		}
 	}
 	return strategy.Identity{}, nil

@@ -2,12 +2,14 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -78,8 +80,10 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 			continue
 		}
 		eg.Go(func() error {
-			present, ok := a.listGroup(ctx, g.gvr, g.namespace, len(members), full)
-			if !ok {
+			// A list running long past the probed objects (mostly
+			// others') is dropped: reading ours one by one costs less.
+			present, err := a.list(ctx, g.gvr, g.namespace, 2*len(members)+probePage, full)
+			if err != nil {
 				return nil
 			}
 			for _, obj := range members {
@@ -87,7 +91,7 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 				switch {
 				case !ok:
 					absent.Store(keyOf(obj), struct{}{})
-				case live != nil:
+				case full:
 					listed.Store(keyOf(obj), live)
 				}
 			}
@@ -121,12 +125,24 @@ func (a *Applier) warm(ctx context.Context, objs []*unstructured.Unstructured) {
 	_ = eg.Wait()
 }
 
-// listGroup lists a resource in a namespace ("": cluster-wide) for a probe
-// of n objects: the names present, with the live objects when full (else
-// nil values, from a metadata list). It gives up (ok false) when the list
-// fails or runs past 2n+probePage objects (mostly others' objects: reading
-// ours one by one costs less).
-func (a *Applier) listGroup(ctx context.Context, gvr schema.GroupVersionResource, namespace string, n int, full bool) (map[string]*unstructured.Unstructured, bool) {
+// errListTooLong stops a list that runs past its bound.
+var errListTooLong = errors.New("list runs past its bound")
+
+// ListMetadata returns every object of a resource in a namespace (""
+// cluster-wide), by name, from a metadata-only list: each holds its
+// metadata only (name, labels, annotations and the rest). It needs a
+// metadata client (NewForConfig).
+func (a *Applier) ListMetadata(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (map[string]*unstructured.Unstructured, error) {
+	if a.meta == nil {
+		return nil, errors.New("list metadata: the applier has no metadata client")
+	}
+	return a.list(ctx, gvr, namespace, 0, false)
+}
+
+// list lists a resource in a namespace ("": cluster-wide), every page:
+// the live objects by name when full, else their metadata only. It stops
+// with errListTooLong past max objects (0: no bound).
+func (a *Applier) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, max int, full bool) (map[string]*unstructured.Unstructured, error) {
 	present := map[string]*unstructured.Unstructured{}
 	opts := metav1.ListOptions{Limit: probePage}
 	for {
@@ -134,7 +150,7 @@ func (a *Applier) listGroup(ctx context.Context, gvr schema.GroupVersionResource
 		if full {
 			list, err := a.dyn.Resource(gvr).Namespace(namespace).List(ctx, opts)
 			if err != nil {
-				return nil, false
+				return nil, err
 			}
 			for i := range list.Items {
 				present[list.Items[i].GetName()] = &list.Items[i]
@@ -143,18 +159,22 @@ func (a *Applier) listGroup(ctx context.Context, gvr schema.GroupVersionResource
 		} else {
 			list, err := a.meta.Resource(gvr).Namespace(namespace).List(ctx, opts)
 			if err != nil {
-				return nil, false
+				return nil, err
 			}
-			for _, it := range list.Items {
-				present[it.Name] = nil
+			for i := range list.Items {
+				m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&list.Items[i].ObjectMeta)
+				if err != nil {
+					return nil, err
+				}
+				present[list.Items[i].Name] = &unstructured.Unstructured{Object: map[string]any{"metadata": m}}
 			}
 			cont = list.Continue
 		}
 		if cont == "" {
-			return present, true
+			return present, nil
 		}
-		if len(present) > 2*n+probePage {
-			return nil, false
+		if max > 0 && len(present) > max {
+			return nil, errListTooLong
 		}
 		opts.Continue = cont
 	}
