@@ -264,15 +264,10 @@ func runOperatorAsServiceAccount(ctx context.Context, t *testing.T, env *testenv
 	// The dump-Job path under the same RBAC: another version's strategy
 	// comes from a Job the operator creates, watches and deletes (the test
 	// does the container's work, which kwok cannot).
-	cur := &v1alpha1.Installation{}
-	if err := c.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.Version = "v1.1.0"
-	cur.Spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.1.0"}
-	if err := c.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(ctx, t, c, in.DeepCopy(), func(cur *v1alpha1.Installation) {
+		cur.Spec.Version = "v1.1.0"
+		cur.Spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.1.0"}
+	})
 	job := env.RunDumpJob(ctx, t, ns)
 	testenv.WaitFor(ctx, t, "sample upgraded to v1.1.0 from dump Job "+job, func(ctx context.Context) (bool, string, error) {
 		cur := &v1alpha1.Installation{}

@@ -73,15 +73,10 @@ func TestDeployOnRealNode(t *testing.T) {
 	in := createSample(ctx, t, env, cl, ns)
 	waitInstallation(ctx, t, cl, in, "v1.0.0", nil)
 
-	cur := &v1alpha1.Installation{}
-	if err := cl.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
-		t.Fatal(err)
-	}
-	cur.Spec.Version = "v1.1.0"
-	cur.Spec.Strategy = &v1alpha1.StrategySource{Image: realImage}
-	if err := cl.Update(ctx, cur); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(ctx, t, cl, in.DeepCopy(), func(cur *v1alpha1.Installation) {
+		cur.Spec.Version = "v1.1.0"
+		cur.Spec.Strategy = &v1alpha1.StrategySource{Image: realImage}
+	})
 	// The dump pod, seen while the upgrade waits (the operator deletes its
 	// Job once the strategy is stored).
 	var dumpPod *corev1.Pod

@@ -99,6 +99,22 @@ func DescribePod(p *corev1.Pod) string {
 	return b.String()
 }
 
+// Edit changes obj the way kubectl edit does: it reads the object, lets f
+// change it and sends the difference as a merge patch, without a
+// resourceVersion, so a status write of the operator in between is no
+// conflict. obj names the object and receives what the server returned.
+func Edit[T client.Object](ctx context.Context, t testing.TB, c client.Client, obj T, f func(T)) {
+	t.Helper()
+	if err := c.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	f(obj)
+	if err := c.Patch(ctx, obj, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // WaitDeploymentRolledOut waits until DeploymentRolledOut and returns the
 // Deployment.
 func (e *Env) WaitDeploymentRolledOut(ctx context.Context, t testing.TB, ns, name string) *appsv1.Deployment {

@@ -322,15 +322,7 @@ func (e *e2e) get(ctx context.Context, name string) (*v1alpha1.Installation, err
 
 func (e *e2e) update(ctx context.Context, t *testing.T, name string, f func(*v1alpha1.Installation)) {
 	t.Helper()
-	in, err := e.get(ctx, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch := client.MergeFrom(in.DeepCopy())
-	f(in)
-	if err := e.c.Patch(ctx, in, patch); err != nil {
-		t.Fatal(err)
-	}
+	testenv.Edit(ctx, t, e.c, &v1alpha1.Installation{ObjectMeta: metav1.ObjectMeta{Namespace: e.ns, Name: name}}, f)
 }
 
 func describe(in *v1alpha1.Installation) string {

@@ -119,15 +119,13 @@ func strategyConfigMap(t *testing.T, ns, name string, text []byte, id strategy.I
 	return cm
 }
 
-// replace writes cm over the ConfigMap of the same name, as client.
+// replace writes cm over the ConfigMap of the same name, as client, the
+// way kubectl replace does: without a resourceVersion, so a write of the
+// operator in between is no conflict.
 func replace(ctx context.Context, t *testing.T, c kubernetes.Interface, cm *corev1.ConfigMap) {
 	t.Helper()
-	cur, err := c.CoreV1().ConfigMaps(cm.Namespace).Get(ctx, cm.Name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	next := cm.DeepCopy()
-	next.ResourceVersion = cur.ResourceVersion
+	next.ResourceVersion = ""
 	if _, err := c.CoreV1().ConfigMaps(cm.Namespace).Update(ctx, next, metav1.UpdateOptions{}); err != nil {
 		t.Fatalf("replace configmap %s: %v", cm.Name, err)
 	}
