@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -63,19 +65,30 @@ func TestLegacyObjectsAreMigratedInPlace(t *testing.T) {
 	}
 	keptUID, pluginUID := uid("kept"), uid("plugin-kept")
 
-	run := func(owner inventory.Owner, names ...string) *reconcile.Result {
+	cfg, rec := applytest.Record(env.Config)
+	// observed is the version the older installstrategy installed.
+	run := func(owner inventory.Owner, observed string, names ...string) *reconcile.Result {
 		t.Helper()
 		s := &strategy.Strategy{Identity: strategy.Identity{Version: "v1"}}
 		for _, n := range names {
 			s.Objects = append(s.Objects, configMapObject(ns, n))
 		}
-		res, err := reconcile.Run(ctx, env.Config, s, reconcile.Options{Owner: owner, NoWait: true})
+		res, err := reconcile.Run(ctx, cfg, s, reconcile.Options{Owner: owner, NoWait: true, Observed: strategy.Identity{Version: observed}})
 		if err != nil {
 			t.Fatalf("run for %s: %v", owner, err)
 		}
 		return res
 	}
-	res := run(operator, "kept")
+	// A fresh installation (nothing observed) has no older objects to
+	// search for: no list of every kind by its legacy label.
+	fresh := inventory.Owner{Namespace: ns, Name: "fresh", Kind: inventory.KindInstallation}
+	run(fresh, "", "fresh-settings")
+	for _, r := range rec.Reads() {
+		if strings.Contains(r.Query, inventory.LegacyManagedBy(ns, "fresh")) {
+			t.Errorf("a fresh install searched for legacy objects: GET %s?%s", r.Path, r.Query)
+		}
+	}
+	res := run(operator, "v0", "kept")
 	if len(res.Pruned) != 1 || res.Pruned[0].Name != "dropped" {
 		t.Errorf("pruned %v, want the Installation's legacy object it dropped", res.Pruned)
 	}
@@ -89,7 +102,7 @@ func TestLegacyObjectsAreMigratedInPlace(t *testing.T) {
 	}
 
 	plugin := inventory.Owner{Namespace: ns, Name: "cli"}
-	run(plugin, "plugin-kept")
+	run(plugin, "v0", "plugin-kept")
 	cm, err = cms.Get(ctx, "plugin-kept", metav1.GetOptions{})
 	if err != nil || string(cm.UID) != pluginUID || !plugin.Owns(cm.Labels) {
 		t.Errorf("plugin legacy object not migrated in place: %v %+v", err, cm)

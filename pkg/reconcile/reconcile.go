@@ -36,7 +36,10 @@ import (
 // minutes per step, prunes everything but CRDs, and adopts nothing.
 type Options struct {
 	// Observed is the identity the cluster runs now; it chooses the
-	// workload path (plan.ChoosePath). Zero means a fresh install.
+	// workload path (plan.ChoosePath). Zero means a fresh install, so an
+	// installation without an inventory does not search for the objects
+	// an older installstrategy marked as its own (plan.LegacyObjects: a
+	// list of every kind of the kind table).
 	Observed strategy.Identity
 	// Owner is the installation: its labels mark what Run applies, its
 	// inventory (a ConfigMap in Owner.Namespace) records it, and prune
@@ -284,9 +287,10 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 	if err != nil {
 		return nil, err
 	}
-	if !inv.Exists() {
+	if !inv.Exists() && opts.Observed != (strategy.Identity{}) {
 		// The first inventory of an installation an older installstrategy
-		// applied starts from what that version marked as its own.
+		// applied starts from what that version marked as its own. One
+		// that observes nothing was never installed, by any version.
 		legacy, err := plan.LegacyObjects(ctx, a)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of %s: %w", opts.Owner, err)
