@@ -113,9 +113,6 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 			return nil, err
 		}
-		if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-			return nil, err
-		}
 	}
 	// The key namespace is never the watched one (an install namespace,
 	// whose ConfigMap editors must not choose the trusted keys).
@@ -143,6 +140,12 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return nil, fmt.Errorf("set up controller: %w", err)
+	}
+	if o.probeAddr != "0" && o.probeAddr != "" {
+		// Ready once the informers of the kind table have started.
+		if err := mgr.AddReadyzCheck("informers", r.InformersStarted); err != nil {
+			return nil, err
+		}
 	}
 	return mgr, nil
 }

@@ -143,7 +143,9 @@ type Reconciler struct {
 	// write (the informer has not seen it yet), so Reconcile reads the
 	// object itself then: a status computed from a stale copy would
 	// overwrite a newer one.
-	wrote    sync.Map
+	wrote sync.Map
+	// warmed is closed once warmer has started the kind table's informers.
+	warmed   chan struct{}
 	keyMu    sync.Mutex
 	key      *trust.OperatorKey
 	recorder recorder.EventRecorder
@@ -167,7 +169,7 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		opts.KeyNamespace = DefaultKeyNamespace
 	}
 	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), cfg: cfg, kube: kube, dyn: dyn,
-		recorder: mgr.GetEventRecorder(Name), opts: opts}
+		recorder: mgr.GetEventRecorder(Name), opts: opts, warmed: make(chan struct{})}
 	st, err := store.NewForConfig(cfg, store.Options{Signer: operatorSigner{r}, Trusted: r.trustedStored})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
@@ -218,6 +220,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	n := r.opts.MaxConcurrentReconciles
 	if n == 0 {
 		n = 4
+	}
+	if err := mgr.Add(warmer{r}); err != nil {
+		return fmt.Errorf("informers: %w", err)
 	}
 	byNamespace := handler.EnqueueRequestsFromMapFunc(r.installationsOfNamespace)
 	return ctrl.NewControllerManagedBy(mgr).

@@ -2,10 +2,12 @@ package apply
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
@@ -76,6 +78,32 @@ func (c *InformerCache) Start(ctx context.Context) error { return c.cache.Start(
 // Informers returns the underlying cache, for watches (controller-runtime
 // sources) on the same informers.
 func (c *InformerCache) Informers() crcache.Cache { return c.cache }
+
+// Warm starts the informers of gvks, several at a time, and returns when
+// each has synced or, after SyncTimeout, is bypassed (as a first read
+// would start it; Cached). Starting them before the first installation
+// keeps their lists and watches out of its rollout.
+func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		eg   errgroup.Group
+	)
+	eg.SetLimit(8)
+	for _, gvk := range gvks {
+		eg.Go(func() error {
+			// Any key: the read starts the informer and waits for it.
+			if _, _, err := c.Cached(ctx, gvk, "", ""); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+			return nil
+		})
+	}
+	_ = eg.Wait()
+	return errors.Join(errs...)
+}
 
 // Cached implements Cache.
 func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 )
 
 // An unchanged resync writes nothing, status included: over resyncs that
@@ -55,6 +56,52 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	}
 	if in.ResourceVersion != rv {
 		t.Errorf("resyncs of a deployed Installation wrote it: resourceVersion %s -> %s; status now %s", rv, in.ResourceVersion, describe(in))
+	}
+}
+
+// The informers of the kind table's kinds start with the operator, as
+// virt-operator's do, not one kind at a time during the first rollout:
+// installing the sample product starts no watch of them.
+func TestInformersStartBeforeTheFirstRollout(t *testing.T) {
+	e, rec := setupRecorded(t, nil)
+	ctx := t.Context()
+	select {
+	case <-e.reconciler.Warmed():
+	case <-ctx.Done():
+		t.Fatal("the informers never started")
+	}
+	if err := e.reconciler.InformersStarted(nil); err != nil {
+		t.Fatalf("readiness after the informers started: %v", err)
+	}
+	// Informers watch cluster-wide: /api/v1/RES, /apis/G/V/RES.
+	table := map[string]string{}
+	for _, info := range kinds.All() {
+		p := "apis/" + info.GroupKind.Group + "/" + info.Version + "/" + info.Resource
+		if info.GroupKind.Group == "" {
+			p = "api/" + info.Version + "/" + info.Resource
+		}
+		table[p] = info.GroupKind.String()
+	}
+	watchedKinds := func() map[string]string {
+		out := map[string]string{}
+		for _, w := range rec.Watches() {
+			if k, ok := table[strings.Trim(w.Path, "/")]; ok {
+				out[k] = w.Path + "?" + w.Query
+			}
+		}
+		return out
+	}
+	started := watchedKinds()
+	for _, k := range []string{"Deployment.apps", "ClusterRole.rbac.authorization.k8s.io", "Secret", "CustomResourceDefinition.apiextensions.k8s.io", "ValidatingWebhookConfiguration.admissionregistration.k8s.io"} {
+		if started[k] == "" {
+			t.Errorf("no informer of %s started with the operator (watches: %v)", k, started)
+		}
+	}
+	rec.Reset()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	for k, w := range watchedKinds() {
+		t.Errorf("the first rollout started the informer of %s: GET %s", k, w)
 	}
 }
 

@@ -89,6 +89,12 @@ func (r *Recorder) Reads() []Read {
 	return filtered(r, func() []Read { return r.reads }, func(x Read) bool { return !x.Watch })
 }
 
+// Watches returns the recorded watch requests, in order. (An informer's
+// first list is a watch too where the API server streams it.)
+func (r *Recorder) Watches() []Read {
+	return filtered(r, func() []Read { return r.reads }, func(x Read) bool { return x.Watch })
+}
+
 // filtered returns the recorded requests (all, read under the lock) that
 // keep passes.
 func filtered[T any](r *Recorder, all func() []T, keep func(T) bool) []T {
