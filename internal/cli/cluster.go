@@ -35,8 +35,9 @@ func (o *options) cluster() (*cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig: %w", err)
 	}
-	// Like kubectl: a plan or prune reads many kinds at once.
-	cfg.QPS, cfg.Burst = 50, 300
+	if err := o.clientLimits(cfg); err != nil {
+		return nil, err
+	}
 	ns, _, err := o.kube.ToRawKubeConfigLoader().Namespace()
 	if err != nil {
 		return nil, fmt.Errorf("kubeconfig namespace: %w", err)

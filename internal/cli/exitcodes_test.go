@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 // mistakes are the ways people call the plugin wrongly, and inputs that
@@ -61,6 +63,9 @@ var mistakes = []struct {
 	{"", "history"},
 	{"", "rollback"},
 	{"", "rollback demo --to-revision -1"},
+	{"", "list --kube-api-qps 0 --kubeconfig unreachable.kubeconfig"},
+	{"", "apply manifests.yaml --kube-api-burst 0 --kubeconfig unreachable.kubeconfig"},
+	{"", "status --kube-api-qps fast"},
 	// Inputs that are wrong: runtime errors.
 	{"", "decode missing.yaml"},
 	{"", "decode secret.yaml"},
@@ -133,5 +138,26 @@ func TestCompletion(t *testing.T) {
 	code, out, _ = run(t, nil, "__complete", "dec")
 	if code != 0 || !strings.HasPrefix(out, "decode\t") {
 		t.Fatalf("__complete dec: exit %d %q", code, out)
+	}
+}
+
+// TestClientLimits: --kube-api-qps and --kube-api-burst reach the client's
+// configuration; a negative rate means no client-side limit.
+func TestClientLimits(t *testing.T) {
+	for _, c := range []struct {
+		qps   float64
+		burst int
+		want  string
+	}{{50, 300, "50/300"}, {200, 400, "200/400"}, {-1, 0, "-1/0"}, {0, 10, "error"}, {5, 0, "error"}} {
+		cfg := &rest.Config{}
+		var got string
+		if err := (&options{qps: c.qps, burst: c.burst}).clientLimits(cfg); err != nil {
+			got = "error"
+		} else {
+			got = fmt.Sprintf("%v/%d", cfg.QPS, cfg.Burst)
+		}
+		if got != c.want {
+			t.Errorf("--kube-api-qps %v --kube-api-burst %d: %s, want %s", c.qps, c.burst, got, c.want)
+		}
 	}
 }

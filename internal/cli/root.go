@@ -92,6 +92,24 @@ type options struct {
 	maxDecodedSize string
 	// color is --color: auto, always or never.
 	color string
+	// qps and burst are --kube-api-qps and --kube-api-burst: the client's
+	// own limit on requests to the API server.
+	qps   float64
+	burst int
+}
+
+// clientLimits sets the client-side rate limit of cfg from
+// --kube-api-qps and --kube-api-burst: a negative QPS means none (the API
+// server's priority and fairness still applies), as in controller-runtime.
+func (o *options) clientLimits(cfg *rest.Config) error {
+	switch {
+	case o.qps == 0:
+		return usageError(errors.New("--kube-api-qps 0: want a positive rate, or a negative one for no client-side limit"))
+	case o.qps > 0 && o.burst < 1:
+		return usageError(fmt.Errorf("--kube-api-burst %d: want at least 1 with --kube-api-qps %v", o.burst, o.qps))
+	}
+	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	return nil
 }
 
 func (o *options) decodeOptions() (codec.DecodeOptions, error) {
@@ -172,6 +190,10 @@ the server (client-go's klog output is silenced).`,
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.maxDecodedSize, "max-decoded-size", "64Mi",
 		"refuse strategies whose decoded text is larger than this (guards against gzip bombs)")
+	// kubectl's limits: a plan or prune reads many kinds at once.
+	root.PersistentFlags().Float64Var(&o.qps, "kube-api-qps", 50,
+		"requests per second to the API server that the client allows itself; negative: no client-side limit (the API server's priority and fairness still applies), for large products")
+	root.PersistentFlags().IntVar(&o.burst, "kube-api-burst", 300, "requests the client may send at once above --kube-api-qps")
 	root.PersistentFlags().StringVar(&o.color, "color", "auto", "colour what is printed for people: auto (on a terminal, unless $NO_COLOR is set), always or never")
 	root.AddCommand(
 		newDecodeCommand(o),
