@@ -201,6 +201,35 @@ type run struct {
 	// probed is the applier of the step running (apply.Probe over its
 	// objects), which the certificates' reads of its Secrets use too.
 	probed *apply.Applier
+	// crds is the applied CRD step not yet waited for (settleCRDs).
+	crds *appliedCRDs
+}
+
+// appliedCRDs is a CRD step whose objects were applied: the API server
+// establishes them while the steps that do not need their kinds run.
+type appliedCRDs struct {
+	step    plan.Step
+	objs    []*unstructured.Unstructured
+	results []apply.Result
+	// defines holds the kinds the CRDs define.
+	defines map[schema.GroupKind]bool
+}
+
+// needed reports whether step must wait for the CRDs: it holds objects of
+// a kind they define, or is a CRD step itself.
+func (c *appliedCRDs) needed(step plan.Step) bool {
+	if c == nil {
+		return false
+	}
+	if step.Stage == kinds.StageCRDs {
+		return true
+	}
+	for _, it := range step.Items {
+		if c.defines[it.Object.GroupVersionKind().GroupKind()] {
+			return true
+		}
+	}
+	return false
 }
 
 func (r *run) emit(e Event) {
@@ -235,12 +264,20 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	}
 	var conflicts []error
 	for _, step := range r.res.Plan.Steps {
+		if r.crds.needed(step) {
+			if err := r.settleCRDs(ctx); err != nil {
+				return r.res, err
+			}
+		}
 		errs, err := r.step(ctx, step)
 		conflicts = append(conflicts, errs...)
 		if err != nil {
 			r.emit(Event{Type: EventDegraded, Step: step.Name, Reason: err.Error()})
 			return r.res, &StepError{Step: step.Name, Err: err}
 		}
+	}
+	if err := r.settleCRDs(ctx); err != nil {
+		return r.res, err
 	}
 	if len(conflicts) > 0 {
 		return r.res, errors.Join(conflicts...)
@@ -530,23 +567,53 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	if err := errors.Join(errs...); err != nil {
 		return conflicts, err
 	}
+	if step.Stage == kinds.StageCRDs {
+		// Not waited for here: the API server establishes the CRDs while
+		// the steps that do not need their kinds run (virt-operator does
+		// not wait for them at all). The first step that writes one of
+		// their kinds, or the end of the run, waits (settleCRDs).
+		c := &appliedCRDs{step: step, objs: objs, results: results, defines: map[schema.GroupKind]bool{}}
+		for _, o := range objs {
+			g, _, _ := unstructured.NestedString(o.Object, "spec", "group")
+			k, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
+			c.defines[schema.GroupKind{Group: g, Kind: k}] = true
+		}
+		r.crds = c
+		return conflicts, nil
+	}
 	if err := r.wait(ctx, step, objs, results); err != nil {
 		return conflicts, err
 	}
-	if step.Stage == kinds.StageCRDs {
-		if written(results) {
+	r.emit(Event{Type: EventStepReady, Step: step.Name})
+	return conflicts, nil
+}
+
+// settleCRDs waits for the applied CRD step, if any, until its CRDs are
+// established, then makes their kinds known to the applier and migrates
+// stored versions the CRDs drop. Its failure is the CRD step's.
+func (r *run) settleCRDs(ctx context.Context) error {
+	c := r.crds
+	if c == nil {
+		return nil
+	}
+	r.crds = nil
+	err := r.wait(ctx, c.step, c.objs, c.results)
+	if err == nil {
+		if written(c.results) {
 			// Kinds of the new (or changed) CRDs are served now.
 			r.a.ResetMapper()
 		}
-		// Even when this run wrote no CRD: an earlier one may have written
-		// it and stopped before migrating (reads of the CRDs come from the
-		// cache when there is one).
-		if err := r.migrateStoredVersions(ctx, objs); err != nil {
-			return conflicts, err
-		}
+		// Even when this run wrote no CRD: an earlier one may have
+		// written it and stopped before migrating (reads of the CRDs come
+		// from the cache when there is one).
+		err = r.migrateStoredVersions(ctx, c.objs)
 	}
-	r.emit(Event{Type: EventStepReady, Step: step.Name})
-	return conflicts, nil
+	if err != nil {
+		r.emit(Event{Type: EventDegraded, Step: c.step.Name, Reason: err.Error()})
+		return &StepError{Step: c.step.Name, Err: err}
+	}
+	r.emit(Event{Type: EventStepReady, Step: c.step.Name})
+	return nil
 }
 
 // written reports whether any result wrote its object.

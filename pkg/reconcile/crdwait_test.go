@@ -1,0 +1,135 @@
+package reconcile_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// gizmoStrategy is a CRD of kind Gizmo in group, a ConfigMap and a Gizmo,
+// in ns.
+func gizmoStrategy(ns, group string) *strategy.Strategy {
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gizmos." + group},
+		"spec": map[string]any{
+			"group": group, "scope": "Namespaced",
+			"names": map[string]any{"kind": "Gizmo", "plural": "gizmos", "singular": "gizmo", "listKind": "GizmoList"},
+			"versions": []any{map[string]any{"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}},
+		},
+	}}
+	gizmo := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": group + "/v1", "kind": "Gizmo",
+		"metadata": map[string]any{"name": "g1", "namespace": ns}, "spec": map[string]any{"size": int64(1)},
+	}}
+	return &strategy.Strategy{Identity: strategy.Identity{Version: "v1"}, Objects: []*unstructured.Unstructured{crd, configMapObject(ns, "settings"), gizmo}}
+}
+
+// crdTestRun runs s for an owner in ns, recording the step events
+// ("StepStarted crds", …), and removes what it applied afterwards.
+func crdTestRun(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy, deadline time.Duration) (*reconcile.Result, []string, error) {
+	t.Helper()
+	owner := inventory.Owner{Namespace: ns, Name: "crdwait"}
+	t.Cleanup(func() {
+		if _, err := reconcile.Uninstall(context.WithoutCancel(t.Context()), env.Config, reconcile.UninstallOptions{Owner: owner, Wait: true}); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	var (
+		mu     sync.Mutex
+		events []string
+	)
+	res, err := reconcile.Run(t.Context(), env.Config, s, reconcile.Options{
+		Owner: owner, Interval: 200 * time.Millisecond, StageDeadline: deadline,
+		OnEvent: func(e reconcile.Event) {
+			switch e.Type {
+			case reconcile.EventStepStarted, reconcile.EventStepReady:
+				mu.Lock()
+				events = append(events, string(e.Type)+" "+e.Step)
+				mu.Unlock()
+			}
+		},
+	})
+	return res, events, err
+}
+
+// The CRDs establish while the steps that do not need their kinds run:
+// the CRD step is ready only after the config step started, and before
+// the custom resources are written.
+func TestCRDsEstablishWhileLaterStepsRun(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := ns + ".crdwait.installstrategy.test"
+	res, events, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute)
+	if err != nil || !res.RolledOver {
+		t.Fatalf("run: %v (events %v)", err, events)
+	}
+	at := func(e string) int {
+		i := slices.Index(events, e)
+		if i < 0 {
+			t.Fatalf("no event %q in %v", e, events)
+		}
+		return i
+	}
+	if !(at("StepStarted crds") < at("StepStarted config") && at("StepStarted config") < at("StepReady crds") &&
+		at("StepReady crds") < at("StepStarted custom-resources")) {
+		t.Errorf("step events %v: want the CRDs ready after the config step started and before the custom resources", events)
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
+	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
+		t.Errorf("gizmo g1: %v", err)
+	}
+}
+
+// A CRD that never becomes established fails the CRD step, although the
+// wait for it comes later: here another CRD of the group already names
+// the kind (NamesAccepted False).
+func TestCRDNeverEstablishedFailsTheCRDStep(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := ns + ".crdwait.installstrategy.test"
+	other := &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "others." + group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: group, Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Gizmo", Plural: "others", ListKind: "GizmoList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: new(true)}}}},
+		},
+	}
+	if err := env.Client.Create(ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := env.Client.Delete(context.WithoutCancel(ctx), other); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	env.WaitCRDEstablished(ctx, t, other.Name)
+	_, events, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), 3*time.Second)
+	var stepErr *reconcile.StepError
+	if !errors.As(err, &stepErr) || stepErr.Step != "crds" || !strings.Contains(err.Error(), "NamesAccepted") {
+		t.Fatalf("run: %v, want the crds step failed on NamesAccepted (events %v)", err, events)
+	}
+	if slices.Contains(events, "StepStarted custom-resources") {
+		t.Errorf("the custom resources were written without their CRD: %v", events)
+	}
+}
