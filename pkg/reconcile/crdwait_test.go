@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -43,8 +44,9 @@ func gizmoStrategy(ns, group string) *strategy.Strategy {
 
 // crdTestRun runs s for an owner in ns, recording the step events
 // ("StepStarted crds", …), and removes what it applied afterwards.
-func crdTestRun(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy, deadline time.Duration) (*reconcile.Result, []string, error) {
+func crdTestRun(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy, deadline time.Duration) (*reconcile.Result, []string, *applytest.Recorder, error) {
 	t.Helper()
+	cfg, rec := applytest.Record(env.Config)
 	owner := inventory.Owner{Namespace: ns, Name: "crdwait"}
 	t.Cleanup(func() {
 		if _, err := reconcile.Uninstall(context.WithoutCancel(t.Context()), env.Config, reconcile.UninstallOptions{Owner: owner, Wait: true}); err != nil {
@@ -55,7 +57,7 @@ func crdTestRun(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy,
 		mu     sync.Mutex
 		events []string
 	)
-	res, err := reconcile.Run(t.Context(), env.Config, s, reconcile.Options{
+	res, err := reconcile.Run(t.Context(), cfg, s, reconcile.Options{
 		Owner: owner, Interval: 200 * time.Millisecond, StageDeadline: deadline,
 		OnEvent: func(e reconcile.Event) {
 			switch e.Type {
@@ -66,7 +68,7 @@ func crdTestRun(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy,
 			}
 		},
 	})
-	return res, events, err
+	return res, events, rec, err
 }
 
 // The CRDs establish while the steps that do not need their kinds run:
@@ -77,7 +79,7 @@ func TestCRDsEstablishWhileLaterStepsRun(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(ctx, t)
 	group := ns + ".crdwait.installstrategy.test"
-	res, events, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute)
+	res, events, rec, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute)
 	if err != nil || !res.RolledOver {
 		t.Fatalf("run: %v (events %v)", err, events)
 	}
@@ -91,6 +93,18 @@ func TestCRDsEstablishWhileLaterStepsRun(t *testing.T) {
 	if !(at("StepStarted crds") < at("StepStarted config") && at("StepStarted config") < at("StepReady crds") &&
 		at("StepReady crds") < at("StepStarted custom-resources")) {
 		t.Errorf("step events %v: want the CRDs ready after the config step started and before the custom resources", events)
+	}
+	// The gizmo is read once, before its write (no cache here); its
+	// health (kstatus: no status to wait for) is judged from what the
+	// write returned, without reading it again.
+	gets := 0
+	for _, r := range rec.Reads() {
+		if strings.HasSuffix(r.Path, "/gizmos/g1") {
+			gets++
+		}
+	}
+	if gets != 1 {
+		t.Errorf("gizmo g1 read %d times, want 1 (before its write)", gets)
 	}
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
 	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
@@ -124,7 +138,7 @@ func TestCRDNeverEstablishedFailsTheCRDStep(t *testing.T) {
 		}
 	})
 	env.WaitCRDEstablished(ctx, t, other.Name)
-	_, events, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), 3*time.Second)
+	_, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), 3*time.Second)
 	var stepErr *reconcile.StepError
 	if !errors.As(err, &stepErr) || stepErr.Step != "crds" || !strings.Contains(err.Error(), "NamesAccepted") {
 		t.Fatalf("run: %v, want the crds step failed on NamesAccepted (events %v)", err, events)

@@ -672,16 +672,36 @@ func (r *run) completedJob(ctx context.Context, obj *unstructured.Unstructured) 
 // getter reads live objects for the health checks. A Job this run wrote
 // that is gone was removed by its ttlSecondsAfterFinished, which only
 // happens once it finished: its Events (Completed, or a failure) say how.
+//
+// The first check of an object this run wrote uses what the write
+// returned, the object as the API server had it then: a CRD or workload
+// just written is rarely ready at once, and reading it again right away
+// (the cache has not seen the write yet) would cost a request each.
 func (r *run) getter(results []apply.Result) health.Getter {
 	uids := map[strategy.ObjectRef]types.UID{}
 	gens := map[strategy.ObjectRef]int64{}
+	var (
+		mu      sync.Mutex
+		written = map[strategy.ObjectRef]*unstructured.Unstructured{}
+	)
 	for _, res := range results {
 		if res.Object != nil {
 			uids[res.Ref] = res.Object.GetUID()
 			gens[res.Ref] = res.Object.GetGeneration()
+			switch res.Action {
+			case apply.ActionCreate, apply.ActionUpdate, apply.ActionRecreate:
+				written[res.Ref] = res.Object
+			}
 		}
 	}
 	return func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		mu.Lock()
+		first, ok := written[strategy.RefOf(obj)]
+		delete(written, strategy.RefOf(obj))
+		mu.Unlock()
+		if ok {
+			return first.DeepCopy(), nil
+		}
 		// A cached copy older than what this run wrote would report the
 		// previous rollout's health.
 		live, err := r.a.GetAtLeast(ctx, obj, gens[strategy.RefOf(obj)])
