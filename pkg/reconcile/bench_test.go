@@ -40,6 +40,8 @@ import (
 // cluster does not serve), and a synthetic product of 5,000 ConfigMaps.
 // Helm gets the plugin's client limits (HELM_QPS=50, HELM_BURST_LIMIT=300);
 // kubectl has no flag for them and keeps client-go's 5 QPS.
+// INSTALLSTRATEGY_BENCH_PLUGIN_FLAGS adds flags to the plugin's command
+// (e.g. --kube-api-qps=-1: no client-side limit).
 //
 // It needs kubectl on PATH, the Go toolchain (it builds both helpers; Helm's
 // once per pin, into the user cache folder) and the test cluster.
@@ -264,8 +266,11 @@ func (p *applyProduct) compare(b *testing.B, ours, helm string) {
 			return run(b, cmd, reportedRequests(b), all)
 		}},
 		benchcmp.ProcessSide{Name: "installstrategy", Run: func(b *testing.B) benchcmp.Process {
-			cmd := exec.CommandContext(b.Context(), ours, "apply", text, "--kubeconfig", p.kubeconfig, "-n", p.namespace,
-				"--version", p.s.Identity.Version, "--registry", p.s.Identity.Registry, "--identifier", p.s.Identity.Identifier)
+			args := []string{"apply", text, "--kubeconfig", p.kubeconfig, "-n", p.namespace,
+				"--version", p.s.Identity.Version, "--registry", p.s.Identity.Registry, "--identifier", p.s.Identity.Identifier}
+			// e.g. INSTALLSTRATEGY_BENCH_PLUGIN_FLAGS=--kube-api-qps=-1
+			args = append(args, strings.Fields(os.Getenv("INSTALLSTRATEGY_BENCH_PLUGIN_FLAGS"))...)
+			cmd := exec.CommandContext(b.Context(), ours, args...)
 			return run(b, cmd, reportedRequests(b), writtenObjects)
 		}},
 	)
