@@ -575,8 +575,9 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		c := &appliedCRDs{step: step, objs: objs, results: results, defines: map[schema.GroupKind]bool{}}
 		for _, o := range objs {
 			g, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-			k, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
-			c.defines[schema.GroupKind{Group: g, Kind: k}] = true
+			if k, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind"); k != "" {
+				c.defines[schema.GroupKind{Group: g, Kind: k}] = true // not the step's Namespaces
+			}
 		}
 		r.crds = c
 		return conflicts, nil
