@@ -11,8 +11,6 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
-
 // DefaultNamespaces returns s with metadata.namespace set to ns on the
 // namespaced objects that have none (what `kubectl apply -n NS` does) and
 // removed from cluster-scoped objects. Whether a kind is namespaced comes
@@ -23,13 +21,12 @@ var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "Custom
 func (a *Applier) DefaultNamespaces(s *strategy.Strategy, ns string) (*strategy.Strategy, error) {
 	crdScope := map[schema.GroupKind]bool{}
 	for _, o := range s.Objects {
-		if o.GroupVersionKind().GroupKind() != crdGroupKind {
+		gk, ok := strategy.DefinedKind(o)
+		if !ok {
 			continue
 		}
-		group, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind")
 		scope, _, _ := unstructured.NestedString(o.Object, "spec", "scope")
-		crdScope[schema.GroupKind{Group: group, Kind: kind}] = scope == "Namespaced"
+		crdScope[gk] = scope == "Namespaced"
 	}
 	out := &strategy.Strategy{Identity: s.Identity, Objects: make([]*unstructured.Unstructured, len(s.Objects))}
 	namespaced := map[schema.GroupVersionKind]bool{}

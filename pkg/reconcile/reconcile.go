@@ -574,9 +574,8 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		// their kinds, or the end of the run, waits (settleCRDs).
 		c := &appliedCRDs{step: step, objs: objs, results: results, defines: map[schema.GroupKind]bool{}}
 		for _, o := range objs {
-			g, _, _ := unstructured.NestedString(o.Object, "spec", "group")
-			if k, _, _ := unstructured.NestedString(o.Object, "spec", "names", "kind"); k != "" {
-				c.defines[schema.GroupKind{Group: g, Kind: k}] = true // not the step's Namespaces
+			if gk, ok := strategy.DefinedKind(o); ok { // not the step's Namespaces
+				c.defines[gk] = true
 			}
 		}
 		r.crds = c

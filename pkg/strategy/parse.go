@@ -184,10 +184,8 @@ func assemble(docs []Document, warnings []Warning) (*Strategy, []Warning, error)
 	// Kinds defined by CRDs of this strategy are not unknown.
 	crdKinds := map[schema.GroupKind]bool{}
 	for _, d := range docs {
-		if d.Object.GetKind() == "CustomResourceDefinition" && d.Object.GroupVersionKind().Group == "apiextensions.k8s.io" {
-			group, _, _ := unstructured.NestedString(d.Object.Object, "spec", "group")
-			kind, _, _ := unstructured.NestedString(d.Object.Object, "spec", "names", "kind")
-			crdKinds[schema.GroupKind{Group: group, Kind: kind}] = true
+		if gk, ok := DefinedKind(d.Object); ok {
+			crdKinds[gk] = true
 		}
 	}
 	s := &Strategy{Objects: make([]*unstructured.Unstructured, 0, len(docs))}

@@ -180,3 +180,14 @@ type Warning struct {
 func (w Warning) String() string {
 	return fmt.Sprintf("document %d (line %d): %s: %s: %s", w.Document, w.Line, w.Code, w.Object, w.Message)
 }
+
+// DefinedKind returns the kind a CustomResourceDefinition defines
+// (spec.group, spec.names.kind); ok is false for any other object.
+func DefinedKind(obj *unstructured.Unstructured) (gk schema.GroupKind, ok bool) {
+	if obj.GetKind() != "CustomResourceDefinition" || obj.GroupVersionKind().Group != "apiextensions.k8s.io" {
+		return schema.GroupKind{}, false
+	}
+	gk.Group, _, _ = unstructured.NestedString(obj.Object, "spec", "group")
+	gk.Kind, _, _ = unstructured.NestedString(obj.Object, "spec", "names", "kind")
+	return gk, true
+}
