@@ -76,6 +76,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.BoolVar(&mo.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	fs.StringVar(&mo.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace in a cluster, else --namespace or "+defaultLeaderElectionNamespace)
 	fs.StringVar(&mo.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; \"0\" disables them")
+	fs.StringVar(&mo.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ profiles (heap, CPU, goroutines), e.g. 127.0.0.1:8082 (keep it on loopback: a heap profile shows what the operator holds, Secrets included); \"0\" disables them")
 	fs.StringVar(&mo.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&mo.namespace, "namespace", "", "watch Installations of this namespace only; empty means every namespace")
 	fs.StringVar(&mo.keyNamespace, "key-namespace", "", "the operator's own namespace, writable only by cluster administrators: its signing key Secret ("+trust.OperatorKeySecret+") and trusted keys ConfigMap ("+trust.TrustedKeysConfigMap+"); empty means --leader-election-namespace, else the pod's namespace, else "+controller.DefaultKeyNamespace+" (never --namespace)")
@@ -117,7 +118,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 		}
 		return nil
 	})
-	verbosity := fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout")
+	verbosity := fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout, 2 adds every request to the API server (method, path, status, duration)")
 	fs.DurationVar(&mo.stageDeadline, "stage-deadline", reconcile.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
 	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
 	if err := fs.Parse(args); err != nil {

@@ -36,6 +36,7 @@ type managerOptions struct {
 	leaderElectionNamespace string
 	probeAddr               string
 	metricsAddr             string
+	pprofAddr               string
 	namespace               string
 	keyNamespace            string
 	dumpPodLabels           map[string]string
@@ -100,6 +101,7 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		Cache:                   cacheOpts,
 		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
 		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        leaderElectionID,
 		LeaderElectionNamespace: leNamespace,
@@ -155,6 +157,9 @@ func runManager(ctx context.Context, log logr.Logger, cfg *rest.Config, o manage
 	ctrl.SetLogger(log)
 	cfg = rest.CopyConfig(cfg)
 	cfg.QPS, cfg.Burst = float32(o.qps), o.burst
+	if rl := log.V(requestLogVerbosity); rl.Enabled() {
+		cfg.Wrap(logRequests(rl.WithName("client")))
+	}
 	mgr, err := newManager(log, cfg, o)
 	if err != nil {
 		return err
