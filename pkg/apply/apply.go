@@ -227,11 +227,25 @@ func (a *Applier) usable(obj, cached *unstructured.Unstructured) bool {
 	switch {
 	case !ok:
 		return true
-	case cached == nil || cached.GetResourceVersion() == rv:
+	case cached == nil || cached.GetResourceVersion() == rv || a.cacheSaw(k, rv.(string)):
 		a.seen.CompareAndDelete(k, rv)
 		return true
 	}
 	return false
+}
+
+// versionsSeen is a Cache that knows which versions of an object it has
+// stored (InformerCache.Seen).
+type versionsSeen interface {
+	Seen(gvk schema.GroupVersionKind, namespace, name, resourceVersion string) bool
+}
+
+// cacheSaw reports whether the cache has stored the object at rv (so
+// that its copy is that version or a later one); false when the cache
+// cannot tell.
+func (a *Applier) cacheSaw(k cacheKey, rv string) bool {
+	s, ok := a.cache.(versionsSeen)
+	return ok && s.Seen(k.gvk, k.namespace, k.name, rv)
 }
 
 // New returns an applier over a dynamic client and a REST mapper (which is

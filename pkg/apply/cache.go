@@ -4,16 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
+	toolscache "k8s.io/client-go/tools/cache"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -44,7 +47,26 @@ type InformerCache struct {
 	// bypass holds kinds whose informer did not sync in SyncTimeout (no
 	// right to list them, say), until when reads of them skip the cache.
 	bypass map[schema.GroupVersionKind]time.Time
+	// watched holds the kinds whose informer reports the versions it
+	// delivers into versions.
+	watched map[schema.GroupVersionKind]bool
+
+	vmu sync.Mutex
+	// versions holds, by object, the last resourceVersions its informer
+	// stored (see Seen).
+	versions map[cacheKey]*recentVersions
 }
+
+// recentVersions is a ring of an object's last resourceVersions.
+type recentVersions struct {
+	rv   [seenVersions]string
+	next int
+}
+
+// seenVersions is how many of an object's latest versions the cache
+// remembers: enough for the status writes of a rolling-out workload that
+// can land between an applier's write and its next read.
+const seenVersions = 8
 
 // SyncTimeout bounds how long a read waits for a new informer to sync;
 // after that the kind's reads go to the API server for BypassFor.
@@ -69,7 +91,8 @@ func NewInformerCache(cfg *rest.Config) (*InformerCache, error) {
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
-	return &InformerCache{cache: c, bypass: map[schema.GroupVersionKind]time.Time{}}, nil
+	return &InformerCache{cache: c, bypass: map[schema.GroupVersionKind]time.Time{},
+		watched: map[schema.GroupVersionKind]bool{}, versions: map[cacheKey]*recentVersions{}}, nil
 }
 
 // Start runs the informers until ctx ends.
@@ -120,6 +143,7 @@ func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind,
 	err := c.cache.Get(sctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
 	switch {
 	case apierrors.IsNotFound(err):
+		c.watchVersions(ctx, gvk)
 		return nil, false, nil
 	case err != nil && ctx.Err() == nil && sctx.Err() != nil:
 		c.mu.Lock()
@@ -129,5 +153,79 @@ func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind,
 	case err != nil:
 		return nil, false, err
 	}
+	c.watchVersions(ctx, gvk)
 	return u, true, nil
+}
+
+// Seen reports whether the informer of gvk has stored the object at
+// resourceVersion rv, recently: its cached copy is then that version or a
+// later one (an informer stores an object's versions in order), even when
+// others (the controller writing its status) changed it since. The
+// applier asks so that a cached copy is trusted once the cache has caught
+// up with the applier's own write, without reading the object again.
+func (c *InformerCache) Seen(gvk schema.GroupVersionKind, namespace, name, rv string) bool {
+	if rv == "" {
+		return false
+	}
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	r := c.versions[cacheKey{gvk, namespace, name}]
+	return r != nil && slices.Contains(r.rv[:], rv)
+}
+
+// watchVersions makes the informer of gvk (started and synced by now)
+// report the versions it stores, once per kind. Its handlers run after
+// the store is updated, so a version reported is in the cache.
+func (c *InformerCache) watchVersions(ctx context.Context, gvk schema.GroupVersionKind) {
+	c.mu.Lock()
+	done := c.watched[gvk]
+	c.watched[gvk] = true
+	c.mu.Unlock()
+	if done {
+		return
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(gvk)
+	inf, err := c.cache.GetInformer(ctx, u)
+	if err == nil {
+		_, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.stored(gvk, obj) },
+			UpdateFunc: func(_, obj any) { c.stored(gvk, obj) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				if m, err := meta.Accessor(obj); err == nil {
+					c.vmu.Lock()
+					delete(c.versions, cacheKey{gvk, m.GetNamespace(), m.GetName()})
+					c.vmu.Unlock()
+				}
+			},
+		})
+	}
+	if err != nil {
+		// Not reported: cached copies of the kind are trusted only at the
+		// version the applier wrote, as without this.
+		c.mu.Lock()
+		delete(c.watched, gvk)
+		c.mu.Unlock()
+	}
+}
+
+// stored records the version of an object the informer of gvk stored.
+func (c *InformerCache) stored(gvk schema.GroupVersionKind, obj any) {
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return
+	}
+	k := cacheKey{gvk, m.GetNamespace(), m.GetName()}
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	r := c.versions[k]
+	if r == nil {
+		r = &recentVersions{}
+		c.versions[k] = r
+	}
+	r.rv[r.next] = m.GetResourceVersion()
+	r.next = (r.next + 1) % seenVersions
 }

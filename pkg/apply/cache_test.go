@@ -284,3 +284,45 @@ func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
 		t.Errorf("after the update: %v, %v", live, err)
 	}
 }
+
+// Once the informer has stored the applier's own write, its cached copy
+// is trusted even after the object's controller changed it (a status
+// write): the next read needs no request, where a copy is otherwise
+// trusted only at the version the applier wrote.
+func TestCacheCaughtUpWithOwnWriteIsTrusted(t *testing.T) {
+	env, ns, a, rec := recordedApplier(t)
+	ctx := t.Context()
+	inner := applytest.StartCache(t, env.Config)
+	cached := a.WithCache(inner)
+	d := deployment(t, ns, "web", "registry.example/web:v1")
+	res, err := cached.Apply(ctx, d)
+	if err != nil || res.Action != apply.ActionCreate {
+		t.Fatalf("apply: %+v, %v", res, err)
+	}
+	written := res.Object.GetResourceVersion()
+	testenv.WaitFor(ctx, t, "the deployment controller's status in the cache", func(ctx context.Context) (bool, string, error) {
+		u, ok, err := inner.Cached(ctx, d.GroupVersionKind(), ns, "web")
+		if err != nil || !ok {
+			return false, "not cached", err
+		}
+		observed, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return observed == res.Object.GetGeneration() && u.GetResourceVersion() != written, "", nil
+	})
+	if !inner.Seen(d.GroupVersionKind(), ns, "web", written) {
+		t.Fatalf("the cache does not report the version it stored from the write (%s)", written)
+	}
+	rec.Reset()
+	live, err := cached.Get(ctx, d)
+	if err != nil || live == nil {
+		t.Fatalf("get: %v, %v", live, err)
+	}
+	if r := rec.Reads(); len(r) != 0 {
+		t.Errorf("read after the cache caught up: requests %v, want none", r)
+	}
+	if observed, _, _ := unstructured.NestedInt64(live.Object, "status", "observedGeneration"); observed != res.Object.GetGeneration() {
+		t.Errorf("read status.observedGeneration %d, want %d (the controller's status)", observed, res.Object.GetGeneration())
+	}
+	if inner.Seen(d.GroupVersionKind(), ns, "web", "1") {
+		t.Error("the cache reports a version it never stored")
+	}
+}

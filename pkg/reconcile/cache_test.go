@@ -1,6 +1,7 @@
 package reconcile_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -34,7 +35,22 @@ func TestCachedReconcilerUpgradeAndIdleRun(t *testing.T) {
 		return res
 	}
 	run("v1.0.0", "")
-	run("v1.1.0", "v1.0.0")
+	rec.Reset()
+	upgrade := run("v1.1.0", "v1.0.0")
+	// The rollout's health checks read the workloads' status from the
+	// cache (their controllers' status writes included), not the API
+	// server: apart from the reads before the writes, at most a lagging
+	// cache sends a check there.
+	var workloadReads []string
+	for _, r := range rec.Reads() {
+		if strings.Contains(r.Path, "/deployments/") || strings.Contains(r.Path, "/daemonsets/") {
+			workloadReads = append(workloadReads, r.Path)
+		}
+	}
+	t.Logf("upgrade: %d objects, workloads read one by one: %v", len(upgrade.Applied), workloadReads)
+	if len(workloadReads) > 2 {
+		t.Errorf("upgrade read workloads one by one %d times, want at most 2: %v", len(workloadReads), workloadReads)
+	}
 	// The cache has seen every object by now; an idle run of the same
 	// strategy reads from it.
 	rec.Reset()
