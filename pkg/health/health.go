@@ -48,8 +48,10 @@ type Checker struct {
 	Identity strategy.Identity
 	// PodsEvery spaces the pod lists of a workload whose own status says
 	// it is still rolling out (they look for a failed pod): at most one
-	// per PodsEvery for each workload, the checks between deciding from
-	// the workload's status alone. A workload whose status says it is
+	// per PodsEvery for each workload, the first a PodsEvery after the
+	// first check (a workload just written has no pod that could have
+	// failed yet), the checks between deciding from the workload's status
+	// alone. A workload whose status says it is
 	// rolled out has its pods listed at every check. 0 lists at every
 	// check; a negative PodsEvery never lists while the status says the
 	// workload is rolling out (progress read from caches only).
@@ -72,11 +74,15 @@ func (c *Checker) listDue(live *unstructured.Unstructured) bool {
 	now := time.Now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if last, ok := c.listed[ref]; ok && now.Sub(last) < c.PodsEvery {
-		return false
-	}
 	if c.listed == nil {
 		c.listed = map[strategy.ObjectRef]time.Time{}
+	}
+	last, ok := c.listed[ref]
+	if !ok || now.Sub(last) < c.PodsEvery {
+		if !ok {
+			c.listed[ref] = now // the first list is due a PodsEvery from now
+		}
+		return false
 	}
 	c.listed[ref] = now
 	return true

@@ -139,8 +139,17 @@ func TestPodListsSpacedWhileRollingOut(t *testing.T) {
 	}
 	spaced := &health.Checker{Kube: kube, Identity: id, PodsEvery: time.Hour}
 	check(spaced, rolling, 5)
+	if n := podLists(); n != 0 {
+		t.Errorf("5 checks of a rolling-out Deployment in its first PodsEvery listed pods %d times, want 0", n)
+	}
+	// Once a PodsEvery has passed since the first check, the pods are
+	// listed, once per PodsEvery.
+	soon := &health.Checker{Kube: kube, Identity: id, PodsEvery: time.Millisecond}
+	check(soon, rolling, 1)
+	time.Sleep(2 * time.Millisecond)
+	check(soon, rolling, 1)
 	if n := podLists(); n != 1 {
-		t.Errorf("5 checks of a rolling-out Deployment listed pods %d times, want 1", n)
+		t.Errorf("a check a PodsEvery after the first listed pods %d times, want 1", n)
 	}
 	// Rolled out by its status, but of another identity: the pods decide.
 	done := rolling.DeepCopy()
