@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -144,6 +145,9 @@ type Reconciler struct {
 	// object itself then: a status computed from a stale copy would
 	// overwrite a newer one.
 	wrote sync.Map
+	// own holds the strategy ConfigMaps the operator itself is creating
+	// or deleting (ownEvents): their watch events queue no reconcile.
+	own ownEvents
 	// warmed is closed once warmer has started the kind table's informers.
 	warmed   chan struct{}
 	keyMu    sync.Mutex
@@ -170,7 +174,9 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	}
 	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), cfg: cfg, kube: kube, dyn: dyn,
 		recorder: mgr.GetEventRecorder(Name), opts: opts, warmed: make(chan struct{})}
-	st, err := store.NewForConfig(cfg, store.Options{Signer: operatorSigner{r}, Trusted: r.trustedStored})
+	st, err := store.NewForConfig(cfg, store.Options{Signer: operatorSigner{r}, Trusted: r.trustedStored,
+		Creating: func(cm *corev1.ConfigMap) { r.own.expect(createKey(cm)) },
+		Deleting: func(e store.Entry) { r.own.expect(deleteKey(e.UID)) }})
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
@@ -228,7 +234,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("installation").
 		For(&v1alpha1.Installation{}, builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
-		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(predicate.NewPredicateFuncs(isStrategyConfigMap))).
+		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged())).
 		// Workloads are watched through the informers the reconciler reads
 		// from, which hold only objects installations wrote: other
 		// products' workloads cost no memory.
@@ -263,8 +269,10 @@ func (r *Reconciler) stopDeletedRollouts() predicate.Predicate {
 	}
 }
 
-// installationChanged passes spec changes, deletions and finalizer changes,
-// not the operator's own status writes.
+// installationChanged passes spec changes, deletions and removed
+// finalizers (the operator's own put back), not the operator's own status
+// writes, nor the finalizer it adds itself in the reconcile that goes on
+// to roll out (passing that would reconcile everything once more at once).
 func installationChanged() predicate.Predicate {
 	return predicate.Funcs{
 		UpdateFunc: func(e event.UpdateEvent) bool {
@@ -273,9 +281,88 @@ func installationChanged() predicate.Predicate {
 			}
 			return e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration() ||
 				!e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) ||
-				len(e.ObjectOld.GetFinalizers()) != len(e.ObjectNew.GetFinalizers())
+				slices.ContainsFunc(e.ObjectOld.GetFinalizers(), func(f string) bool { return !slices.Contains(e.ObjectNew.GetFinalizers(), f) })
 		},
 	}
+}
+
+// strategyConfigMapChanged passes the events of strategy ConfigMaps (a
+// strategy published for a waiting Installation, one tampered with or
+// deleted), except the creation and deletion of those the operator
+// stores or garbage-collects itself: the reconcile that writes them goes
+// on from there, and another at once would load the whole strategy again.
+func (r *Reconciler) strategyConfigMapChanged() predicate.Predicate {
+	return predicate.Funcs{
+		CreateFunc: func(e event.CreateEvent) bool {
+			return isStrategyConfigMap(e.Object) && !r.own.seen(createKey(e.Object))
+		},
+		UpdateFunc: func(e event.UpdateEvent) bool { return isStrategyConfigMap(e.ObjectNew) },
+		DeleteFunc: func(e event.DeleteEvent) bool {
+			return isStrategyConfigMap(e.Object) && !r.own.seen(deleteKey(e.Object.GetUID()))
+		},
+		GenericFunc: func(e event.GenericEvent) bool { return isStrategyConfigMap(e.Object) },
+	}
+}
+
+// createKey names the creation of a native strategy ConfigMap: its
+// namespace and digest (its name may be generated, its UID is not known
+// before the write); "" for one without a digest.
+func createKey(o client.Object) string {
+	d := o.GetAnnotations()[codec.NativeDigestAnnotation]
+	if d == "" {
+		return ""
+	}
+	return "create " + o.GetNamespace() + " " + d
+}
+
+// deleteKey names the deletion of an object.
+func deleteKey(uid types.UID) string {
+	if uid == "" {
+		return ""
+	}
+	return "delete " + string(uid)
+}
+
+// ownEvents remembers writes the operator is about to make (recorded
+// before the request, so that its watch event cannot come first), so that
+// their events are told from others'. Records older than ownEventsTTL
+// (the write failed, its event was missed) are dropped.
+type ownEvents struct {
+	mu   sync.Mutex
+	keys map[string]time.Time
+}
+
+const ownEventsTTL = time.Minute
+
+// expect records a write about to be made.
+func (o *ownEvents) expect(key string) {
+	if key == "" {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	now := time.Now()
+	if o.keys == nil {
+		o.keys = map[string]time.Time{}
+	}
+	for k, at := range o.keys {
+		if now.Sub(at) > ownEventsTTL {
+			delete(o.keys, k)
+		}
+	}
+	o.keys[key] = now
+}
+
+// seen reports, once, whether an event is of a write recorded by expect.
+func (o *ownEvents) seen(key string) bool {
+	if key == "" {
+		return false
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, ok := o.keys[key]
+	delete(o.keys, key)
+	return ok
 }
 
 func isStrategyConfigMap(o client.Object) bool {

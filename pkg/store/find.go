@@ -289,6 +289,9 @@ func (s *Store) Delete(ctx context.Context, e Entry) error {
 	if e.UID != "" {
 		opts.Preconditions = &metav1.Preconditions{UID: &e.UID}
 	}
+	if s.opts.Deleting != nil {
+		s.opts.Deleting(e)
+	}
 	if err := api.Delete(ctx, e.Name, opts); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("delete strategy configmap %s: %w", e, err)
 	}

@@ -33,6 +33,7 @@ func (s *Store) PublishText(ctx context.Context, namespace string, text []byte, 
 		return Entry{}, err
 	}
 	if len(cm.Data[codec.ManifestsKey]) <= s.opts.MaxObjectBytes {
+		s.creating(cm)
 		created, err := s.kube.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
 		if err != nil {
 			return Entry{}, fmt.Errorf("publish strategy %s in %s: create configmap: %w", id.Version, namespace, err)
@@ -145,6 +146,7 @@ func (s *Store) publishChunked(ctx context.Context, cm *corev1.ConfigMap) (Entry
 	if err != nil {
 		return undo(fmt.Errorf("publish strategy: %w", err))
 	}
+	s.creating(h)
 	out, err := api.Create(ctx, h, metav1.CreateOptions{})
 	if err != nil {
 		return undo(fmt.Errorf("publish strategy %s in %s: create head: %w", cm.Annotations[codec.NativeVersionAnnotation], cm.Namespace, err))
@@ -176,4 +178,12 @@ func (s *Store) Ensure(ctx context.Context, namespace string, st *strategy.Strat
 	}
 	e, err := s.PublishText(ctx, namespace, text, st.Identity)
 	return e, err == nil, err
+}
+
+// creating tells Options.Creating of a strategy ConfigMap about to be
+// created.
+func (s *Store) creating(cm *corev1.ConfigMap) {
+	if s.opts.Creating != nil {
+		s.opts.Creating(cm)
+	}
 }

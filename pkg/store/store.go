@@ -103,6 +103,13 @@ type Options struct {
 	// entries it refuses, and GC keeps the newest match it accepts. nil
 	// trusts every entry.
 	Trusted func(Entry) error
+	// Creating and Deleting, when set, are told of each strategy
+	// ConfigMap (head or single; not chunks) the store is about to create
+	// (its name may still be a generateName) or delete, before the
+	// request: a watcher of ConfigMaps can then tell its own writes'
+	// events from others'.
+	Creating func(*corev1.ConfigMap)
+	Deleting func(Entry)
 }
 
 // Signer signs a "sha256:" digest and returns the signature and the id of

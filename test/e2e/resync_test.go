@@ -59,6 +59,38 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	}
 }
 
+// A new Installation's rollout is one reconcile: the finalizer the
+// operator adds in it queues no second one, which would load, parse and
+// apply the whole strategy again at once.
+func TestFirstRolloutIsOneReconcile(t *testing.T) {
+	var metrics *controller.Metrics
+	e, _ := setupRecorded(t, func(o *controller.Options) {
+		o.ResyncPeriod = time.Hour
+		metrics = o.Metrics
+	})
+	ctx := t.Context()
+	reconciles := func() (n float64) {
+		for _, o := range controller.Outcomes {
+			n += testutil.ToFloat64(metrics.Reconciles.WithLabelValues(o))
+		}
+		return n
+	}
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	testenv.WaitFor(ctx, t, "the rollout's reconcile to return", func(context.Context) (bool, string, error) {
+		return reconciles() >= 1, "", nil
+	})
+	// A key queued while its reconcile ran is reconciled again as soon as
+	// that one returns: give it the time to show.
+	time.Sleep(2 * time.Second)
+	if n := reconciles(); n != 1 {
+		t.Errorf("%v reconciles after the first rollout, want 1", n)
+	}
+	if n := testutil.ToFloat64(metrics.StrategyLoads.WithLabelValues("product")); n != 1 {
+		t.Errorf("strategy loaded %v times, want 1", n)
+	}
+}
+
 // The informers of the kind table's kinds start with the operator, as
 // virt-operator's do, not one kind at a time during the first rollout:
 // installing the sample product starts no watch of them.
