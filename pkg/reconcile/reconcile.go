@@ -144,9 +144,14 @@ type Event struct {
 
 // Result is what Run did.
 type Result struct {
-	// Plan is the plan that was run, as built before any write.
+	// Plan is the plan that was run, as built before any write; once a
+	// step ran, its items no longer hold their live objects (Item.Live is
+	// nil), which the run no longer needs.
 	Plan *plan.Plan
-	// Applied holds the result of every strategy object, in step order.
+	// Applied holds the result of every strategy object, in step order,
+	// without the object itself (Object is nil): a run of a large
+	// strategy does not hold a second copy of it. Read the cluster for
+	// the live objects.
 	Applied []apply.Result
 	// Pruned lists the deleted objects, in deletion order.
 	Pruned []strategy.ObjectRef
@@ -554,11 +559,18 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	}
 	_ = g.Wait()
 	r.mu.Lock()
-	r.res.Applied = append(r.res.Applied, results...)
+	// The run keeps what happened to each object, not the objects: the
+	// step's live copies and the writes' responses (as large as the
+	// strategy together) are dropped with the step.
 	for _, res := range results {
+		res.Object = nil
+		r.res.Applied = append(r.res.Applied, res)
 		if res.Adopted {
 			r.res.Adopted = append(r.res.Adopted, res.Ref)
 		}
+	}
+	for i := range step.Items {
+		step.Items[i].Live = nil
 	}
 	r.mu.Unlock()
 	if err := r.recordNamespaces(ctx, results...); err != nil {
