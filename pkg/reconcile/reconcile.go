@@ -144,9 +144,7 @@ type Event struct {
 
 // Result is what Run did.
 type Result struct {
-	// Plan is the plan that was run, as built before any write; once a
-	// step ran, its items no longer hold their live objects (Item.Live is
-	// nil), which the run no longer needs.
+	// Plan is the plan that was run, as built before any write.
 	Plan *plan.Plan
 	// Applied holds the result of every strategy object, in step order,
 	// without the object itself (Object is nil): a run of a large
@@ -568,9 +566,6 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		if res.Adopted {
 			r.res.Adopted = append(r.res.Adopted, res.Ref)
 		}
-	}
-	for i := range step.Items {
-		step.Items[i].Live = nil
 	}
 	r.mu.Unlock()
 	if err := r.recordNamespaces(ctx, results...); err != nil {
