@@ -77,11 +77,11 @@ func (c *Checker) listDue(live *unstructured.Unstructured) bool {
 	if c.listed == nil {
 		c.listed = map[strategy.ObjectRef]time.Time{}
 	}
-	last, ok := c.listed[ref]
-	if !ok || now.Sub(last) < c.PodsEvery {
-		if !ok {
-			c.listed[ref] = now // the first list is due a PodsEvery from now
-		}
+	switch last, ok := c.listed[ref]; {
+	case !ok:
+		c.listed[ref] = now // the first list is due a PodsEvery from now
+		return false
+	case now.Sub(last) < c.PodsEvery:
 		return false
 	}
 	c.listed[ref] = now
