@@ -39,7 +39,6 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
-	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -148,6 +147,9 @@ type Reconciler struct {
 	// own holds the strategy ConfigMaps the operator itself is creating
 	// or deleting (ownEvents): their watch events queue no reconcile.
 	own ownEvents
+	// drifts holds, by namespace, the *driftLog of the rollout running
+	// there: the workload changes seen while it runs (workloadDrift).
+	drifts sync.Map
 	// warmed is closed once warmer has started the kind table's informers.
 	warmed   chan struct{}
 	keyMu    sync.Mutex
@@ -238,8 +240,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Workloads are watched through the informers the reconciler reads
 		// from, which hold only objects installations wrote: other
 		// products' workloads cost no memory.
-		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("Deployment")), byNamespace, workloadDrift())).
-		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, workloadDrift())).
+		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("Deployment")), byNamespace, r.workloadDrift())).
+		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, r.workloadDrift())).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
 		Complete(r)
 }
@@ -370,27 +372,6 @@ func isStrategyConfigMap(o client.Object) bool {
 	_, native := l[codec.NativeStrategyLabel]
 	_, kv := l[codec.KubeVirtStrategyLabel]
 	return native || kv
-}
-
-// workloadDrift passes spec changes and deletions of workloads written by an
-// Installation.
-func workloadDrift() predicate.Predicate {
-	ours := func(o client.Object) bool {
-		l := o.GetLabels()
-		if _, ok := l[inventory.NameLabel]; ok && l[codec.ManagedByLabel] == inventory.ManagedBy {
-			return true
-		}
-		v := l[codec.ManagedByLabel]
-		return len(v) > len("installstrategy.") && v[:len("installstrategy.")] == "installstrategy."
-	}
-	return predicate.Funcs{
-		CreateFunc:  func(event.CreateEvent) bool { return false },
-		GenericFunc: func(event.GenericEvent) bool { return false },
-		DeleteFunc:  func(e event.DeleteEvent) bool { return ours(e.Object) },
-		UpdateFunc: func(e event.UpdateEvent) bool {
-			return ours(e.ObjectNew) && e.ObjectOld.GetGeneration() != e.ObjectNew.GetGeneration()
-		},
-	}
 }
 
 func (r *Reconciler) installationsOfNamespace(ctx context.Context, o client.Object) []crreconcile.Request {
@@ -745,7 +726,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			break
 		}
 		s.Strategy, s.Target = st, st.Identity
-		src.ConfigMap, src.Digest = loaded.Entry.String(), loaded.Entry.Digest
+		src.ConfigMap, src.Digest = loaded.Entry.String(), loaded.Digest
 	case v1alpha1.StrategySourceImage:
 		src.Image = in.Spec.Strategy.Image
 		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Image: src.Image, ImagePullSecrets: pullSecretNames(&in.Spec), Generation: in.Generation, Customize: prepare})
@@ -755,7 +736,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		}
 		if loadErr = err; err == nil {
 			loadedFrom = string(res.Source)
-			s.Strategy = res.Strategy
+			s.Strategy, src.Digest = res.Strategy, res.Digest
 		}
 	default:
 		if r.opts.OperatorImage != "" && r.opts.Defaults.Version != "" && s.Config.Version != r.opts.Defaults.Version {
@@ -801,11 +782,6 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 				return false, err
 			}
 			return false, loadErr
-		}
-	}
-	if src.Digest == "" {
-		if text, err := s.Strategy.Serialize(); err == nil {
-			src.Digest = codec.Digest(text)
 		}
 	}
 	s.update(func(in *v1alpha1.Installation) { in.Status.Strategy = src })

@@ -184,7 +184,9 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 	start := time.Now()
 	runOpts := r.reconcileOptions(s, onEvent)
 	runOpts.ServedCertificates = r.servedCheck(in, changing)
+	stopDrift := r.watchDrift(in.Namespace)
 	res, runErr := r.rc.Run(runCtx, s.Strategy, runOpts)
+	drifts := stopDrift()
 	if errors.Is(context.Cause(runCtx), errDeletedMidRollout) && ctx.Err() == nil {
 		// Reconcile again at once (the deletion's event does too): the
 		// delete stages run.
@@ -259,6 +261,12 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			"created", res.Count(apply.ActionCreate), "updated", res.Count(apply.ActionUpdate), "pruned", len(res.Pruned))
 	}
 	s.Result.RequeueAfter = r.resync()
+	if ref, ok := drifts.foreign(res); ok {
+		// Someone changed a workload while the rollout ran (its own
+		// writes queue nothing; see workloadDrift): repair it now.
+		s.log.V(1).Info("a workload changed during the rollout; reconciling again", "object", ref.String())
+		s.Result.RequeueAfter = 10 * time.Millisecond
+	}
 	return false, nil
 }
 

@@ -87,7 +87,7 @@ func (r *Reconciler) checkTrust(ctx context.Context, l *store.Loaded, pinned str
 	}
 	ring.Merge(extra)
 	_, err = trust.Policy{Keys: ring, Pinned: pinned}.Check(trust.Subject{
-		Digest: codec.Digest(l.Text), Signature: l.Entry.Signature, KeyID: l.Entry.SignatureKey,
+		Digest: l.Digest, Signature: l.Entry.Signature, KeyID: l.Entry.SignatureKey,
 	})
 	if err != nil {
 		return fmt.Errorf("strategy configmap %s: %w", l.Entry, err)

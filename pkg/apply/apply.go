@@ -108,6 +108,11 @@ type Result struct {
 	// Object is the live object after the write, or the live object when
 	// nothing was written; nil for skipped objects.
 	Object *unstructured.Unstructured `json:"-"`
+	// Generation is Object's metadata.generation (0 without Object): what
+	// the write left, or what was found when nothing was written. It
+	// outlives Object in a run's results (pkg/reconcile), so that changes
+	// seen later can be told from the applier's own.
+	Generation int64 `json:"generation,omitempty"`
 }
 
 // ConflictError reports a live object that is not ours where a strategy
@@ -533,6 +538,9 @@ func (a *Applier) Apply(ctx context.Context, obj *unstructured.Unstructured) (Re
 		res, err = a.applyOnce(ctx, obj)
 		return err
 	})
+	if res.Object != nil {
+		res.Generation = res.Object.GetGeneration()
+	}
 	return res, err
 }
 

@@ -83,11 +83,11 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 		// The strategy may have been published after Load looked.
 		loaded, err := l.opts.Store.Load(ctx, ns, id)
 		if err == nil {
-			return l.found(ctx, req, id, loaded.Strategy)
+			return l.found(ctx, req, id, loaded)
 		}
 		if l.opts.Store.CanSign() {
 			if loaded, err = l.adopt(ctx, job, req.Image, id); err == nil {
-				return l.found(ctx, req, id, loaded.Strategy)
+				return l.found(ctx, req, id, loaded)
 			}
 		}
 		return nil, l.fail(ctx, id, job, &JobError{Reason: ReasonNoResult,

@@ -147,7 +147,10 @@ const (
 type Result struct {
 	// Strategy is a copy the caller may change; nil while pending.
 	Strategy *strategy.Strategy
-	Source   Source
+	// Digest is the "sha256:" digest of the manifests text the strategy
+	// was read from (before Request.Customize); "" while pending.
+	Digest string
+	Source Source
 	// Job is "namespace/name" of the dump Job while pending.
 	Job string
 	// RequeueAfter says when to call Load again while pending.
@@ -168,7 +171,9 @@ type Loader struct {
 }
 
 type cached struct {
-	base       *strategy.Strategy
+	base *strategy.Strategy
+	// digest is that of the text base was read from.
+	digest     string
 	used       uint64
 	generation int64
 	custom     *strategy.Strategy
@@ -233,17 +238,17 @@ func (l *Loader) Load(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load strategy: %w", err)
 	}
-	if s, ok, err := l.fromCache(id.Identifier, req); ok {
+	if s, digest, ok, err := l.fromCache(id.Identifier, req); ok {
 		if err != nil {
 			return nil, err
 		}
-		return &Result{Strategy: s, Source: SourceCache}, nil
+		return &Result{Strategy: s, Digest: digest, Source: SourceCache}, nil
 	}
 	ns := req.Config.Namespace
 	loaded, err := l.opts.Store.Load(ctx, ns, id)
 	switch {
 	case err == nil:
-		return l.found(ctx, req, id, loaded.Strategy)
+		return l.found(ctx, req, id, loaded)
 	case !errors.Is(err, store.ErrNotFound):
 		return nil, fmt.Errorf("load strategy %s: %w", id.Identifier, err)
 	}
@@ -255,46 +260,47 @@ func (l *Loader) Load(ctx context.Context, req Request) (*Result, error) {
 
 // found caches a strategy read from the store, forgets past failures and
 // deletes the dump Job that published it, if any.
-func (l *Loader) found(ctx context.Context, req Request, id strategy.Identity, s *strategy.Strategy) (*Result, error) {
+func (l *Loader) found(ctx context.Context, req Request, id strategy.Identity, loaded *store.Loaded) (*Result, error) {
+	s := loaded.Strategy
 	s.Identity = id
 	l.mu.Lock()
 	delete(l.state, id.Identifier)
 	l.tick++
-	l.cache[id.Identifier] = &cached{base: s, used: l.tick}
+	l.cache[id.Identifier] = &cached{base: s, digest: loaded.Digest, used: l.tick}
 	l.evict()
 	l.mu.Unlock()
 	if err := l.deleteJob(ctx, req.Config.Namespace, jobName(id.Identifier)); err != nil {
 		return nil, err
 	}
-	out, _, err := l.fromCache(id.Identifier, req)
+	out, digest, _, err := l.fromCache(id.Identifier, req)
 	if err != nil {
 		return nil, err
 	}
-	return &Result{Strategy: out, Source: SourceStore}, nil
+	return &Result{Strategy: out, Digest: digest, Source: SourceStore}, nil
 }
 
 // fromCache returns a copy of the cached strategy, customised for the
-// request's generation.
-func (l *Loader) fromCache(key string, req Request) (*strategy.Strategy, bool, error) {
+// request's generation, and the digest of its text.
+func (l *Loader) fromCache(key string, req Request) (*strategy.Strategy, string, bool, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, ok := l.cache[key]
 	if !ok {
-		return nil, false, nil
+		return nil, "", false, nil
 	}
 	l.tick++
 	c.used = l.tick
 	if req.Customize == nil {
-		return clone(c.base), true, nil
+		return clone(c.base), c.digest, true, nil
 	}
 	if c.custom == nil || c.generation != req.Generation {
 		fresh := clone(c.base)
 		if err := req.Customize(fresh); err != nil {
-			return nil, true, fmt.Errorf("customise strategy %s: %w", key, err)
+			return nil, "", true, fmt.Errorf("customise strategy %s: %w", key, err)
 		}
 		c.custom, c.generation = fresh, req.Generation
 	}
-	return clone(c.custom), true, nil
+	return clone(c.custom), c.digest, true, nil
 }
 
 // evict drops the least recently used entries beyond CacheSize.

@@ -131,13 +131,19 @@ func TestLoadFromStoreAndCache(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.store.Publish(ctx, f.ns, want); err != nil {
+	entry, err := f.store.Publish(ctx, f.ns, want)
+	if err != nil {
 		t.Fatal(err)
 	}
 	req := f.request("v1.0.0")
 	res, err := f.loader.Load(ctx, req)
 	if err != nil || res.Pending() || res.Source != loader.SourceStore {
 		t.Fatalf("first load: %+v, %v", res, err)
+	}
+	// The digest is the stored text's, whatever the loader's caller
+	// changes: the status reports it without serialising the strategy.
+	if res.Digest == "" || res.Digest != entry.Digest {
+		t.Fatalf("first load: digest %q, want the stored text's %q", res.Digest, entry.Digest)
 	}
 	if !sameText(t, res.Strategy, want) || res.Strategy.Identity != want.Identity {
 		t.Fatal("loaded strategy differs from the stored one")
@@ -152,6 +158,9 @@ func TestLoadFromStoreAndCache(t *testing.T) {
 	again, err := f.loader.Load(ctx, req)
 	if err != nil || again.Source != loader.SourceCache || !sameText(t, again.Strategy, want) {
 		t.Fatalf("cached load: %+v, %v (or the caller's change leaked into the cache)", again, err)
+	}
+	if again.Digest != entry.Digest {
+		t.Fatalf("cached load: digest %q, want %q", again.Digest, entry.Digest)
 	}
 
 	calls := 0
@@ -189,6 +198,9 @@ func TestLoadFromStoreAndCache(t *testing.T) {
 		}
 		if calls != step.calls || !slices.Equal(custom, []string{step.label}) {
 			t.Fatalf("generation %d: %d customisations, labels %v; want %d and only %s", step.generation, calls, custom, step.calls, step.label)
+		}
+		if res.Digest != entry.Digest {
+			t.Fatalf("generation %d: digest %q, want the text's %q (before customisation)", step.generation, res.Digest, entry.Digest)
 		}
 		delete(labels, step.label)
 		res.Strategy.Objects[0].SetLabels(labels)

@@ -147,9 +147,9 @@ type Result struct {
 	// Plan is the plan that was run, as built before any write.
 	Plan *plan.Plan
 	// Applied holds the result of every strategy object, in step order,
-	// without the object itself (Object is nil): a run of a large
-	// strategy does not hold a second copy of it. Read the cluster for
-	// the live objects.
+	// without the object itself (Object is nil; Generation says which
+	// generation the run left): a run of a large strategy does not hold a
+	// second copy of it. Read the cluster for the live objects.
 	Applied []apply.Result
 	// Pruned lists the deleted objects, in deletion order.
 	Pruned []strategy.ObjectRef

@@ -162,7 +162,11 @@ type Loaded struct {
 	Entry    Entry
 	Strategy *strategy.Strategy
 	// Text is the manifests text as stored.
-	Text     []byte
+	Text []byte
+	// Digest is the "sha256:" digest of Text (a native entry's recorded
+	// digest, which Read verified; computed for a KubeVirt-form ConfigMap,
+	// which records none).
+	Digest   string
 	Warnings []strategy.Warning
 }
 
@@ -201,7 +205,7 @@ func (s *Store) Read(ctx context.Context, e Entry) (*Loaded, error) {
 		return nil, &CorruptError{ConfigMap: e.String(), Chunk: -1, Err: fmt.Errorf("manifests: %w", err)}
 	}
 	st.Identity = e.Identity
-	return &Loaded{Entry: e, Strategy: st, Text: text, Warnings: warnings}, nil
+	return &Loaded{Entry: e, Strategy: st, Text: text, Digest: codec.Digest(text), Warnings: warnings}, nil
 }
 
 func (s *Store) readText(ctx context.Context, e Entry) ([]byte, error) {

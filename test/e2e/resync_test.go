@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
@@ -59,22 +60,28 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	}
 }
 
-// A new Installation's rollout is one reconcile: the finalizer the
-// operator adds in it queues no second one, which would load, parse and
-// apply the whole strategy again at once.
-func TestFirstRolloutIsOneReconcile(t *testing.T) {
+// setupCounted starts an operator that resyncs hourly (no resync within a
+// test) and returns its metrics and a count of its reconciles so far.
+func setupCounted(t *testing.T) (*e2e, *controller.Metrics, func() float64) {
 	var metrics *controller.Metrics
 	e, _ := setupRecorded(t, func(o *controller.Options) {
 		o.ResyncPeriod = time.Hour
 		metrics = o.Metrics
 	})
-	ctx := t.Context()
-	reconciles := func() (n float64) {
+	return e, metrics, func() (n float64) {
 		for _, o := range controller.Outcomes {
 			n += testutil.ToFloat64(metrics.Reconciles.WithLabelValues(o))
 		}
 		return n
 	}
+}
+
+// A new Installation's rollout is one reconcile: the finalizer the
+// operator adds in it queues no second one, which would load, parse and
+// apply the whole strategy again at once.
+func TestFirstRolloutIsOneReconcile(t *testing.T) {
+	e, metrics, reconciles := setupCounted(t)
+	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 	testenv.WaitFor(ctx, t, "the rollout's reconcile to return", func(context.Context) (bool, string, error) {
@@ -88,6 +95,35 @@ func TestFirstRolloutIsOneReconcile(t *testing.T) {
 	}
 	if n := testutil.ToFloat64(metrics.StrategyLoads.WithLabelValues("product")); n != 1 {
 		t.Errorf("strategy loaded %v times, want 1", n)
+	}
+}
+
+// An upgrade is one reconcile too: the rollout's own writes of its
+// workloads (a new generation of each) do not queue another complete pass
+// right after it, which would read and parse the strategy again.
+func TestUpgradeIsOneReconcile(t *testing.T) {
+	e, _, reconciles := setupCounted(t)
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	deploys, err := e.env.Kube.AppsV1().Deployments(e.ns).List(ctx, metav1.ListOptions{})
+	if err != nil || len(deploys.Items) == 0 {
+		t.Fatalf("no Deployment of the sample product: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	before := reconciles()
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) { in.Spec.Version = "v1.1.0" })
+	e.waitDeployed(ctx, t, "sample", "v1.1.0")
+	after, err := e.env.Kube.AppsV1().Deployments(e.ns).Get(ctx, deploys.Items[0].Name, metav1.GetOptions{})
+	if err != nil || after.Generation <= deploys.Items[0].Generation {
+		t.Fatalf("the upgrade wrote no new generation of Deployment %s (%v): the test shows nothing", deploys.Items[0].Name, err)
+	}
+	testenv.WaitFor(ctx, t, "the upgrade's reconcile to return", func(context.Context) (bool, string, error) {
+		return reconciles() >= before+1, "", nil
+	})
+	time.Sleep(2 * time.Second)
+	if n := reconciles() - before; n != 1 {
+		t.Errorf("%v reconciles for the upgrade, want 1", n)
 	}
 }
 

@@ -266,12 +266,16 @@ func TestConfigMapEditorCannotEscalate(t *testing.T) {
 
 	// KubeVirt's form has no signature: an admin pins its digest in the
 	// Installation, and it is applied.
-	kv := strategyConfigMap(t, e.ns, "kubevirt-form", text, s.Identity, codec.FormatKubeVirt, nil)
+	// Its text is not in the form installstrategy serialises (a comment
+	// leads): the status reports the digest of the text as stored, the
+	// one pinned.
+	kvText := append([]byte("# written by another tool\n"), text...)
+	kv := strategyConfigMap(t, e.ns, "kubevirt-form", kvText, s.Identity, codec.FormatKubeVirt, nil)
 	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).Create(ctx, kv, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) {
-		in.Spec.Strategy.ConfigMap = &v1alpha1.ConfigMapStrategySource{Name: "kubevirt-form", Digest: codec.Digest(text)}
+		in.Spec.Strategy.ConfigMap = &v1alpha1.ConfigMapStrategySource{Name: "kubevirt-form", Digest: codec.Digest(kvText)}
 	})
 	testenv.WaitFor(ctx, t, "the pinned KubeVirt-form strategy accepted", func(ctx context.Context) (bool, string, error) {
 		in, err := e.get(ctx, "sample")
@@ -280,7 +284,7 @@ func TestConfigMapEditorCannotEscalate(t *testing.T) {
 		}
 		c := in.Condition(v1alpha1.ConditionDegraded)
 		return in.IsDeployed() && c != nil && c.Status == metav1.ConditionFalse && in.Status.Strategy != nil &&
-			in.Status.Strategy.ConfigMap == e.ns+"/kubevirt-form", describe(in), nil
+			in.Status.Strategy.ConfigMap == e.ns+"/kubevirt-form" && in.Status.Strategy.Digest == codec.Digest(kvText), describe(in), nil
 	})
 	// The user replaces it: the digest no longer matches the pinned one.
 	before := testutil.ToFloat64(e.metrics.UntrustedStrategies.WithLabelValues("configmap"))
