@@ -326,3 +326,42 @@ func TestCacheCaughtUpWithOwnWriteIsTrusted(t *testing.T) {
 		t.Error("the cache reports a version it never stored")
 	}
 }
+
+// Kinds the cluster does not serve (OpenShift's Route here) get no
+// informer: Probe does not start one, which would ask discovery for the
+// kind's group at every run (one 404 each time), and the object is
+// skipped.
+func TestProbeStartsNoInformerOfKindsNotServed(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	cfg, rec := applytest.Record(env.Config)
+	a, err := apply.NewForConfig(cfg, apply.Options{Identity: testID, Owner: testOwner})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cached := a.WithCache(applytest.StartCache(t, cfg))
+	route := &unstructured.Unstructured{}
+	route.SetAPIVersion("route.openshift.io/v1")
+	route.SetKind("Route")
+	route.SetNamespace(ns)
+	route.SetName("r")
+	objs := []*unstructured.Unstructured{configMap(t, ns, "a", map[string]string{"k": "v"}), route}
+	for run := range 2 {
+		p := cached.Probe(ctx, objs)
+		for _, o := range objs {
+			res, err := p.Apply(ctx, o)
+			if err != nil {
+				t.Fatalf("run %d: %v", run, err)
+			}
+			if o == route && res.Action != apply.ActionSkip {
+				t.Errorf("run %d: the Route was %s, want skipped (not served)", run, res.Action)
+			}
+		}
+	}
+	for _, r := range append(rec.Reads(), rec.Watches()...) {
+		if strings.Contains(r.Path, "openshift") {
+			t.Errorf("a request for a group the cluster does not serve: GET %s", r.Path)
+		}
+	}
+}

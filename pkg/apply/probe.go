@@ -106,12 +106,18 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 
 // warm reads one object of each kind of objs from the cache, side by side:
 // the first read of a kind starts its informer and waits for it to sync,
-// which one kind after the other would add up.
+// which one kind after the other would add up. Kinds the cluster does not
+// serve are left out: their objects are skipped, and an informer's start
+// would ask discovery for their group every time.
 func (a *Applier) warm(ctx context.Context, objs []*unstructured.Unstructured) {
 	first := map[schema.GroupVersionKind]*unstructured.Unstructured{}
 	for _, obj := range objs {
-		if _, ok := first[obj.GroupVersionKind()]; !ok {
-			first[obj.GroupVersionKind()] = obj
+		gvk := obj.GroupVersionKind()
+		if _, ok := first[gvk]; ok {
+			continue
+		}
+		if _, err := a.Mapping(strategy.RefOf(obj), gvk.Version); err == nil {
+			first[gvk] = obj
 		}
 	}
 	var eg errgroup.Group
