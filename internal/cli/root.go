@@ -98,6 +98,13 @@ type options struct {
 	burst int
 }
 
+// The default client-side limits (--kube-api-qps, --kube-api-burst),
+// kapp's.
+const (
+	defaultQPS   = 1000
+	defaultBurst = 1000
+)
+
 // clientLimits sets the client-side rate limit of cfg from
 // --kube-api-qps and --kube-api-burst: a negative QPS means none (the API
 // server's priority and fairness still applies), as in controller-runtime.
@@ -190,10 +197,13 @@ the server (client-go's klog output is silenced).`,
 	o.kube.AddFlags(root.PersistentFlags())
 	root.PersistentFlags().StringVar(&o.maxDecodedSize, "max-decoded-size", "64Mi",
 		"refuse strategies whose decoded text is larger than this (guards against gzip bombs)")
-	// kubectl's limits: a plan or prune reads many kinds at once.
-	root.PersistentFlags().Float64Var(&o.qps, "kube-api-qps", 50,
-		"requests per second to the API server that the client allows itself; negative: no client-side limit (the API server's priority and fairness still applies), for large products")
-	root.PersistentFlags().IntVar(&o.burst, "kube-api-burst", 300, "requests the client may send at once above --kube-api-qps")
+	// kapp's limits: high enough that a large product is paced by the
+	// API server's priority and fairness, which shares it between
+	// clients, not by a client-side bucket (Helm's parallel writes run at
+	// several hundred a second too).
+	root.PersistentFlags().Float64Var(&o.qps, "kube-api-qps", defaultQPS,
+		"requests per second to the API server that the client allows itself (the API server's priority and fairness paces it too); negative: no client-side limit; lower it (kubectl's discovery uses 50) to spare a busy API server")
+	root.PersistentFlags().IntVar(&o.burst, "kube-api-burst", defaultBurst, "requests the client may send at once above --kube-api-qps")
 	root.PersistentFlags().StringVar(&o.color, "color", "auto", "colour what is printed for people: auto (on a terminal, unless $NO_COLOR is set), always or never")
 	root.AddCommand(
 		newDecodeCommand(o),

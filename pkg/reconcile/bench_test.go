@@ -38,8 +38,9 @@ import (
 // strategy that kubectl can apply to this cluster (found by one untimed
 // kubectl apply of the whole strategy; Helm refuses a chart whose kinds the
 // cluster does not serve), and a synthetic product of 5,000 ConfigMaps.
-// Helm gets the plugin's client limits (HELM_QPS=50, HELM_BURST_LIMIT=300);
-// kubectl has no flag for them and keeps client-go's 5 QPS.
+// Helm gets the plugin's default client limits (HELM_QPS=1000,
+// HELM_BURST_LIMIT=1000); kubectl has no flag for them and keeps
+// client-go's 5 QPS.
 // INSTALLSTRATEGY_BENCH_PLUGIN_FLAGS adds flags to the plugin's command
 // (e.g. --kube-api-qps=-1: no client-side limit).
 //
@@ -262,7 +263,7 @@ func (p *applyProduct) compare(b *testing.B, ours, helm string) {
 		}},
 		benchcmp.ProcessSide{Name: "helm", Run: func(b *testing.B) benchcmp.Process {
 			cmd := exec.CommandContext(b.Context(), helm, "--kubeconfig", p.kubeconfig, "--namespace", p.namespace, "--release", "bench-product", chart)
-			cmd.Env = append(os.Environ(), "HELM_QPS=50", "HELM_BURST_LIMIT=300", "HELM_CACHE_HOME="+b.TempDir(), "HELM_CONFIG_HOME="+b.TempDir())
+			cmd.Env = append(os.Environ(), "HELM_QPS=1000", "HELM_BURST_LIMIT=1000", "HELM_CACHE_HOME="+b.TempDir(), "HELM_CONFIG_HOME="+b.TempDir())
 			return run(b, cmd, reportedRequests(b), all)
 		}},
 		benchcmp.ProcessSide{Name: "installstrategy", Run: func(b *testing.B) benchcmp.Process {
