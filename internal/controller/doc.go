@@ -66,5 +66,10 @@
 //   - Drift: every deployed Installation is reconciled again after
 //     Options.ResyncPeriod, and at once when one of its Deployments or
 //     DaemonSets changes spec or is deleted, or a strategy ConfigMap of its
-//     namespace changes.
+//     namespace changes (not for the ones the operator stores or
+//     garbage-collects itself). While a rollout runs in the namespace, the
+//     workload changes are recorded instead: at its end, one the rollout
+//     did not make (a generation past the one it wrote or found, a
+//     deletion it neither pruned nor recreated) reconciles again at once;
+//     its own writes reconcile nothing more.
 package controller
