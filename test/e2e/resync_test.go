@@ -10,7 +10,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
+	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/controller"
@@ -125,6 +127,92 @@ func TestUpgradeIsOneReconcile(t *testing.T) {
 	if n := reconciles() - before; n != 1 {
 		t.Errorf("%v reconciles for the upgrade, want 1", n)
 	}
+}
+
+// A workload someone deletes while a rollout runs is recreated right after
+// it, not at the next resync (an hour here): changes seen during a rollout
+// are judged at its end, and one it did not make reconciles again. The
+// deletion comes once the workload's step is ready and while the last
+// step waits, so the rollout itself does not fail on it.
+func TestDeletionDuringRolloutIsRepaired(t *testing.T) {
+	e, metrics, _ := setupCounted(t)
+	ctx := t.Context()
+	failed := func() (n float64) {
+		for _, o := range []string{"degraded", "error"} {
+			n += testutil.ToFloat64(metrics.Reconciles.WithLabelValues(o))
+		}
+		return n
+	}
+	// The API's step, the last, takes a few seconds: its pods count as
+	// available 4 s after they are ready.
+	spec := sampleSpec("v1.0.0")
+	spec.CustomizeComponents = &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{{
+		ResourceKind: "Deployment", ResourceName: "sample-api", Type: v1alpha1.MergePatchType, Patch: `{"spec":{"minReadySeconds":4}}`,
+	}}}
+	e.create(ctx, t, "sample", spec)
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	// The controller's step is ready and the API's, after it on the
+	// update path, is not: the status reports the components at each
+	// step's end (and those of the previous version, all rolled over,
+	// before the first), and the Deployment runs the target, rolled out.
+	stepReady := func(in *v1alpha1.Installation, d *appsv1.Deployment, version string) bool {
+		rolled := map[string]bool{}
+		for _, c := range in.Status.Components {
+			rolled[c.Name] = c.RolledOver
+		}
+		st := d.Status
+		return in.Status.Phase == v1alpha1.PhaseDeploying && in.Status.TargetVersion == version &&
+			rolled["sample-controller"] && !rolled["sample-api"] &&
+			strings.HasSuffix(d.Spec.Template.Spec.Containers[0].Image, ":"+version) &&
+			st.ObservedGeneration == d.Generation && d.Spec.Replicas != nil && st.UpdatedReplicas == *d.Spec.Replicas &&
+			st.AvailableReplicas == *d.Spec.Replicas && st.Replicas == *d.Spec.Replicas
+	}
+	// A rollout can end before the deletion is seen: try again.
+	for attempt, version := range []string{"v1.1.0", "v1.0.0", "v1.1.0", "v1.0.0", "v1.1.0", "v1.0.0"} {
+		before := failed()
+		e.update(ctx, t, "sample", func(in *v1alpha1.Installation) { in.Spec.Version = version })
+		var deleted types.UID
+		for {
+			in, err := e.get(ctx, "sample")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if in.IsDeployed() && in.Status.ObservedVersion == version {
+				break
+			}
+			d, err := e.env.Kube.AppsV1().Deployments(e.ns).Get(ctx, "sample-controller", metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if stepReady(in, d, version) {
+				if err := e.env.Kube.AppsV1().Deployments(e.ns).Delete(ctx, d.Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if in, err := e.get(ctx, "sample"); err == nil && in.Status.Phase == v1alpha1.PhaseDeploying {
+					deleted = d.UID
+				}
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		e.waitDeployed(ctx, t, "sample", version)
+		if deleted == "" {
+			t.Logf("attempt %d: the rollout to %s ended before the deletion", attempt+1, version)
+			continue
+		}
+		testenv.WaitFor(ctx, t, "sample-controller recreated after the rollout", func(ctx context.Context) (bool, string, error) {
+			d, err := e.env.Kube.AppsV1().Deployments(e.ns).Get(ctx, "sample-controller", metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error(), nil
+			}
+			return d.UID != deleted, "uid " + string(d.UID), nil
+		})
+		if n := failed() - before; n != 0 {
+			t.Errorf("%v reconciles failed: the rollout stumbled on the deletion instead of finishing and repairing it after", n)
+		}
+		return
+	}
+	t.Fatal("in 6 rollouts, no deletion of sample-controller landed while one ran")
 }
 
 // The informers of the kind table's kinds start with the operator, as
