@@ -8,7 +8,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -21,16 +20,8 @@ import (
 // passing them would queue a second, complete reconcile right after it.
 // The rollout asks the log at its end whether any was someone else's.
 func (r *Reconciler) workloadDrift() predicate.Predicate {
-	ours := func(o client.Object) bool {
-		l := o.GetLabels()
-		if _, ok := l[inventory.NameLabel]; ok && l[codec.ManagedByLabel] == inventory.ManagedBy {
-			return true
-		}
-		v := l[codec.ManagedByLabel]
-		return len(v) > len("installstrategy.") && v[:len("installstrategy.")] == "installstrategy."
-	}
 	pass := func(o client.Object, generation int64) bool {
-		if !ours(o) {
+		if !inventory.ByAnInstallation(o.GetLabels()) {
 			return false
 		}
 		if v, ok := r.drifts.Load(o.GetNamespace()); ok {
@@ -85,8 +76,7 @@ func (r *Reconciler) watchDrift(namespace string) func() *driftLog {
 }
 
 func (d *driftLog) record(o client.Object, generation int64) {
-	gvk := o.GetObjectKind().GroupVersionKind()
-	ref := strategy.ObjectRef{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}
+	ref := strategy.RefOf(o)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c := d.seen[ref]

@@ -178,6 +178,15 @@ func LegacyManagedBy(namespace, name string) string {
 	return "installstrategy." + hex.EncodeToString(sum[:])[:32]
 }
 
+// ByAnInstallation reports whether labels mark an object some
+// installation wrote: its installation labels with the managed-by value,
+// or the managed-by value an older operator wrote for one
+// (LegacyManagedBy).
+func ByAnInstallation(labels map[string]string) bool {
+	_, hasName := labels[NameLabel]
+	return hasName && labels[ManagedByLabel] == ManagedBy || isLegacyManagedBy(labels[ManagedByLabel])
+}
+
 func isLegacyManagedBy(v string) bool {
 	return len(v) > len("installstrategy.") && v[:len("installstrategy.")] == "installstrategy."
 }

@@ -68,3 +68,24 @@ func TestLabelValuesAreValid(t *testing.T) {
 		}
 	}
 }
+
+// ByAnInstallation: installation labels with the managed-by value, or an
+// older operator's legacy managed-by value; not the plugin's bare value
+// of older versions, nor others' labels.
+func TestByAnInstallation(t *testing.T) {
+	for _, tt := range []struct {
+		labels map[string]string
+		want   bool
+	}{
+		{Owner{Namespace: "ns", Name: "i"}.Labels(), true},
+		{map[string]string{ManagedByLabel: LegacyManagedBy("ns", "i")}, true},
+		{map[string]string{ManagedByLabel: ManagedBy}, false},
+		{map[string]string{ManagedByLabel: "installstrategy."}, false},
+		{map[string]string{ManagedByLabel: "Helm", NameLabel: "i"}, false},
+		{nil, false},
+	} {
+		if got := ByAnInstallation(tt.labels); got != tt.want {
+			t.Errorf("ByAnInstallation(%v) = %v, want %v", tt.labels, got, tt.want)
+		}
+	}
+}

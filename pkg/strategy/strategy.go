@@ -45,10 +45,18 @@ type ObjectRef struct {
 	Name      string `json:"name"`
 }
 
+// Object is what RefOf reads: a strategy object (*unstructured.Unstructured)
+// or any other Kubernetes object that carries its kind.
+type Object interface {
+	GetObjectKind() schema.ObjectKind
+	GetNamespace() string
+	GetName() string
+}
+
 // RefOf returns the reference of an object.
-func RefOf(u *unstructured.Unstructured) ObjectRef {
-	gvk := u.GroupVersionKind()
-	return ObjectRef{Group: gvk.Group, Kind: gvk.Kind, Namespace: u.GetNamespace(), Name: u.GetName()}
+func RefOf(o Object) ObjectRef {
+	gvk := o.GetObjectKind().GroupVersionKind()
+	return ObjectRef{Group: gvk.Group, Kind: gvk.Kind, Namespace: o.GetNamespace(), Name: o.GetName()}
 }
 
 // GroupKind returns the reference's group and kind.
