@@ -39,6 +39,10 @@ const (
 	NativeEncodingAnnotation    = "installstrategy.io/encoding"
 	NativeDigestAnnotation      = "installstrategy.io/digest"
 	NativeDecodedSizeAnnotation = "installstrategy.io/decoded-size"
+	// NativeProductAnnotation names the product a strategy is of, e.g.
+	// "kubevirt": OCI artifacts and signed statements carry it, so a
+	// strategy signed for one product is not taken for another's.
+	NativeProductAnnotation = "installstrategy.io/product"
 	// NativeChunksAnnotation marks the head of a strategy stored in chunk
 	// ConfigMaps (see pkg/store); its text is not in the head itself.
 	NativeChunksAnnotation = "installstrategy.io/chunks"
