@@ -73,24 +73,17 @@ func (r *Reconciler) trustedStored(e store.Entry) error {
 // Installation: signed by the operator's key or a key of the trusted keys
 // ConfigMap of the operator's namespace, or its text hashing to the digest
 // pinned in the Installation. The digest is computed from the text read,
-// never taken from an annotation.
-func (r *Reconciler) checkTrust(ctx context.Context, l *store.Loaded, pinned string) error {
-	k, err := r.operatorKey(ctx)
+// never taken from an annotation. It returns how the strategy is trusted.
+func (r *Reconciler) checkTrust(ctx context.Context, l *store.Loaded, pinned string) (string, error) {
+	ring, err := r.trustedKeys(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
-	ring := &trust.KeyRing{}
-	ring.Merge(k.Keys)
-	extra, err := trust.TrustedKeys(ctx, r.kube, r.opts.KeyNamespace)
-	if err != nil {
-		return err
-	}
-	ring.Merge(extra)
-	_, err = trust.Policy{Keys: ring, Pinned: pinned}.Check(trust.Subject{
+	how, err := trust.Policy{Keys: ring, Pinned: pinned}.Check(trust.Subject{
 		Digest: l.Digest, Signature: l.Entry.Signature, KeyID: l.Entry.SignatureKey,
 	})
 	if err != nil {
-		return fmt.Errorf("strategy configmap %s: %w", l.Entry, err)
+		return "", fmt.Errorf("strategy configmap %s: %w", l.Entry, err)
 	}
-	return nil
+	return how, nil
 }

@@ -54,7 +54,7 @@ func (c *Client) Copy(ctx context.Context, src, dst string) (Copied, error) {
 		return Copied{}, err
 	}
 	if len(sigs) > 0 {
-		if err := c.attach(ctx, dr.Context().String(), digest, sigs); err != nil {
+		if err := c.AddSignatures(ctx, dr.Context().String(), digest, sigs); err != nil {
 			return Copied{}, err
 		}
 	}

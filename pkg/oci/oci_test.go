@@ -3,70 +3,18 @@ package oci_test
 import (
 	"context"
 	"errors"
-	"io"
-	"log"
-	"net/http"
-	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
-
-// counted is a registry on loopback (go-containerregistry's, the same
-// protocol as distribution) that counts the requests it serves.
-type counted struct {
-	*httptest.Server
-	mu   sync.Mutex
-	reqs []string
-}
-
-func newRegistry(t *testing.T) *counted {
-	t.Helper()
-	c := &counted{}
-	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
-	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c.mu.Lock()
-		c.reqs = append(c.reqs, r.Method+" "+r.URL.Path)
-		c.mu.Unlock()
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(c.Close)
-	return c
-}
-
-// ref is oci://HOST/path of the registry.
-func (c *counted) ref(path string) string {
-	return oci.Scheme + strings.TrimPrefix(c.URL, "http://") + "/" + path
-}
-
-// take returns the requests served since the last call, and forgets them.
-func (c *counted) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r := c.reqs
-	c.reqs = nil
-	return r
-}
-
-// count returns how many of reqs start with prefix and contain part.
-func count(reqs []string, prefix, part string) int {
-	n := 0
-	for _, r := range reqs {
-		if strings.HasPrefix(r, prefix) && strings.Contains(r, part) {
-			n++
-		}
-	}
-	return n
-}
 
 func newClient(t *testing.T) *oci.Client {
 	t.Helper()
@@ -96,11 +44,11 @@ func push(ctx context.Context, t *testing.T, c *oci.Client, ref, version string)
 
 func TestPushPullResolve(t *testing.T) {
 	ctx := context.Background()
-	reg := newRegistry(t)
+	reg := ocitest.New(t)
 	c := newClient(t)
-	ref := reg.ref("acme/sample:stable")
+	ref := reg.Ref("acme/sample:stable")
 	p := push(ctx, t, c, ref, "v1.0.0")
-	again := push(ctx, t, c, reg.ref("acme/sample:v1.0.0"), "v1.0.0")
+	again := push(ctx, t, c, reg.Ref("acme/sample:v1.0.0"), "v1.0.0")
 	if p.Digest != again.Digest {
 		t.Fatalf("the same text and meta gave two digests: %s, %s", p.Digest, again.Digest)
 	}
@@ -109,7 +57,7 @@ func TestPushPullResolve(t *testing.T) {
 	if _, err := c.Resolve(ctx, ref); err != nil {
 		t.Fatal(err)
 	}
-	reg.take()
+	reg.Take()
 
 	d, err := c.Resolve(ctx, ref)
 	if err != nil {
@@ -118,7 +66,7 @@ func TestPushPullResolve(t *testing.T) {
 	if d != p.Digest {
 		t.Fatalf("resolved %s, pushed %s", d, p.Digest)
 	}
-	if got := reg.take(); count(got, "HEAD", "/manifests/stable") != 1 || len(got) != 1 {
+	if got := reg.Take(); ocitest.Count(got, "HEAD", "/manifests/stable") != 1 || len(got) != 1 {
 		t.Fatalf("resolve made %v, want one manifest HEAD", got)
 	}
 
@@ -137,20 +85,20 @@ func TestPushPullResolve(t *testing.T) {
 	if !strings.HasSuffix(a.Reference, "/acme/sample@"+p.Digest) {
 		t.Fatalf("reference %s", a.Reference)
 	}
-	if got := reg.take(); count(got, "GET", "/blobs/") != 1 {
+	if got := reg.Take(); ocitest.Count(got, "GET", "/blobs/") != 1 {
 		t.Fatalf("pull made %v, want one blob GET (the layer; the config is never read)", got)
 	}
 	// By digest.
-	if _, err := c.Pull(ctx, reg.ref("acme/sample@"+p.Digest)); err != nil {
+	if _, err := c.Pull(ctx, reg.Ref("acme/sample@"+p.Digest)); err != nil {
 		t.Fatal(err)
 	}
 }
 
 func TestBadReferencesAndArtifacts(t *testing.T) {
 	ctx := context.Background()
-	reg := newRegistry(t)
+	reg := ocitest.New(t)
 	c := newClient(t)
-	host := strings.TrimPrefix(reg.URL, "http://")
+	host := reg.Host()
 	// An image that is not a strategy, pushed as a registry user would.
 	img, err := random.Image(100, 1)
 	if err != nil {
@@ -170,27 +118,27 @@ func TestBadReferencesAndArtifacts(t *testing.T) {
 	}{
 		{"acme/sample:v1", "not an OCI reference", nil},
 		{"oci://sample:v1", "names no registry host", nil},
-		{reg.ref("acme/sample"), "names no tag or digest", nil},
-		{reg.ref("acme/Sample:v1"), "could not parse reference", nil},
-		{reg.ref("acme/missing:v1"), "pull manifest", oci.ErrNotFound},
-		{reg.ref("acme/image:v1"), "artifact type application/vnd.docker.container.image.v1+json", oci.ErrNotStrategy},
+		{reg.Ref("acme/sample"), "names no tag or digest", nil},
+		{reg.Ref("acme/Sample:v1"), "could not parse reference", nil},
+		{reg.Ref("acme/missing:v1"), "pull manifest", oci.ErrNotFound},
+		{reg.Ref("acme/image:v1"), "artifact type application/vnd.docker.container.image.v1+json", oci.ErrNotStrategy},
 	} {
 		_, err := c.Pull(ctx, tc.ref)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.HasPrefix(err.Error(), tc.ref) || tc.is != nil && !errors.Is(err, tc.is) {
 			t.Errorf("pull %s: %v, want an error starting with the reference, saying %q", tc.ref, err, tc.want)
 		}
 	}
-	if _, err := c.Push(ctx, reg.ref("acme/sample:v1"), text("v1"), oci.Meta{Product: "sample"}); err == nil || !strings.Contains(err.Error(), "needs a product and a version") {
+	if _, err := c.Push(ctx, reg.Ref("acme/sample:v1"), text("v1"), oci.Meta{Product: "sample"}); err == nil || !strings.Contains(err.Error(), "needs a product and a version") {
 		t.Errorf("push without a version: %v", err)
 	}
-	if _, err := c.Copy(ctx, reg.ref("acme/image:v1"), reg.ref("mirror/image")); !errors.Is(err, oci.ErrNotStrategy) {
+	if _, err := c.Copy(ctx, reg.Ref("acme/image:v1"), reg.Ref("mirror/image")); !errors.Is(err, oci.ErrNotStrategy) {
 		t.Errorf("copy of an image: %v, want ErrNotStrategy", err)
 	}
 }
 
 func TestSignaturesBindIdentity(t *testing.T) {
 	ctx := context.Background()
-	reg := newRegistry(t)
+	reg := ocitest.New(t)
 	c := newClient(t)
 	release, _ := trust.GenerateKey()
 	other, _ := trust.GenerateKey()
@@ -207,9 +155,9 @@ func TestSignaturesBindIdentity(t *testing.T) {
 		}
 		return a
 	}
-	push(ctx, t, c, reg.ref("acme/sample:v1.0.0"), "v1.0.0")
-	push(ctx, t, c, reg.ref("acme/sample:v1.1.0"), "v1.1.0")
-	old, cur := pull(reg.ref("acme/sample:v1.0.0")), pull(reg.ref("acme/sample:v1.1.0"))
+	push(ctx, t, c, reg.Ref("acme/sample:v1.0.0"), "v1.0.0")
+	push(ctx, t, c, reg.Ref("acme/sample:v1.1.0"), "v1.1.0")
+	old, cur := pull(reg.Ref("acme/sample:v1.0.0")), pull(reg.Ref("acme/sample:v1.1.0"))
 	for _, a := range []*oci.Artifact{old, cur} {
 		if _, err := c.Sign(ctx, a, release); err != nil {
 			t.Fatal(err)
@@ -233,8 +181,8 @@ func TestSignaturesBindIdentity(t *testing.T) {
 	}
 
 	// Another key, or none.
-	unsignedPush := push(ctx, t, c, reg.ref("acme/sample:v1.2.0"), "v1.2.0")
-	unsigned := pull(reg.ref("acme/sample@" + unsignedPush.Digest))
+	unsignedPush := push(ctx, t, c, reg.Ref("acme/sample:v1.2.0"), "v1.2.0")
+	unsigned := pull(reg.Ref("acme/sample@" + unsignedPush.Digest))
 	if sigs, _ := c.Signatures(ctx, unsigned); len(sigs) != 0 {
 		t.Fatalf("unsigned artifact has %d signatures", len(sigs))
 	}
@@ -284,27 +232,27 @@ func TestSignaturesBindIdentity(t *testing.T) {
 
 func TestCopyKeepsDigestAndSignatures(t *testing.T) {
 	ctx := context.Background()
-	src, dst := newRegistry(t), newRegistry(t)
+	src, dst := ocitest.New(t), ocitest.New(t)
 	c := newClient(t)
 	key, _ := trust.GenerateKey()
 	ring := &trust.KeyRing{}
 	_ = ring.Add("release", key.Public())
-	p := push(ctx, t, c, src.ref("acme/sample:v1.0.0"), "v1.0.0")
-	a, err := c.Pull(ctx, src.ref("acme/sample:v1.0.0"))
+	p := push(ctx, t, c, src.Ref("acme/sample:v1.0.0"), "v1.0.0")
+	a, err := c.Pull(ctx, src.Ref("acme/sample:v1.0.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := c.Sign(ctx, a, key); err != nil {
 		t.Fatal(err)
 	}
-	cp, err := c.Copy(ctx, src.ref("acme/sample:v1.0.0"), dst.ref("mirror/sample"))
+	cp, err := c.Copy(ctx, src.Ref("acme/sample:v1.0.0"), dst.Ref("mirror/sample"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cp.Digest != p.Digest || cp.Signatures != 1 {
 		t.Fatalf("copied %+v, want digest %s and 1 signature", cp, p.Digest)
 	}
-	m, err := c.Pull(ctx, dst.ref("mirror/sample:v1.0.0"))
+	m, err := c.Pull(ctx, dst.Ref("mirror/sample:v1.0.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +268,7 @@ func TestCopyKeepsDigestAndSignatures(t *testing.T) {
 		t.Fatalf("the mirror's copy does not verify: %v", err)
 	}
 	// Copying again changes nothing (the signature is not doubled).
-	if cp, err := c.Copy(ctx, src.ref("acme/sample:v1.0.0"), dst.ref("mirror/sample:v1.0.0")); err != nil || cp.Signatures != 1 {
+	if cp, err := c.Copy(ctx, src.Ref("acme/sample:v1.0.0"), dst.Ref("mirror/sample:v1.0.0")); err != nil || cp.Signatures != 1 {
 		t.Fatalf("second copy %+v, %v", cp, err)
 	}
 	if sigs, _ := c.Signatures(ctx, m); len(sigs) != 1 {

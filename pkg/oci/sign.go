@@ -105,11 +105,13 @@ func (c *Client) Sign(ctx context.Context, a *Artifact, s *trust.Signer) (Signat
 	if err != nil {
 		return Signature{}, err
 	}
-	return Signature{Payload: body, Signature: sig}, c.attach(ctx, a.Repository, a.Digest, []Signature{{Payload: body, Signature: sig}})
+	return Signature{Payload: body, Signature: sig}, c.AddSignatures(ctx, a.Repository, a.Digest, []Signature{{Payload: body, Signature: sig}})
 }
 
-// attach adds signatures to the signature image of digest in repository.
-func (c *Client) attach(ctx context.Context, repository, digest string, sigs []Signature) error {
+// AddSignatures adds signatures (made elsewhere, or read from another
+// registry) to the signature image of digest in repository, as cosign
+// attach does; signatures already there are not written again.
+func (c *Client) AddSignatures(ctx context.Context, repository, digest string, sigs []Signature) error {
 	repo, err := name.NewRepository(repository, c.nameOpts()...)
 	if err != nil {
 		return fmt.Errorf("%s: %w", repository, err)

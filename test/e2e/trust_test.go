@@ -103,6 +103,24 @@ func sampleText(t *testing.T, ns, version string) (*strategy.Strategy, []byte) {
 	return s, text
 }
 
+// trustReleaseKey makes a release key and has a cluster admin trust it:
+// its public key is "release.pub" of the trusted keys ConfigMap in the
+// operator's namespace.
+func (e *e2e) trustReleaseKey(ctx context.Context, t *testing.T) *trust.Signer {
+	t.Helper()
+	release, err := trust.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.keyNS).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: trust.TrustedKeysConfigMap, Namespace: e.keyNS},
+		Data:       map[string]string{"release.pub": string(release.PublicPEM())},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return release
+}
+
 // strategyConfigMap is a strategy ConfigMap named name of the text, in the
 // given form, signed when signer is set.
 func strategyConfigMap(t *testing.T, ns, name string, text []byte, id strategy.Identity, f codec.Format, signer *trust.Signer) *corev1.ConfigMap {
@@ -195,13 +213,7 @@ func TestConfigMapEditorCannotEscalate(t *testing.T) {
 	}
 
 	// A cluster admin trusts a release key (in the operator's namespace).
-	release, _ := trust.GenerateKey()
-	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.keyNS).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: trust.TrustedKeysConfigMap, Namespace: e.keyNS},
-		Data:       map[string]string{"release.pub": string(release.PublicPEM())},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	release := e.trustReleaseKey(ctx, t)
 	s, text := sampleText(t, e.ns, "v1.0.0")
 	good := strategyConfigMap(t, e.ns, "strategy", text, s.Identity, codec.FormatNative, release)
 	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).Create(ctx, good, metav1.CreateOptions{}); err != nil {
