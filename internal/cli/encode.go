@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -75,13 +76,7 @@ with a sha256 digest of the text that every read verifies.`,
 			if err != nil {
 				return err
 			}
-			var out []byte
-			if output == "json" {
-				out, err = json.MarshalIndent(cm, "", "  ")
-				out = append(out, '\n')
-			} else {
-				out, err = codec.MarshalYAML(cm)
-			}
+			out, err := marshalConfigMap(cm, output)
 			if err != nil {
 				return err
 			}
@@ -101,6 +96,16 @@ with a sha256 digest of the text that every read verifies.`,
 	cmd.Flags().BoolVar(&keepText, "keep-text", false, "store the input text as it is instead of its canonical form")
 	file = addFileFlag(cmd)
 	return cmd
+}
+
+// marshalConfigMap prints a strategy ConfigMap as output (yaml or json)
+// asks.
+func marshalConfigMap(cm *corev1.ConfigMap, output string) ([]byte, error) {
+	if output == "json" {
+		out, err := json.MarshalIndent(cm, "", "  ")
+		return append(out, '\n'), err
+	}
+	return codec.MarshalYAML(cm)
 }
 
 // readManifests returns the text to encode from a file, stdin or folder.

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -32,8 +33,16 @@ type pick struct {
 //
 // A path of the form cm/NAME (or configmap/NAME) reads the strategy
 // ConfigMap NAME from the cluster (namespace -n), through the store, so a
-// chunked strategy is reassembled and verified.
+// chunked strategy is reassembled and verified. An oci:// reference pulls
+// a strategy artifact (see pullStrategy).
 func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec.Loaded, error) {
+	if oci.IsReference(path) {
+		if p.name != "" {
+			return nil, usageError(fmt.Errorf("%s names one artifact already; %s picks one of a file's ConfigMaps", path, p.flag))
+		}
+		l, _, err := o.pullStrategy(ctx, path)
+		return l, err
+	}
 	if cmName, ok := clusterRef(path); ok {
 		if p.name != "" {
 			return nil, usageError(fmt.Errorf("%s names one ConfigMap already; %s picks one of a file's", path, p.flag))
@@ -230,7 +239,7 @@ type fileFlag struct{ path string }
 
 func addFileFlag(cmd *cobra.Command) *fileFlag {
 	f := &fileFlag{}
-	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "the strategy: a file, - for standard input, or cm/NAME (the same as the argument)")
+	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "the strategy: a file, - for standard input, cm/NAME or oci://HOST/REPOSITORY:TAG (the same as the argument)")
 	return f
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -20,8 +21,8 @@ func newSignCommand(o *options) *cobra.Command {
 	var keyFile, name string
 	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "sign (FILE|-|cm/NAME | -f FILE) --key KEY",
-		Short: "Sign a strategy ConfigMap with a private key (cosign-compatible)",
+		Use:   "sign (FILE|-|cm/NAME|oci://REF | -f FILE) --key KEY",
+		Short: "Sign a strategy ConfigMap or OCI artifact with a private key (cosign-compatible)",
 		Long: `Sign a strategy: the same strategy ConfigMap is written with a signature over the
 digest of its decoded manifests text in the annotation installstrategy.io/signature
 and the id of the key in installstrategy.io/signature-key. A strategy ConfigMap in
@@ -35,9 +36,17 @@ The key is a PEM private key: a 'cosign generate-key-pair' key (encrypted; the
 password is read from $COSIGN_PASSWORD) or an unencrypted PKCS#8 or SEC 1 EC key.
 
 The text is decoded and its recorded digest (native form) checked before it is
-signed: a signature only ever covers a text that was verified.`,
+signed: a signature only ever covers a text that was verified.
+
+oci://HOST/REPOSITORY:TAG (or @sha256:DIGEST) signs a strategy artifact in the
+registry (see publish) as cosign sign does: a simple-signing payload naming the
+artifact's digest, with the product, version, registry, identifier and text
+digest its annotations claim in the payload's optional section (so the signature
+binds the digest to that identity), added to the signatures stored under its
+sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
 		Example: `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
-  kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key`,
+  kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key
+  kubectl installstrategy sign oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := file.source(cmd, args)
@@ -47,6 +56,12 @@ signed: a signature only ever covers a text that was verified.`,
 			signer, err := readSigner(keyFile)
 			if err != nil {
 				return err
+			}
+			if oci.IsReference(src) {
+				if name != "" {
+					return usageError(fmt.Errorf("%s names one artifact already; --name picks one of a file's ConfigMaps", src))
+				}
+				return o.signArtifact(cmd.Context(), src, signer)
 			}
 			if cmName, ok := clusterRef(src); ok {
 				c, err := o.cluster()
@@ -112,6 +127,7 @@ signed: a signature only ever covers a text that was verified.`,
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM private key file (required); an encrypted cosign key's password is read from $"+PasswordEnv)
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to sign when the file holds several")
 	file = addFileFlag(cmd)
+	o.addRegistryFlag(cmd)
 	return cmd
 }
 
