@@ -431,7 +431,11 @@ docker config and its credential helpers (docker login), as for crane and cosign
 			if err != nil {
 				return err
 			}
-			st, err := store.New(c.kube, store.Options{Format: f, Decode: dopts, Signer: signer})
+			sopts := store.Options{Format: f, Decode: dopts}
+			if signer != nil { // Options.Signer is an interface: no typed nil
+				sopts.Signer = signer
+			}
+			st, err := store.New(c.kube, sopts)
 			if err != nil {
 				return err
 			}
