@@ -239,7 +239,7 @@ here: verify oci://... --key checks them.
 standard output. Credentials come from the docker config and its credential
 helpers (docker login, as for crane and cosign).`,
 		Example: `  kubectl installstrategy pull oci://ghcr.io/acme/kubevirt:v1.9.0 -n kubevirt | kubectl create -f -
-  kubectl installstrategy pull oci://registry.local:5000/kubevirt@sha256:4f1c... -o text > manifests.yaml`,
+  kubectl installstrategy pull oci://registry.internal:5000/mirror/kubevirt:v1.9.0 -o text > kubevirt-v1.9.0.yaml`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			f, err := codec.ParseFormat(format)

@@ -16,6 +16,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
+	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -27,6 +28,31 @@ func newRegistry(t *testing.T) string {
 	s := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 	t.Cleanup(s.Close)
 	return strings.TrimPrefix(s.URL, "http://")
+}
+
+// exampleRegistry serves the registries the verbs' examples name
+// (ghcr.io/acme and registry.internal:5000/mirror) from one loopback
+// registry holding KubeVirt's v1.9.0 strategy in both, signed with the
+// key cosign.key it writes into dir (with cosign.pub); it returns the
+// rewrite of an example's line to that registry.
+func exampleRegistry(t *testing.T, dir string) func(string) string {
+	t.Helper()
+	host := newRegistry(t)
+	s, err := trust.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "cosign.key")
+	for name, data := range map[string][]byte{"cosign.key": s.PrivatePEM(), "cosign.pub": s.PublicPEM()} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cm := writeFile(t, "kubevirt-v1.9.0.configmap.yaml", string(kubevirtdata.Read(t, "v1.9.0", "configmap.yaml")))
+	for _, repo := range []string{"acme/kubevirt:v1.9.0", "mirror/kubevirt:v1.9.0"} {
+		mustRun(t, nil, "publish", cm, "oci://"+host+"/"+repo, "--key", key)
+	}
+	return strings.NewReplacer("oci://ghcr.io/", "oci://"+host+"/", "oci://registry.internal:5000/", "oci://"+host+"/").Replace
 }
 
 // ociStrategy is a small strategy of two objects, as a manifests text in
