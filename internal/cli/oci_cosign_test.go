@@ -15,7 +15,8 @@ import (
 // refuses an unsigned artifact; verify --key accepts cosign sign's
 // signature when its -a annotations bind the digest to the product,
 // version and text digest, and refuses a bare one as bound to no identity,
-// and one bound to another version. Every request that is not to the
+// and one bound to another version; sign adds to the signatures cosign
+// stored, and both tools see all of them. Every request that is not to the
 // loopback registry goes to a proxy that is not there, so neither side
 // reaches a transparency log or any other network.
 func TestOCIInteroperatesWithCosign(t *testing.T) {
@@ -95,6 +96,17 @@ func TestOCIInteroperatesWithCosign(t *testing.T) {
 		!strings.Contains(out, strings.Join(annotations("v3.0.0", bare.textDigest), " ")) {
 		t.Errorf("verify --key of a bare cosign signature: exit %d, want 1, not bound to an identity, with the -a flags to sign it with\n%s", code, out)
 	}
+	// sign adds a bound signature beside cosign's bare one (in the
+	// signature image cosign wrote): verify takes it, cosign sees both.
+	mustRun(t, nil, "sign", "oci://"+bare.ref, "--key", key)
+	code, out, _ = run(t, nil, "verify", "oci://"+bare.ref, "--key", pub)
+	if code != 0 || !strings.Contains(out, "(2 of 2 stored signatures verify)") || !strings.Contains(out, "OK    statement: signed by "+pub+" for sample v3.0.0") {
+		t.Errorf("verify --key with a bare and a bound signature: exit %d\n%s", code, out)
+	}
+	if out, err := cosignVerify(bare.ref); err != nil || strings.Count(out, `"critical"`) != 2 {
+		t.Errorf("cosign verify of cosign's and sign's signatures: %v\n%s", err, out)
+	}
+
 	// Annotations for another version than the artifact claims.
 	wrong := push("v4.0.0")
 	cosignSign(wrong.ref, annotations("v5.0.0", wrong.textDigest)...)

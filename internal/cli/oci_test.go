@@ -163,6 +163,10 @@ func TestOCIPublishPullRoundTrip(t *testing.T) {
 	if got := mustRun(t, nil, "pull", ref2, "-o", "text"); got != text {
 		t.Fatalf("pushed text pulls back as:\n%s", firstLineDiff(got, text))
 	}
+	// -f FILE is the argument: the same artifact.
+	if again := strings.TrimSpace(mustRun(t, nil, "push", "-f", plain, ref2, "--version", "v2", "--product", "sample")); again != info.Reference {
+		t.Errorf("push -f: %s, push FILE: %s", again, info.Reference)
+	}
 	// Without a version there is nothing to push.
 	if code, _, errOut := run(t, nil, "push", plain, ref2); code != 2 || !strings.Contains(errOut, "needs a version") {
 		t.Errorf("push without a version: exit %d %s", code, errOut)
