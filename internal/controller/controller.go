@@ -715,7 +715,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			loadErr = err
 			break
 		}
-		if src.VerifiedBy, loadErr = r.checkTrust(ctx, loaded, in.Spec.Strategy.ConfigMap.Digest); loadErr != nil {
+		if src.VerifiedBy, loadErr = r.checkTrust(ctx, in, loaded); loadErr != nil {
 			if untrusted := (*trust.UntrustedError)(nil); errors.As(loadErr, &untrusted) {
 				r.metrics.UntrustedStrategies.WithLabelValues("configmap").Inc()
 			}

@@ -351,7 +351,7 @@ func (r *Reconciler) recordRevision(ctx context.Context, s *State, rev v1alpha1.
 
 // historyConfigMaps lists the stored strategies the histories of a
 // namespace's Installations name, with the digests they ran with (read from
-// the cache).
+// the cache), and the ConfigMaps their configMap sources name.
 func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([]store.Retain, error) {
 	var list v1alpha1.InstallationList
 	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
@@ -359,6 +359,12 @@ func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([
 	}
 	var out []store.Retain
 	for _, in := range list.Items {
+		if in.Spec.StrategySourceType() == v1alpha1.StrategySourceConfigMap {
+			// A ConfigMap an Installation names is its author's, whatever
+			// it holds now (replaced by another version, it is refused,
+			// not deleted).
+			out = append(out, store.Retain{Name: in.Spec.Strategy.ConfigMap.Name})
+		}
 		for _, h := range in.Status.History {
 			if h.ConfigMap != "" {
 				out = append(out, store.Retain{Name: h.ConfigMap, Digest: h.Digest})

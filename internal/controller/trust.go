@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -73,14 +74,20 @@ func (r *Reconciler) trustedStored(e store.Entry) error {
 // Installation: signed by the operator's key or a key of the trusted keys
 // ConfigMap of the operator's namespace, or its text hashing to the digest
 // pinned in the Installation. The digest is computed from the text read,
-// never taken from an annotation. It returns how the strategy is trusted.
-func (r *Reconciler) checkTrust(ctx context.Context, l *store.Loaded, pinned string) (string, error) {
+// never taken from an annotation. A signed strategy must also carry a
+// signed statement that names its text, spec.version when set, and no
+// older version than the deployed one (unless spec.allowDowngrade): the
+// named ConfigMap replaced with another signed release is refused. It
+// returns how the strategy is trusted.
+func (r *Reconciler) checkTrust(ctx context.Context, in *v1alpha1.Installation, l *store.Loaded) (string, error) {
 	ring, err := r.trustedKeys(ctx)
 	if err != nil {
 		return "", err
 	}
-	how, err := trust.Policy{Keys: ring, Pinned: pinned}.Check(trust.Subject{
+	expect := &trust.Expect{Version: in.Spec.Version, Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade}
+	how, err := trust.Policy{Keys: ring, Pinned: in.Spec.Strategy.ConfigMap.Digest, Expect: expect}.Check(trust.Subject{
 		Digest: l.Digest, Signature: l.Entry.Signature, KeyID: l.Entry.SignatureKey,
+		Statement: l.Entry.Statement, StatementSignature: l.Entry.StatementSignature,
 	})
 	if err != nil {
 		return "", fmt.Errorf("strategy configmap %s: %w", l.Entry, err)

@@ -1,9 +1,14 @@
 package trust
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/installstrategy/installstrategy/pkg/codec"
 
 	"k8s.io/apimachinery/pkg/util/version"
 )
@@ -92,4 +97,68 @@ func IsDowngrade(deployed, target string) bool {
 		return false
 	}
 	return t.LessThan(d)
+}
+
+// ErrNoStatement: the strategy is signed, but carries no signed statement
+// of what it is, so the signature says nothing of its product or version.
+var ErrNoStatement = errors.New("signed without a statement of its product and version")
+
+// DigestSigner signs a "sha256:" digest (a *Signer, or a store's signer).
+type DigestSigner interface {
+	SignDigest(digest string) (signature, keyID string, err error)
+}
+
+// StatementOf is the statement a strategy ConfigMap's annotations claim
+// (native or KubeVirt keys), for the text digest.
+func StatementOf(annotations map[string]string, digest string) Statement {
+	pick := func(native, kubevirt string) string {
+		if v := annotations[native]; v != "" {
+			return v
+		}
+		return annotations[kubevirt]
+	}
+	return Statement{
+		Product:    annotations[codec.NativeProductAnnotation],
+		Version:    pick(codec.NativeVersionAnnotation, codec.KubeVirtVersionAnnotation),
+		Registry:   pick(codec.NativeRegistryAnnotation, codec.KubeVirtRegistryAnnotation),
+		Identifier: pick(codec.NativeIdentifierAnnotation, codec.KubeVirtIdentifierAnnotation),
+		Digest:     digest,
+	}
+}
+
+// SignStatement puts st and its signature by s into annotations
+// (codec.NativeStatementAnnotation and NativeStatementSignatureAnnotation),
+// replacing earlier ones.
+func SignStatement(annotations map[string]string, st Statement, s DigestSigner) error {
+	body, err := json.Marshal(st)
+	if err != nil {
+		return fmt.Errorf("statement: %w", err)
+	}
+	sum := sha256.Sum256(body)
+	sig, _, err := s.SignDigest("sha256:" + hex.EncodeToString(sum[:]))
+	if err != nil {
+		return fmt.Errorf("sign statement: %w", err)
+	}
+	annotations[codec.NativeStatementAnnotation] = string(body)
+	annotations[codec.NativeStatementSignatureAnnotation] = sig
+	return nil
+}
+
+// VerifyStatement checks a signed statement (the annotations' values) with
+// the keys of ring and returns it with the name of the key that verified.
+// No statement is ErrNoStatement.
+func VerifyStatement(statement, signature string, ring *KeyRing) (Statement, string, error) {
+	if statement == "" {
+		return Statement{}, "", ErrNoStatement
+	}
+	sum := sha256.Sum256([]byte(statement))
+	key, err := ring.Verify("sha256:"+hex.EncodeToString(sum[:]), signature, "")
+	if err != nil {
+		return Statement{}, "", fmt.Errorf("statement: %w", err)
+	}
+	var st Statement
+	if err := json.Unmarshal([]byte(statement), &st); err != nil {
+		return Statement{}, "", fmt.Errorf("statement: %w: %w", ErrBadSignature, err)
+	}
+	return st, key, nil
 }
