@@ -160,19 +160,22 @@ func (o *options) pushStrategy(ctx context.Context, dest string, text []byte, id
 	}
 	info := &ArtifactInfo{Reference: p.Reference, Tag: tagOf(r), Digest: p.Digest, Product: product, Version: id.Version,
 		Registry: id.Registry, Identifier: id.Identifier, TextDigest: codec.Digest(text), LayerBytes: p.LayerBytes}
-	if signer == nil {
-		return info, nil
+	a := &oci.Artifact{Repository: r.Context().String(), Digest: p.Digest}
+	if signer != nil {
+		if a, err = c.Pull(ctx, oci.Scheme+p.Reference); err != nil {
+			return nil, fmt.Errorf("pushed %s, but reading it back to sign it: %w", p.Reference, err)
+		}
+		if _, err := c.Sign(ctx, a, signer); err != nil {
+			return nil, fmt.Errorf("pushed %s, but not signed: %w", p.Reference, err)
+		}
+		info.SignedBy = signer.KeyID()
 	}
-	byDigest := oci.Scheme + p.Reference
-	a, err := c.Pull(ctx, byDigest)
+	// The same artifact pushed again keeps the signatures it had.
+	sigs, err := c.Signatures(ctx, a)
 	if err != nil {
-		return nil, fmt.Errorf("pushed %s, but reading it back to sign it: %w", p.Reference, err)
+		return nil, fmt.Errorf("pushed %s: %w", p.Reference, err)
 	}
-	if _, err := c.Sign(ctx, a, signer); err != nil {
-		return nil, fmt.Errorf("pushed %s, but not signed: %w", p.Reference, err)
-	}
-	info.SignedBy = signer.KeyID()
-	info.Signatures = 1
+	info.Signatures = len(sigs)
 	return info, nil
 }
 

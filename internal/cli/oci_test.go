@@ -163,6 +163,9 @@ func TestOCIPublishPullRoundTrip(t *testing.T) {
 	if got := mustRun(t, nil, "pull", ref2, "-o", "text"); got != text {
 		t.Fatalf("pushed text pulls back as:\n%s", firstLineDiff(got, text))
 	}
+	if info.Signatures != 0 {
+		t.Errorf("push -o json of an unsigned artifact: %d signatures", info.Signatures)
+	}
 	// -f FILE is the argument: the same artifact.
 	if again := strings.TrimSpace(mustRun(t, nil, "push", "-f", plain, ref2, "--version", "v2", "--product", "sample")); again != info.Reference {
 		t.Errorf("push -f: %s, push FILE: %s", again, info.Reference)
@@ -185,6 +188,11 @@ func TestOCISignVerify(t *testing.T) {
 	signed := "oci://" + host + "/acme/sample:v1.0.0"
 	if _, errOut := mustRunErr(t, "publish", plain, signed, "--version", "v1.0.0", "--identifier", "id1", "--key", key); !strings.Contains(errOut, "signed with key") {
 		t.Errorf("publish --key summary: %s", errOut)
+	}
+	// Pushed again, the same artifact keeps its signature.
+	var again ArtifactInfo
+	if err := json.Unmarshal([]byte(mustRun(t, nil, "publish", plain, signed, "--version", "v1.0.0", "--identifier", "id1", "-o", "json")), &again); err != nil || again.Signatures != 1 {
+		t.Errorf("the signed artifact pushed again: %v, %d signatures, want 1", err, again.Signatures)
 	}
 	code, out, errOut := run(t, nil, "verify", signed, "--key", pub, "--version", "v1.0.0")
 	if code != 0 || !strings.Contains(out, "OK    signature: signed by "+pub) || !strings.Contains(out, "OK    statement: signed by "+pub+" for sample v1.0.0 id1") {
