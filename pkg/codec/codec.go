@@ -71,8 +71,8 @@ const (
 	// seen as what it is.
 	NativeStatementAnnotation          = "installstrategy.io/statement"
 	NativeStatementSignatureAnnotation = "installstrategy.io/statement-signature"
-	NativeManagedBy                   = "installstrategy"
-	NativeGenerateName                = "installstrategy-"
+	NativeManagedBy                    = "installstrategy"
+	NativeGenerateName                 = "installstrategy-"
 )
 
 // Encoding names.
