@@ -1,9 +1,11 @@
 package cli
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -398,3 +400,39 @@ type rawManifest struct {
 
 func (m rawManifest) RawManifest() ([]byte, error)        { return m.body, nil }
 func (m rawManifest) MediaType() (types.MediaType, error) { return m.mediaType, nil }
+
+// TestOCIRegistryCredentials: a registry that wants a password is reached
+// with the credentials of the docker config ($DOCKER_CONFIG, as docker
+// login writes it); without them the push is refused with the registry's
+// answer, naming the reference.
+func TestOCIRegistryCredentials(t *testing.T) {
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != "robot" || p != "s3cret" {
+			w.Header().Set("WWW-Authenticate", `Basic realm="test"`)
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+	t.Cleanup(s.Close)
+	host := strings.TrimPrefix(s.URL, "http://")
+	ref := "oci://" + host + "/acme/sample:v1"
+	plain := writeFile(t, "manifests.yaml", ociStrategy("v1"))
+
+	t.Setenv("DOCKER_CONFIG", t.TempDir()) // no credentials
+	code, _, errOut := run(t, nil, "push", plain, ref, "--version", "v1")
+	if code != 1 || !strings.Contains(errOut, ref+": push blob: ") || !strings.Contains(errOut, "401 Unauthorized") {
+		t.Fatalf("push without credentials: exit %d %s", code, errOut)
+	}
+	config := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("robot:s3cret"))
+	if err := os.WriteFile(filepath.Join(config, "config.json"), []byte(`{"auths":{"`+host+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("DOCKER_CONFIG", config)
+	mustRun(t, nil, "push", plain, ref, "--version", "v1")
+	if got := mustRun(t, nil, "pull", ref, "-o", "text"); got != canonical(t, ociStrategy("v1")) {
+		t.Fatalf("pull with credentials:\n%s", got)
+	}
+}
