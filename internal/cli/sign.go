@@ -25,7 +25,10 @@ func newSignCommand(o *options) *cobra.Command {
 		Short: "Sign a strategy ConfigMap or OCI artifact with a private key (cosign-compatible)",
 		Long: `Sign a strategy: the same strategy ConfigMap is written with a signature over the
 digest of its decoded manifests text in the annotation installstrategy.io/signature
-and the id of the key in installstrategy.io/signature-key. A strategy ConfigMap in
+and the id of the key in installstrategy.io/signature-key, with a signed statement
+of what it is (product, version, registry, identifier and text digest, as its
+annotations claim them) in installstrategy.io/statement and
+installstrategy.io/statement-signature. A strategy ConfigMap in
 the cluster (cm/NAME, namespace -n; the head of a chunked one) is signed in place;
 a file's ConfigMap is written, signed, to standard output.
 

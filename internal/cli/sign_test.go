@@ -39,7 +39,8 @@ func cosignKeyPair(t *testing.T, password string) (string, string) {
 }
 
 // sign of KubeVirt's real v1.9.0 ConfigMap with a cosign key: the result is
-// the same ConfigMap plus the two signature annotations; sigstore's
+// the same ConfigMap plus the signature, key and signed statement
+// annotations; sigstore's
 // verifier (the code of `cosign verify-blob --key`) accepts the signature
 // over the decoded text; verify --key accepts it with the right key and
 // refuses another key, a broken signature and a changed byte.
@@ -63,8 +64,13 @@ func TestSignAndVerify(t *testing.T) {
 	if sig == "" || signed.Annotations[codec.NativeSignatureKeyAnnotation] == "" {
 		t.Fatalf("no signature annotations: %v", signed.Annotations)
 	}
-	if signed.Data[codec.ManifestsKey] != origCMs[0].Data[codec.ManifestsKey] || len(signed.Annotations) != len(origCMs[0].Annotations)+2 {
-		t.Error("sign changed more than the two annotations")
+	// The signature, its key, and the signed statement of the identity
+	// (pkg/trust.Sign).
+	if signed.Annotations[codec.NativeStatementAnnotation] == "" || signed.Annotations[codec.NativeStatementSignatureAnnotation] == "" {
+		t.Errorf("no signed statement: %v", signed.Annotations)
+	}
+	if signed.Data[codec.ManifestsKey] != origCMs[0].Data[codec.ManifestsKey] || len(signed.Annotations) != len(origCMs[0].Annotations)+4 {
+		t.Error("sign changed more than the four signature annotations")
 	}
 
 	if code, out, _ := run(t, nil, "inspect", signedPath); code != 0 || !strings.Contains(out, "by key "+signed.Annotations[codec.NativeSignatureKeyAnnotation]+" (not checked") {
