@@ -224,8 +224,9 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 func (r *Reconciler) LiveCache() *apply.InformerCache { return r.live }
 
 // SetupWithManager registers the reconciler with the manager: it watches
-// Installations, strategy ConfigMaps of their namespaces, and Deployments
-// and DaemonSets (spec changes and deletions, for drift).
+// Installations, strategy ConfigMaps of their namespaces, Deployments
+// and DaemonSets (spec changes and deletions, for drift), and the key
+// Secret and trusted keys ConfigMap of the key namespace (keyWatches).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	n := r.opts.MaxConcurrentReconciles
 	if n == 0 {
@@ -235,6 +236,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("informers: %w", err)
 	}
 	byNamespace := handler.EnqueueRequestsFromMapFunc(r.installationsOfNamespace)
+	keys, err := r.keyWatches(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("installation").
 		For(&v1alpha1.Installation{}, builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
@@ -244,6 +249,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// products' workloads cost no memory.
 		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("Deployment")), byNamespace, r.workloadDrift())).
 		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, r.workloadDrift())).
+		WatchesRawSource(keys[0]).
+		WatchesRawSource(keys[1]).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
 		Complete(r)
 }

@@ -16,8 +16,8 @@ import (
 var errKeyNotLoaded = errors.New("the operator's signing key is not loaded yet")
 
 // operatorKey reads the operator's signing key (creating it on first
-// start) once, and keeps it: a rotated key is read when the operator
-// restarts.
+// start) and keeps it until the key Secret changes (keyWatches drops it:
+// a rotated or revoked key counts without a restart).
 func (r *Reconciler) operatorKey(ctx context.Context) (*trust.OperatorKey, error) {
 	r.keyMu.Lock()
 	defer r.keyMu.Unlock()

@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // A release key's signature on a configMap source is bound to what the
@@ -67,4 +70,19 @@ func TestSignedConfigMapIsBoundToItsIdentity(t *testing.T) {
 	replace(ctx, t, mallory, older)
 	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) { in.Spec.AllowDowngrade = true })
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+
+	// A cluster admin revokes the release key: the strategy it signed is
+	// refused at once (the trusted keys ConfigMap is watched; the resync
+	// is a minute away), without an operator restart.
+	cm, err := e.env.Kube.CoreV1().ConfigMaps(e.keyNS).Get(ctx, trust.TrustedKeysConfigMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{}
+	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.keyNS).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	soon, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	e.waitRefused(soon, t, "sample", "strategy", "signed by a key that is not trusted")
 }
