@@ -38,7 +38,7 @@ type pick struct {
 func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec.Loaded, error) {
 	if oci.IsReference(path) {
 		if p.name != "" {
-			return nil, usageError(fmt.Errorf("%s names one artifact already; %s picks one of a file's ConfigMaps", path, p.flag))
+			return nil, oneArtifact(path, p.flag)
 		}
 		l, _, err := o.pullStrategy(ctx, path)
 		return l, err

@@ -100,7 +100,7 @@ the strategy's objects, one kind.group/name a line, as kubectl get -f does.`,
 // manifest says (reference, digest, product, signatures).
 func (o *options) artifactReport(ctx context.Context, ref, name string) (*Report, error) {
 	if name != "" {
-		return nil, usageError(fmt.Errorf("%s names one artifact already; --name picks one of a file's ConfigMaps", ref))
+		return nil, oneArtifact(ref, "--name")
 	}
 	l, a, err := o.pullStrategy(ctx, ref)
 	if err != nil {

@@ -94,6 +94,12 @@ func (o *options) ociRef(ref string) (*oci.Client, name.Reference, error) {
 	return c, r, nil
 }
 
+// oneArtifact is the usage error of flag (--name) given with an oci://
+// reference, which names one artifact.
+func oneArtifact(ref, flag string) error {
+	return usageError(fmt.Errorf("%s names one artifact already; %s picks one of a file's ConfigMaps", ref, flag))
+}
+
 // productOf is the product a repository holds by default: its last path
 // element (ghcr.io/acme/kubevirt holds kubevirt).
 func productOf(r name.Reference) string { return path.Base(r.Context().RepositoryStr()) }

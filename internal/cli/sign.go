@@ -62,7 +62,7 @@ sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
 			}
 			if oci.IsReference(src) {
 				if name != "" {
-					return usageError(fmt.Errorf("%s names one artifact already; --name picks one of a file's ConfigMaps", src))
+					return oneArtifact(src, "--name")
 				}
 				return o.signArtifact(cmd.Context(), src, signer)
 			}
