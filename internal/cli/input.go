@@ -158,7 +158,8 @@ func (o *options) verifyStored(ctx context.Context, ref string, ring *trust.KeyR
 		checks = append(checks, Check{Name: "identity", Status: "ok", Detail: identityString(e.Identity)})
 	}
 	if ring != nil {
-		checks = append(checks, signatureCheck("", ring, l.Text, codec.Info{Signature: e.Signature, SignatureKey: e.SignatureKey}))
+		checks = append(checks, signatureCheck("", ring, l.Text, codec.Info{Signature: e.Signature, SignatureKey: e.SignatureKey,
+			Statement: e.Statement, StatementSignature: e.StatementSignature, Identity: e.Identity})...)
 	}
 	return append(checks, parseChecks(l.Strategy, l.Warnings)...), nil
 }

@@ -168,10 +168,39 @@ func readKeyRing(paths []string) (*trust.KeyRing, error) {
 
 // signatureCheck checks the signature annotations of a strategy ConfigMap
 // over the digest of its decoded text against the trusted keys.
-func signatureCheck(prefix string, ring *trust.KeyRing, text []byte, info codec.Info) Check {
+func signatureCheck(prefix string, ring *trust.KeyRing, text []byte, info codec.Info) []Check {
 	name, err := ring.Verify(codec.Digest(text), info.Signature, info.SignatureKey)
 	if err != nil {
-		return Check{Name: prefix + "signature", Status: "fail", Detail: err.Error()}
+		return []Check{{Name: prefix + "signature", Status: "fail", Detail: err.Error()}}
 	}
-	return Check{Name: prefix + "signature", Status: "ok", Detail: "signed by " + name}
+	return []Check{{Name: prefix + "signature", Status: "ok", Detail: "signed by " + name}, statementCheck(prefix, ring, text, info)}
+}
+
+// statementCheck checks a ConfigMap's signed statement: by a trusted key,
+// naming this text and the identity the ConfigMap claims. A signature
+// without one (cosign sign-blob's, or made before statements) is a
+// warning: it binds the bytes but not the product or version, and the
+// operator refuses it as a signed configMap source.
+func statementCheck(prefix string, ring *trust.KeyRing, text []byte, info codec.Info) Check {
+	c := Check{Name: prefix + "statement"}
+	st, name, err := trust.VerifyStatement(info.Statement, info.StatementSignature, ring)
+	switch {
+	case errors.Is(err, trust.ErrNoStatement):
+		c.Status, c.Detail = "warn", err.Error()+": the operator refuses it as a signed configMap source; sign it again with kubectl installstrategy sign --key"
+		return c
+	case err != nil:
+		c.Status, c.Detail = "fail", err.Error()
+		return c
+	}
+	want := trust.Statement{Product: st.Product, Version: info.Identity.Version, Registry: info.Identity.Registry, Identifier: info.Identity.Identifier, Digest: codec.Digest(text)}
+	if st != want {
+		c.Status, c.Detail = "fail", fmt.Sprintf("%v: signed by %s for %+v, the ConfigMap is %+v", trust.ErrIdentityMismatch, name, st, want)
+		return c
+	}
+	product := ""
+	if st.Product != "" {
+		product = st.Product + " "
+	}
+	c.Status, c.Detail = "ok", fmt.Sprintf("signed by %s for %s%s", name, product, st.Version)
+	return c
 }

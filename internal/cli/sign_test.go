@@ -93,8 +93,25 @@ func TestSignAndVerify(t *testing.T) {
 		t.Errorf("sigstore's verifier refuses the signature over the decoded text: %v", err)
 	}
 
-	if code, out, errOut := run(t, nil, "verify", signedPath, "--key", pub); code != 0 || !strings.Contains(out, "OK    signature: signed by "+pub) {
+	if code, out, errOut := run(t, nil, "verify", signedPath, "--key", pub); code != 0 || !strings.Contains(out, "OK    signature: signed by "+pub) ||
+		!strings.Contains(out, "OK    statement: signed by "+pub+" for v1.9.0") {
 		t.Errorf("verify --key: exit %d\n%s%s", code, out, errOut)
+	}
+	// The statement is what binds the signature to v1.9.0: without it a
+	// warning, with another version in it a failure.
+	stmt := signed.Annotations[codec.NativeStatementAnnotation]
+	bare := signed.DeepCopy()
+	delete(bare.Annotations, codec.NativeStatementAnnotation)
+	delete(bare.Annotations, codec.NativeStatementSignatureAnnotation)
+	bareYAML, _ := codec.MarshalYAML(bare)
+	if code, out, _ := run(t, nil, "verify", writeFile(t, "bare.yaml", string(bareYAML)), "--key", pub); code != 0 || !strings.Contains(out, "WARN  statement: signed without a statement") {
+		t.Errorf("verify without a statement: exit %d\n%s", code, out)
+	}
+	other := signed.DeepCopy()
+	other.Annotations[codec.KubeVirtVersionAnnotation] = "v1.9.1"
+	otherYAML, _ := codec.MarshalYAML(other)
+	if code, out, _ := run(t, nil, "verify", writeFile(t, "other.yaml", string(otherYAML)), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  statement: signed identity does not match") {
+		t.Errorf("verify of a ConfigMap relabelled v1.9.1 (statement %s): exit %d\n%s", stmt, code, out)
 	}
 	_, otherPub := cosignKeyPair(t, "x")
 	if code, out, _ := run(t, nil, "verify", signedPath, "--key", otherPub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {

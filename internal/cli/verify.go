@@ -178,7 +178,7 @@ func verifyInput(source string, data []byte, dopts codec.DecodeOptions, ring *tr
 			checks = append(checks, Check{Name: prefix + "digest", Status: "warn", Detail: "no digest recorded (KubeVirt form): integrity cannot be checked"})
 		}
 		if ring != nil {
-			checks = append(checks, signatureCheck(prefix, ring, text, info))
+			checks = append(checks, signatureCheck(prefix, ring, text, info)...)
 		}
 		if info.Identity.Version == "" {
 			checks = append(checks, Check{Name: prefix + "identity", Status: "warn", Detail: "no version annotation"})
