@@ -155,6 +155,9 @@ func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*o
 	for _, ref := range append([]string{src.Reference}, src.Mirrors...) {
 		p, fresh, err := r.pullOCI(ctx, c, ref, src.Digest)
 		if err != nil {
+			if src.Digest != "" {
+				err = fmt.Errorf("oci source %s (pinned %s): %w", ref, src.Digest, err)
+			}
 			errs = append(errs, err)
 			var untrusted *trust.UntrustedError
 			if errors.As(err, &untrusted) || errors.Is(err, oci.ErrNotStrategy) || errors.Is(err, codec.ErrDigestMismatch) {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -201,3 +202,50 @@ func TestOCISource(t *testing.T) {
 
 // tamperedRepo is the repository of a pushed artifact's reference.
 func tamperedRepo(p oci.Pushed) string { return p.Reference[:strings.IndexByte(p.Reference, '@')] }
+
+// staticKeychain answers every registry with one user and password.
+type staticKeychain struct{ user, password string }
+
+func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
+	return authn.FromConfig(authn.AuthConfig{Username: k.user, Password: k.password}), nil
+}
+
+// A private registry: the operator reads the credentials of
+// spec.strategy.oci.secretRef (a kubernetes.io/dockerconfigjson Secret of
+// the install namespace, as kubelet reads imagePullSecrets); without them
+// the load fails with the registry's answer, naming the reference.
+func TestOCISourcePullSecret(t *testing.T) {
+	e := setup(t)
+	ctx := t.Context()
+	reg := ocitest.New(t, ocitest.BasicAuth("fleet", "s3cret"))
+	c, err := oci.New(oci.Options{Keychain: staticKeychain{"fleet", "s3cret"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := publishSample(ctx, t, c, e.ns, "sample", "v1.0.0", nil, reg.Ref("acme/sample:v1.0.0"))
+	ref := reg.Ref("acme/sample:v1.0.0")
+	spec := sampleSpec("")
+	spec.Strategy = &v1alpha1.StrategySource{OCI: &v1alpha1.OCIStrategySource{Reference: ref, Digest: a.Digest}}
+	e.create(ctx, t, "sample", spec)
+	if err := pollInstallation(ctx, e, "sample", func(in *v1alpha1.Installation) bool {
+		c := in.Condition(v1alpha1.ConditionDegraded)
+		return c != nil && c.Reason == v1alpha1.ReasonStrategyLoadFailed && strings.Contains(c.Message, ref) && strings.Contains(c.Message, "UNAUTHORIZED")
+	}); err != nil {
+		in, _ := e.get(ctx, "sample")
+		t.Fatalf("without credentials: %v; %s", err, describe(in))
+	}
+	auth := fmt.Sprintf(`{"auths":{%q:{"username":"fleet","password":"s3cret"}}}`, reg.Host())
+	if _, err := e.env.Kube.CoreV1().Secrets(e.ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "registry", Namespace: e.ns}, Type: corev1.SecretTypeDockerConfigJson,
+		Data: map[string][]byte{corev1.DockerConfigJsonKey: []byte(auth)},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) {
+		in.Spec.Strategy.OCI.SecretRef = &corev1.LocalObjectReference{Name: "registry"}
+	})
+	in := e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	if in.Status.Strategy.VerifiedBy != "pinned digest" {
+		t.Errorf("verifiedBy %q, want pinned digest", in.Status.Strategy.VerifiedBy)
+	}
+}

@@ -19,19 +19,39 @@ import (
 // Registry is a registry on loopback. Close (or the test's end) stops it.
 type Registry struct {
 	*httptest.Server
-	mu   sync.Mutex
-	reqs []string
+	mu             sync.Mutex
+	reqs           []string
+	user, password string
+}
+
+// Option configures a Registry.
+type Option func(*Registry)
+
+// BasicAuth makes the registry answer 401 with a Basic challenge to every
+// request without these credentials, as a private registry does.
+func BasicAuth(user, password string) Option {
+	return func(r *Registry) { r.user, r.password = user, password }
 }
 
 // New starts a registry that stops when the test ends.
-func New(t testing.TB) *Registry {
+func New(t testing.TB, opts ...Option) *Registry {
 	t.Helper()
 	r := &Registry{}
+	for _, o := range opts {
+		o(r)
+	}
 	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	r.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		r.reqs = append(r.reqs, req.Method+" "+req.URL.Path)
 		r.mu.Unlock()
+		if r.user != "" {
+			if u, p, ok := req.BasicAuth(); !ok || u != r.user || p != r.password {
+				w.Header().Set("WWW-Authenticate", `Basic realm="ocitest"`)
+				http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}`, http.StatusUnauthorized)
+				return
+			}
+		}
 		h.ServeHTTP(w, req)
 	}))
 	t.Cleanup(r.Close)
