@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -40,8 +41,9 @@ type pulled struct {
 	a    *oci.Artifact
 	sigs []oci.Signature
 	// trusted is set once a signature verified: the signatures are then
-	// not read again (only re-verified against the current keys).
-	trusted bool
+	// not read again (only re-verified against the current keys). Several
+	// Installations may judge one artifact at once.
+	trusted atomic.Bool
 }
 
 // maxCachedArtifacts bounds the cache; past it the cache starts again
@@ -190,7 +192,7 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ref, pinned str
 	}
 	byDigest := pinnedRef(ref, digest)
 	if p := r.oci.get(byDigest); p != nil {
-		if !p.trusted && pinned == "" {
+		if !p.trusted.Load() && pinned == "" {
 			// Not signed (by a trusted key) when it was pulled: the
 			// signature may have been pushed since.
 			sigs, err := c.Signatures(ctx, p.a)
@@ -240,7 +242,7 @@ func (r *Reconciler) judgeOCI(ctx context.Context, in *v1alpha1.Installation, p 
 		if err != nil {
 			return nil, err
 		}
-		p.trusted = true
+		p.trusted.Store(true)
 		verifiedBy = "signed by " + v.Key
 	}
 	st, _, err := strategy.Parse(a.Text, strategy.ParseOptions{})
