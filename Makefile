@@ -17,6 +17,8 @@
 #   make bench-cluster  the cluster benchmarks (idle resync, apply beside
 #                       kubectl and Helm 4, 100 Installations) on a cluster
 #                       of their own; not in make test
+#   make bench-fleet    N Installations tracking one OCI tag, beside Flux's
+#                       per-poll cost, on a cluster of their own; not in make test
 #   make bench-virt-operator  KubeVirt's own virt-operator and ours side by side
 #                       (install, upgrade) on clusters of their own; needs the
 #                       virt-operator binaries (make virt-operator-build); not
@@ -174,7 +176,24 @@ bench-cluster:
 .PHONY: bench-cluster-run
 bench-cluster-run:
 	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=$(BENCH_CLUSTER_TIME) -timeout=240m ./pkg/reconcile
-	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=1x -timeout=60m ./test/e2e
+	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=1x -timeout=60m -v ./test/e2e
+
+# bench-fleet runs BenchmarkOCIFleet (test/e2e) on a cluster of its own, like
+# make test; not in make test: BENCH_FLEET_SIZES Installations (one round
+# each, a fresh operator per size), each in its own namespace with its own
+# oci source, all tracking one tag of a registry on loopback (polled every
+# BENCH_FLEET_INTERVAL), beside a Flux-like baseline against the same
+# registry (docs/PERFORMANCE.md, "Fleets: OCI sources").
+BENCH_FLEET_SIZES ?= 10,25
+BENCH_FLEET_INTERVAL ?= 2s
+.PHONY: bench-fleet
+bench-fleet:
+	@TEST_TARGETS=bench-fleet-run TEST_CLUSTER_STATE_DIR="$(CURDIR)/_output/bench-fleet" hack/test.sh
+
+.PHONY: bench-fleet-run
+bench-fleet-run:
+	INSTALLSTRATEGY_FLEET_SIZES='$(BENCH_FLEET_SIZES)' INSTALLSTRATEGY_FLEET_INTERVAL='$(BENCH_FLEET_INTERVAL)' \
+		$(GO) test -run='^$$' -bench='^BenchmarkOCIFleet$$' -benchtime=1x -timeout=60m -v ./test/e2e
 
 # bench-virt-operator runs hack/sidebyside: KubeVirt's own virt-operator
 # (built from the release tags by ../shared/tools/virtoperator/build.sh:
