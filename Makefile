@@ -176,7 +176,7 @@ bench-cluster:
 .PHONY: bench-cluster-run
 bench-cluster-run:
 	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=$(BENCH_CLUSTER_TIME) -timeout=240m ./pkg/reconcile
-	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=1x -timeout=60m -v ./test/e2e
+	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=1x -timeout=60m ./test/e2e
 
 # bench-fleet runs BenchmarkOCIFleet (test/e2e) on a cluster of its own, like
 # make test; not in make test: BENCH_FLEET_SIZES Installations (one round
