@@ -676,6 +676,43 @@ func (r *run) completedJob(ctx context.Context, obj *unstructured.Unstructured) 
 	return apply.Result{Ref: ref, Action: apply.ActionUnchanged, Reason: plan.CompletedJobReason}, true, nil
 }
 
+// ReappliedReason is the reason of an EventApplied for an object the wait
+// of its own step found deleted and applied again.
+const ReappliedReason = "deleted while its step waited; applied again"
+
+// reapplying wraps a step's getter: an object of the step that is gone
+// while the step waits for it (someone deleted it after its write) is
+// applied again, once per object and wait, so the wait goes on with the
+// new object instead of failing at the step's deadline. A Job the getter
+// reports gone stays gone (its TTL removes it once it finished).
+func (r *run) reapplying(step plan.Step, get health.Getter) health.Getter {
+	var mu sync.Mutex
+	done := map[strategy.ObjectRef]bool{}
+	return func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		live, err := get(ctx, obj)
+		if err != nil || live != nil {
+			return live, err
+		}
+		ref := strategy.RefOf(obj)
+		if info, _ := kinds.Lookup(ref.GroupKind()); info.Health == kinds.HealthJob {
+			return nil, nil
+		}
+		mu.Lock()
+		again := !done[ref]
+		done[ref] = true
+		mu.Unlock()
+		if !again {
+			return nil, nil
+		}
+		res, err := r.a.Apply(ctx, obj)
+		if err != nil {
+			return nil, fmt.Errorf("apply again after its deletion: %w", err)
+		}
+		r.emit(Event{Type: EventApplied, Step: step.Name, Ref: ref, Action: res.Action, Reason: ReappliedReason})
+		return res.Object, nil
+	}
+}
+
 // getter reads live objects for the health checks. A Job this run wrote
 // that is gone was removed by its ttlSecondsAfterFinished, which only
 // happens once it finished: its Events (Completed, or a failure) say how.
@@ -778,7 +815,7 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 		return nil
 	}
 	progress := func(st []health.Status) { r.emit(Event{Type: EventProgress, Step: step.Name, Progress: st}) }
-	if err := r.checker.Wait(ctx, r.getter(results), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress}); err != nil {
+	if err := r.checker.Wait(ctx, r.reapplying(step, r.getter(results)), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress}); err != nil {
 		return err
 	}
 	// Jobs that completed are recorded with their applied hash: a resync

@@ -425,3 +425,44 @@ func TestGenerationBumpDoesNotRestartCanary(t *testing.T) {
 		t.Errorf("handler pods replaced: %v -> %v", before, after)
 	}
 }
+
+// A workload deleted while its own step waits for it (after its write,
+// before it is ready: minReadySeconds keeps the wait going) is applied
+// again by that wait, and the run ends rolled over instead of failing at
+// the step's deadline with "does not exist" (docs/NOTES.md's gap of
+// session 9).
+func TestWorkloadDeletedDuringItsWaitIsAppliedAgain(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx := t.Context()
+	s := sample(t, se.ns, "v1.0.0")
+	for _, o := range s.Objects {
+		if o.GetKind() == "Deployment" && o.GetName() == "sample-controller" {
+			_ = unstructured.SetNestedField(o.Object, int64(3), "spec", "minReadySeconds")
+		}
+	}
+	var deleted, reapplied bool
+	opts := reconcile.Options{StageDeadline: 20 * time.Second, OnEvent: func(e reconcile.Event) {
+		t.Logf("%s %s %s %s %s", e.Type, e.Step, e.Ref, e.Action, e.Reason)
+		if e.Type != reconcile.EventApplied || e.Ref.Kind != "Deployment" || e.Ref.Name != "sample-controller" {
+			return
+		}
+		if e.Reason == reconcile.ReappliedReason {
+			reapplied = true
+			return
+		}
+		if !deleted {
+			deleted = true
+			if err := se.env.Kube.AppsV1().Deployments(se.ns).Delete(ctx, "sample-controller", metav1.DeleteOptions{}); err != nil {
+				t.Errorf("delete: %v", err)
+			}
+		}
+	}}
+	res, err := se.run(s, strategy.Identity{}, opts)
+	assertRolledOver(t, se, res, err)
+	if !deleted || !reapplied {
+		t.Errorf("deleted %t, applied again %t; want both", deleted, reapplied)
+	}
+	if _, err := se.env.Kube.AppsV1().Deployments(se.ns).Get(ctx, "sample-controller", metav1.GetOptions{}); err != nil {
+		t.Errorf("sample-controller after the run: %v", err)
+	}
+}
