@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	k8schain "github.com/google/go-containerregistry/pkg/authn/kubernetes"
+	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -34,6 +35,9 @@ type ociArtifacts struct {
 	mu        sync.Mutex
 	artifacts map[string]*pulled // by REPOSITORY@DIGEST
 	clients   map[string]*oci.Client
+	// flight shares one pull of a digest between the reconciles that want
+	// it at once.
+	flight singleflight.Group
 }
 
 // pulled is an artifact and the signatures read with it.
@@ -153,9 +157,13 @@ func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*o
 	if err != nil {
 		return nil, err
 	}
+	ring, err := r.trustedKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
 	var errs []error
 	for _, ref := range append([]string{src.Reference}, src.Mirrors...) {
-		p, fresh, err := r.pullOCI(ctx, c, ref, src.Digest)
+		p, fresh, err := r.pullOCI(ctx, c, ring, ref, src.Digest)
 		if err != nil {
 			if src.Digest != "" {
 				err = fmt.Errorf("oci source %s (pinned %s): %w", ref, src.Digest, err)
@@ -169,7 +177,7 @@ func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*o
 			}
 			continue
 		}
-		l, err := r.judgeOCI(ctx, in, p)
+		l, err := r.judgeOCI(in, ring, p)
 		if err != nil {
 			return nil, fmt.Errorf("oci source %s: %w", ref, err)
 		}
@@ -180,8 +188,10 @@ func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*o
 }
 
 // pullOCI returns the artifact ref names (by the pinned digest when one is
-// set), from the cache when its digest was pulled before.
-func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ref, pinned string) (*pulled, bool, error) {
+// set), from the cache when its digest was pulled before. Reconciles that
+// want one digest at once share one pull (and one signature read); only
+// the one that pulled reports fresh.
+func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.KeyRing, ref, pinned string) (*pulled, bool, error) {
 	digest := pinned
 	if digest == "" {
 		d, err := c.Resolve(ctx, ref)
@@ -191,31 +201,47 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ref, pinned str
 		digest = d
 	}
 	byDigest := pinnedRef(ref, digest)
-	if p := r.oci.get(byDigest); p != nil {
-		if !p.trusted.Load() && pinned == "" {
-			// Not signed (by a trusted key) when it was pulled: the
-			// signature may have been pushed since.
-			sigs, err := c.Signatures(ctx, p.a)
-			if err != nil {
-				return nil, false, err
-			}
-			p = &pulled{a: p.a, sigs: sigs}
-			r.oci.put(byDigest, p)
-		}
+	if p := r.oci.get(byDigest); p != nil && (pinned != "" || p.trusted.Load()) {
 		return p, false, nil
 	}
-	a, err := c.Pull(ctx, byDigest)
+	fresh := false
+	key := byDigest
+	if pinned != "" {
+		key += " pinned" // loaded without its signatures
+	}
+	v, err, _ := r.oci.flight.Do(key, func() (any, error) {
+		p := r.oci.get(byDigest)
+		if p != nil && (pinned != "" || p.trusted.Load()) {
+			return p, nil
+		}
+		if p == nil {
+			a, err := c.Pull(ctx, byDigest)
+			if err != nil {
+				return nil, err
+			}
+			p, fresh = &pulled{a: a}, true
+		} else {
+			// Not signed (by a trusted key) when it was pulled: the
+			// signature may have been pushed since.
+			p = &pulled{a: p.a}
+		}
+		if pinned == "" {
+			sigs, err := c.Signatures(ctx, p.a)
+			if err != nil {
+				return nil, err
+			}
+			p.sigs = sigs
+			if _, err := oci.Verify(sigs, p.a.Digest, ring); err == nil {
+				p.trusted.Store(true)
+			}
+		}
+		r.oci.put(byDigest, p)
+		return p, nil
+	})
 	if err != nil {
 		return nil, false, err
 	}
-	p := &pulled{a: a}
-	if pinned == "" {
-		if p.sigs, err = c.Signatures(ctx, a); err != nil {
-			return nil, false, err
-		}
-	}
-	r.oci.put(byDigest, p)
-	return p, true, nil
+	return v.(*pulled), fresh, nil
 }
 
 // judgeOCI applies the trust policy to a pulled artifact and parses it: a
@@ -224,15 +250,11 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ref, pinned str
 // artifact's digest to the expected product, to spec.version when set,
 // and to a version no older than the deployed one (unless
 // spec.allowDowngrade).
-func (r *Reconciler) judgeOCI(ctx context.Context, in *v1alpha1.Installation, p *pulled) (*ociLoaded, error) {
+func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, ring *trust.KeyRing, p *pulled) (*ociLoaded, error) {
 	src := in.Spec.Strategy.OCI
 	a := p.a
 	verifiedBy := "pinned digest"
 	if src.Digest == "" {
-		ring, err := r.trustedKeys(ctx)
-		if err != nil {
-			return nil, err
-		}
 		verified, err := oci.Verify(p.sigs, a.Digest, ring)
 		if err != nil {
 			return nil, &trust.UntrustedError{Err: err}
@@ -242,7 +264,6 @@ func (r *Reconciler) judgeOCI(ctx context.Context, in *v1alpha1.Installation, p 
 		if err != nil {
 			return nil, err
 		}
-		p.trusted.Store(true)
 		verifiedBy = "signed by " + v.Key
 	}
 	st, _, err := strategy.Parse(a.Text, strategy.ParseOptions{})

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,11 +11,13 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -248,4 +252,65 @@ func TestOCISourcePullSecret(t *testing.T) {
 	if in.Status.Strategy.VerifiedBy != "pinned digest" {
 		t.Errorf("verifiedBy %q, want pinned digest", in.Status.Strategy.VerifiedBy)
 	}
+}
+
+// Installations that track one tag share its download: reconciles that
+// want one digest at once make one pull and one signature read (and one
+// StrategyPulled event), so N Installations cost the registry one layer
+// and one signature per release, not N (BenchmarkOCIFleet measures it at
+// scale).
+func TestOCISourcesShareOneDownload(t *testing.T) {
+	const n = 6
+	e := setupNamespaces(t, n, nil, nil)
+	ctx := t.Context()
+	reg := ocitest.New(t)
+	c, err := oci.New(oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	release := e.trustReleaseKey(ctx, t)
+	text, meta := fleetText(t, "v1.0.0")
+	stable := reg.Ref("acme/sample:stable")
+	if _, err := c.Push(ctx, stable, text, meta); err != nil {
+		t.Fatal(err)
+	}
+	a, err := c.Pull(ctx, stable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Sign(ctx, a, release); err != nil {
+		t.Fatal(err)
+	}
+	reg.Take()
+	g, gctx := errgroup.WithContext(ctx)
+	for _, ns := range e.namespaces() {
+		g.Go(func() error {
+			return e.c.Create(gctx, &v1alpha1.Installation{ObjectMeta: metav1.ObjectMeta{Name: syntheticName, Namespace: ns},
+				Spec: v1alpha1.InstallationSpec{Registry: meta.Registry, UninstallStrategy: v1alpha1.UninstallRemoveWorkloads,
+					Strategy: &v1alpha1.StrategySource{OCI: &v1alpha1.OCIStrategySource{Reference: stable}}}})
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	waitAllDeployed(ctx, t, e.c, e.namespaces(), "v1.0.0")
+	reqs := reg.Take()
+	layer := "/blobs/" + layerDigest(t, a)
+	if got := ocitest.Count(reqs, "GET", layer); got != 1 {
+		t.Errorf("%d Installations downloaded the layer %d times, want once: %v", n, got, reqs)
+	}
+	if got := ocitest.Count(reqs, "GET", "/manifests/"+oci.SignatureTag(a.Digest)); got != 1 {
+		t.Errorf("the signatures were read %d times, want once: %v", got, reqs)
+	}
+}
+
+// layerDigest is the digest of the artifact's one layer.
+func layerDigest(t *testing.T, a *oci.Artifact) string {
+	t.Helper()
+	gz, err := codec.Gzip(a.Text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(gz)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
