@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -102,7 +101,6 @@ func oneArtifact(ref, flag string) error {
 
 // productOf is the product a repository holds by default: its last path
 // element (ghcr.io/acme/kubevirt holds kubevirt).
-func productOf(r name.Reference) string { return path.Base(r.Context().RepositoryStr()) }
 
 // tagOf is the tag r names, "" for a digest.
 func tagOf(r name.Reference) string {
@@ -157,7 +155,7 @@ func (o *options) pushStrategy(ctx context.Context, dest string, text []byte, id
 		return nil, err
 	}
 	if product == "" {
-		product = productOf(r)
+		product = oci.DefaultProduct(r)
 	}
 	meta := oci.Meta{Product: product, Version: id.Version, Registry: id.Registry, Identifier: id.Identifier}
 	p, err := c.Push(ctx, dest, text, meta)
@@ -387,7 +385,7 @@ func (o *options) verifyArtifact(ctx context.Context, ref string, ring *trust.Ke
 	}
 	if ring != nil {
 		if want.Product == "" {
-			want.Product = productOf(r)
+			want.Product = oci.DefaultProduct(r)
 		}
 		want.Digest = codec.Digest(a.Text)
 		checks = append(checks, o.artifactSignatureChecks(ctx, c, a, ring, want)...)

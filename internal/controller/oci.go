@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -107,20 +106,17 @@ func (r *Reconciler) ociClient(ctx context.Context, namespace string, src *v1alp
 	return c, nil
 }
 
-// productOf is the product an OCI source expects: spec's, else the last
-// path element of the reference's repository.
-func productOf(src *v1alpha1.OCIStrategySource) string {
+// productOf is the product an OCI source expects: spec's, else the
+// repository's last path element (oci.DefaultProduct).
+func productOf(src *v1alpha1.OCIStrategySource, c *oci.Client) string {
 	if src.Product != "" {
 		return src.Product
 	}
-	repo := strings.TrimPrefix(src.Reference, oci.Scheme)
-	if i := strings.IndexByte(repo, '@'); i >= 0 {
-		repo = repo[:i]
+	r, err := c.Parse(src.Reference)
+	if err != nil {
+		return "" // the pull named the reference's error already
 	}
-	if i := strings.LastIndexByte(repo, ':'); i > strings.LastIndexByte(repo, '/') {
-		repo = repo[:i]
-	}
-	return path.Base(repo)
+	return oci.DefaultProduct(r)
 }
 
 // pinnedRef is the reference with its tag replaced by digest.
@@ -177,7 +173,7 @@ func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*o
 			}
 			continue
 		}
-		l, err := r.judgeOCI(in, ring, p)
+		l, err := r.judgeOCI(in, c, ring, p)
 		if err != nil {
 			return nil, fmt.Errorf("oci source %s: %w", ref, err)
 		}
@@ -250,7 +246,7 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.Key
 // artifact's digest to the expected product, to spec.version when set,
 // and to a version no older than the deployed one (unless
 // spec.allowDowngrade).
-func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, ring *trust.KeyRing, p *pulled) (*ociLoaded, error) {
+func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *trust.KeyRing, p *pulled) (*ociLoaded, error) {
 	src := in.Spec.Strategy.OCI
 	a := p.a
 	verifiedBy := "pinned digest"
@@ -259,7 +255,7 @@ func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, ring *trust.KeyRing, p 
 		if err != nil {
 			return nil, &trust.UntrustedError{Err: err}
 		}
-		v, err := oci.Check(a, verified, trust.Expect{Product: productOf(src), Version: in.Spec.Version,
+		v, err := oci.Check(a, verified, trust.Expect{Product: productOf(src, c), Version: in.Spec.Version,
 			Digest: codec.Digest(a.Text), Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade})
 		if err != nil {
 			return nil, err

@@ -27,6 +27,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path"
 	"strconv"
 	"strings"
 
@@ -219,3 +220,8 @@ func metaOf(a map[string]string) Meta {
 		Registry: a[codec.NativeRegistryAnnotation], Identifier: a[codec.NativeIdentifierAnnotation],
 		Digest: a[codec.NativeDigestAnnotation], DecodedBytes: n}
 }
+
+// DefaultProduct is the product a repository's artifacts are taken to be
+// of unless told otherwise: the repository's last path element
+// (ghcr.io/acme/kubevirt holds kubevirt).
+func DefaultProduct(r name.Reference) string { return path.Base(r.Context().RepositoryStr()) }

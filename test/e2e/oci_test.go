@@ -111,9 +111,13 @@ func TestOCISource(t *testing.T) {
 
 	// The tag moves to the next signed release: upgrade.
 	v110 := publishSample(ctx, t, c, e.ns, "sample", "v1.1.0", release, reg.Ref("acme/sample:v1.1.0"), stable)
-	in = e.waitDeployed(ctx, t, "sample", "v1.1.0")
-	if len(in.Status.History) == 0 || in.Status.History[0].OCI != in.Status.Strategy.OCI || in.Status.History[0].Version != "v1.1.0" {
-		t.Errorf("history %+v, want the artifact of v1.1.0 at its head", in.Status.History)
+	e.waitDeployed(ctx, t, "sample", "v1.1.0")
+	// The history is recorded by the stage after the rollout's.
+	if err := pollInstallation(ctx, e, "sample", func(in *v1alpha1.Installation) bool {
+		return len(in.Status.History) > 0 && in.Status.History[0].OCI == in.Status.Strategy.OCI && in.Status.History[0].Version == "v1.1.0"
+	}); err != nil {
+		in, _ := e.get(ctx, "sample")
+		t.Errorf("history %+v, want the artifact of v1.1.0 at its head: %v", in.Status.History, err)
 	}
 
 	before := testutil.ToFloat64(e.metrics.UntrustedStrategies.WithLabelValues("oci"))
