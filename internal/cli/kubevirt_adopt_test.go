@@ -7,36 +7,12 @@ import (
 	"testing"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
-
-// podUIDs returns the UIDs of the pods of a namespace that are not being
-// deleted, by the name of their owner (ReplicaSet or DaemonSet).
-func podUIDs(ctx context.Context, t *testing.T, env *testenv.Env, ns string) map[string][]string {
-	t.Helper()
-	list, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]string{}
-	for _, p := range list.Items {
-		if p.DeletionTimestamp != nil || len(p.OwnerReferences) == 0 {
-			continue
-		}
-		o := p.OwnerReferences[0].Kind + "/" + p.OwnerReferences[0].Name
-		out[o] = append(out[o], string(p.UID))
-	}
-	for _, v := range out {
-		slices.Sort(v)
-	}
-	return out
-}
 
 // TestClusterAdoptVirtOperatorKubeVirt is issue #27 through the plugin: a
 // KubeVirt v1.9.0 as virt-operator writes it (testenv.CreateAsVirtOperator,
@@ -60,7 +36,7 @@ func TestClusterAdoptVirtOperatorKubeVirt(t *testing.T) {
 	// virt-operator put in its Secret: the takeover keeps it, and the API
 	// server must trust its CA through the bundle the takeover writes.
 	serveVirtAPI(ctx, t, env)
-	before := podUIDs(ctx, t, env, "kubevirt")
+	before := env.PodUIDs(ctx, t, "kubevirt")
 
 	args := func(a ...string) []string {
 		return append(a, "--kubeconfig", kubeconfigPath(), "-n", "kubevirt", "--name", owner.Name)
@@ -73,7 +49,7 @@ func TestClusterAdoptVirtOperatorKubeVirt(t *testing.T) {
 	if c := summaryCounts(t, out); c["conflicts"] != 0 || c["skipped"] != 3 || !strings.Contains(out, "rolled over: true") {
 		t.Errorf("apply --adopt: %v\n%s", c, tail(out))
 	}
-	after := podUIDs(ctx, t, env, "kubevirt")
+	after := env.PodUIDs(ctx, t, "kubevirt")
 	for o, uids := range before {
 		if strings.HasPrefix(o, "DaemonSet/virt-handler") {
 			continue

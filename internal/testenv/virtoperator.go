@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -118,7 +119,9 @@ func AsVirtOperator(tb testing.TB, s *strategy.Strategy) []*unstructured.Unstruc
 // create (not server-side apply) under virt-operator's field manager, in
 // the order virt-operator does (CRDs first, established before anything
 // else; webhooks and APIServices last), skipping kinds the cluster does not
-// serve, and waits until every Deployment and DaemonSet is rolled out.
+// serve, into the strategy's namespace (created when absent, as
+// virt-operator's own manifest does), and waits until every Deployment and
+// DaemonSet is rolled out.
 // At the end of the test, what no installation took over is deleted
 // (DeleteUnowned), before the cleanups registered earlier run.
 func (e *Env) CreateAsVirtOperator(ctx context.Context, t testing.TB, s *strategy.Strategy) []*unstructured.Unstructured {
@@ -126,6 +129,15 @@ func (e *Env) CreateAsVirtOperator(ctx context.Context, t testing.TB, s *strateg
 	objs := AsVirtOperator(t, s)
 	var created []*unstructured.Unstructured
 	t.Cleanup(func() { e.DeleteUnowned(context.WithoutCancel(ctx), t, created) })
+	// The namespace comes with virt-operator's own manifest, before it runs.
+	for _, o := range objs {
+		if ns := o.GetNamespace(); ns != "" {
+			if _, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			break
+		}
+	}
 	rank := func(u *unstructured.Unstructured) int {
 		switch u.GetKind() {
 		case "Namespace":

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -80,9 +79,6 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 	ke := newKubeVirtEnv(t)
 	ctx := t.Context()
 	env := ke.env
-	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	s := kubevirtStrategy(t, "v1.9.0")
 	env.CreateAsVirtOperator(ctx, t, s)
 	before := workloads(ctx, t, env, "kubevirt")
