@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -183,13 +184,6 @@ func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) 
 		return nil, err
 	}
 	c.ca = ca
-	// Every certificate is chosen now, so that the bundle of the first
-	// webhook holds the CAs of the kept ones.
-	for _, s := range secrets {
-		if _, err := c.pair(ctx, s.GetNamespace(), s.GetName()); err != nil {
-			return nil, err
-		}
-	}
 	return c, nil
 }
 
@@ -318,9 +312,9 @@ func (c *certState) desired(ctx context.Context, o *unstructured.Unstructured) (
 	}
 	switch o.GroupVersionKind().GroupKind().String() {
 	case "ValidatingWebhookConfiguration.admissionregistration.k8s.io", "MutatingWebhookConfiguration.admissionregistration.k8s.io":
-		return c.injectWebhooks(o)
+		return c.injectWebhooks(ctx, o)
 	case "APIService.apiregistration.k8s.io":
-		return c.injectAPIService(o)
+		return c.injectAPIService(ctx, o)
 	}
 	return o, nil
 }
@@ -537,8 +531,15 @@ func decodeBundle(b string) [][]byte {
 
 // bundle is the CA bundle of webhooks and APIServices: the CA, the one it
 // replaced while that is valid (pods not restarted yet serve certificates
-// it signed), and the CAs of kept certificates.
-func (c *certState) bundle() string {
+// it signed), and the CAs of kept certificates. Every certificate is chosen
+// first (after the Secrets' step, which chose them, a lookup each).
+func (c *certState) bundle(ctx context.Context) (string, error) {
+	for key := range c.names {
+		ns, name, _ := strings.Cut(key, "/")
+		if _, err := c.pair(ctx, ns, name); err != nil {
+			return "", err
+		}
+	}
 	out := append(slices.Clone(c.ca.Cert), c.previous...)
 	c.mu.Lock()
 	keys := make([]string, 0, len(c.kept))
@@ -554,7 +555,7 @@ func (c *certState) bundle() string {
 		}
 	}
 	c.mu.Unlock()
-	return base64.StdEncoding.EncodeToString(out)
+	return base64.StdEncoding.EncodeToString(out), nil
 }
 
 // stillValid returns cert (PEM) when it parses and has not expired at
@@ -600,9 +601,9 @@ func (c *certState) publishBundle(ctx context.Context) error {
 			}
 			var upd *unstructured.Unstructured
 			if o.GetKind() == "APIService" {
-				upd, err = c.injectAPIService(live)
+				upd, err = c.injectAPIService(ctx, live)
 			} else {
-				upd, err = c.injectWebhooks(live)
+				upd, err = c.injectWebhooks(ctx, live)
 			}
 			if err != nil || upd == live {
 				return err
@@ -618,7 +619,11 @@ func (c *certState) publishBundle(ctx context.Context) error {
 	return nil
 }
 
-func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (c *certState) injectWebhooks(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	bundle, err := c.bundle(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+	}
 	out := o.DeepCopy()
 	hooks, _, err := unstructured.NestedSlice(out.Object, "webhooks")
 	if err != nil {
@@ -629,7 +634,7 @@ func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.
 		ns, _, _ := unstructured.NestedString(m, "clientConfig", "service", "namespace")
 		name, _, _ := unstructured.NestedString(m, "clientConfig", "service", "name")
 		if c.services[ns+"/"+name] {
-			_ = unstructured.SetNestedField(m, c.bundle(), "clientConfig", "caBundle")
+			_ = unstructured.SetNestedField(m, bundle, "clientConfig", "caBundle")
 		}
 	}
 	if err := unstructured.SetNestedSlice(out.Object, hooks, "webhooks"); err != nil {
@@ -638,14 +643,18 @@ func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.
 	return out, nil
 }
 
-func (c *certState) injectAPIService(o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (c *certState) injectAPIService(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	ns, _, _ := unstructured.NestedString(o.Object, "spec", "service", "namespace")
 	name, _, _ := unstructured.NestedString(o.Object, "spec", "service", "name")
 	if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip || !c.services[ns+"/"+name] {
 		return o, nil
 	}
+	bundle, err := c.bundle(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+	}
 	out := o.DeepCopy()
-	if err := unstructured.SetNestedField(out.Object, c.bundle(), "spec", "caBundle"); err != nil {
+	if err := unstructured.SetNestedField(out.Object, bundle, "spec", "caBundle"); err != nil {
 		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 	}
 	return out, nil
