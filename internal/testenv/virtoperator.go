@@ -19,9 +19,15 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// VirtOperatorManager is the field manager of KubeVirt's virt-operator (its
-// client's user agent), and the managed-by value it labels objects with.
+// VirtOperatorManager is the managed-by value KubeVirt's virt-operator
+// labels objects with.
 const VirtOperatorManager = "virt-operator"
+
+// VirtOperatorFieldManager is its field manager: its client's user agent,
+// the binary's name (virt-operator in its image; a local build of
+// /work/shared/tools/virtoperator is named virt-operator-v1.9.0, and that
+// is what the takeover of a real run met).
+const VirtOperatorFieldManager = "virt-operator-v1.9.0"
 
 // AsVirtOperator returns the objects of a KubeVirt strategy as KubeVirt
 // v1.9.0's virt-operator writes them for a KubeVirt CR with an empty spec
@@ -48,7 +54,10 @@ const VirtOperatorManager = "virt-operator"
 //     "--migration-cn-types migration" appended and its
 //     kubevirt-virt-handler-certs volume and mount removed, as at its creation.
 //
-// s is not modified.
+// Unlike virt-operator with an empty KubeVirt spec, it writes every object
+// of the strategy: the real one leaves out virt-synchronization-controller
+// and the virt-launcher-pod-mutator webhook (a run of the real binary
+// showed it), which a takeover then creates. s is not modified.
 func AsVirtOperator(tb testing.TB, s *strategy.Strategy) []*unstructured.Unstructured {
 	tb.Helper()
 	now := time.Now()
@@ -168,9 +177,9 @@ func (e *Env) CreateAsVirtOperator(ctx context.Context, t testing.TB, s *strateg
 			ri := e.Dynamic.Resource(m.Resource)
 			var res *unstructured.Unstructured
 			if m.Scope.Name() == meta.RESTScopeNameNamespace {
-				res, err = ri.Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{FieldManager: VirtOperatorManager})
+				res, err = ri.Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{FieldManager: VirtOperatorFieldManager})
 			} else {
-				res, err = ri.Create(ctx, u, metav1.CreateOptions{FieldManager: VirtOperatorManager})
+				res, err = ri.Create(ctx, u, metav1.CreateOptions{FieldManager: VirtOperatorFieldManager})
 			}
 			if apierrors.IsAlreadyExists(err) && u.GetKind() == "ConfigMap" {
 				continue // the CA ConfigMaps are in the strategy twice

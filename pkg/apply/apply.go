@@ -860,9 +860,11 @@ func (a *Applier) WaitGone(ctx context.Context, live *unstructured.Unstructured)
 // takeFields gives the applier's field manager the fields the previous
 // installer set on an adopted object — server-side appliers (kubectl apply
 // --server-side, Helm 4, Flux), kubectl's and Helm's client-side writes, and
-// the client-side writes of the manager the object's managed-by label named
-// before the adoption (previous; KubeVirt's virt-operator labels what it
-// writes "virt-operator" and writes it as field manager virt-operator) —
+// the client-side writes of the managers named after the object's
+// managed-by label before the adoption (previous; KubeVirt's virt-operator
+// labels what it writes "virt-operator", and its field manager is its
+// binary's name: virt-operator, or virt-operator-v1.9.0 for a binary so
+// named) —
 // with one JSON patch guarded by the object's resourceVersion. Fields of
 // controllers (kube-controller-manager's revision annotation, status) stay
 // theirs.
@@ -914,11 +916,12 @@ func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface
 }
 
 // installerManager reports field managers of tools that install manifests:
-// server-side appliers, kubectl, Helm, and the manager named by the
-// object's managed-by label before the adoption (previous, "" for none).
+// server-side appliers, kubectl, Helm, and the managers whose name starts
+// with the object's managed-by label before the adoption (previous, "" for
+// none), case aside.
 func installerManager(f metav1.ManagedFieldsEntry, previous string) bool {
 	return f.Operation == metav1.ManagedFieldsOperationApply || strings.HasPrefix(f.Manager, "kubectl") || strings.HasPrefix(f.Manager, "helm") ||
-		(previous != "" && strings.EqualFold(f.Manager, previous))
+		(previous != "" && strings.HasPrefix(strings.ToLower(f.Manager), strings.ToLower(previous)))
 }
 
 // mergeManagedFields unions the field sets of entries that share a manager,

@@ -144,7 +144,7 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range d.ManagedFields {
-		if f.Manager == testenv.VirtOperatorManager {
+		if f.Manager == testenv.VirtOperatorFieldManager {
 			t.Errorf("virt-controller still has fields of %s (%s)", f.Manager, f.Operation)
 		}
 	}
