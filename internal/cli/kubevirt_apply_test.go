@@ -50,30 +50,7 @@ func TestClusterApplyKubeVirtReleases(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
 	owner := inventory.Owner{Namespace: "kubevirt", Name: "kubevirt-cli-test"}
-	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	// What virt-operator's own manifests create besides the strategy: the
-	// namespace and the priority class every KubeVirt pod names.
-	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-cluster-critical"}, Value: 1000000000}
-	if _, err := env.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: owner, Wait: true}); err != nil {
-			t.Errorf("uninstall: %v", err)
-		}
-		// Uninstall also removes the CA the certificates were signed with.
-		if _, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, reconcile.DefaultCASecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-			t.Errorf("the CA Secret outlived the uninstall: %v", err)
-		}
-		// Leave nothing another test could trip over.
-		if err := env.Kube.SchedulingV1().PriorityClasses().Delete(ctx, pc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-			t.Errorf("delete priority class: %v", err)
-		}
-	})
+	kubevirtPrerequisites(ctx, t, env, owner)
 	serveVirtAPI(ctx, t, env)
 	args := func(a ...string) []string {
 		a = append(a, "--kubeconfig", kubeconfigPath(), "-n", "kubevirt", "--name", owner.Name)
@@ -156,6 +133,36 @@ func TestClusterApplyKubeVirtReleases(t *testing.T) {
 	if len(change.Added) != 37 {
 		t.Errorf("v1.9.0 adds %d objects, want 37", len(change.Added))
 	}
+}
+
+// kubevirtPrerequisites creates what virt-operator's own manifests create
+// besides the strategy: the namespace and the priority class every KubeVirt
+// pod names; at the end of the test it uninstalls owner's installation
+// (which also removes the CA the certificates were signed with) and
+// deletes the priority class.
+func kubevirtPrerequisites(ctx context.Context, t *testing.T, env *testenv.Env, owner inventory.Owner) {
+	t.Helper()
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pc := &schedulingv1.PriorityClass{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-cluster-critical"}, Value: 1000000000}
+	if _, err := env.Kube.SchedulingV1().PriorityClasses().Create(ctx, pc, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: owner, Wait: true}); err != nil {
+			t.Errorf("uninstall: %v", err)
+		}
+		if _, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, reconcile.DefaultCASecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+			t.Errorf("the CA Secret outlived the uninstall: %v", err)
+		}
+		// Leave nothing another test could trip over.
+		if err := env.Kube.SchedulingV1().PriorityClasses().Delete(ctx, pc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("delete priority class: %v", err)
+		}
+	})
 }
 
 func readConfigMap(t *testing.T, version string) *corev1.ConfigMap {

@@ -412,6 +412,18 @@ with why), redrawn in place on a terminal and printed when it changes
 otherwise. Without --wait, rollouts are not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
 over within --timeout.
 
+--adopt takes over objects no installation owns (written by kubectl, Helm,
+another operator such as KubeVirt's virt-operator): they get this
+installation's labels and inventory entry, and their installer's fields
+become ours. A takeover of the same strategy restarts nothing: a workload whose
+live pod template already holds the strategy's (plus what its installer or the
+server added: its identity annotations, node placement, appended arguments,
+defaults) keeps that template until the strategy or the identity changes, and
+a TLS Secret keeps the certificate its installer issued while that is good and
+its CA is known (the CA joins the webhooks' bundle). A workload whose template
+lacks a field of the strategy gets the strategy's template, and the apply says
+which field.
+
 --dry-run=server sends every object the reconcile would create or update as a
 server-side dry run (admission and validation run, nothing is stored) and
 prints what each would do, prune included; --dry-run=client sends nothing and

@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -201,4 +202,26 @@ func (e *Env) WaitPod(ctx context.Context, t testing.TB, ns, name, what string, 
 		return cond(p), DescribePod(p), nil
 	})
 	return p
+}
+
+// PodUIDs returns the UIDs of the pods of a namespace that are not being
+// deleted, by the name of their owner (ReplicaSet or DaemonSet).
+func (e *Env) PodUIDs(ctx context.Context, t testing.TB, ns string) map[string][]string {
+	t.Helper()
+	list, err := e.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, p := range list.Items {
+		if p.DeletionTimestamp != nil || len(p.OwnerReferences) == 0 {
+			continue
+		}
+		o := p.OwnerReferences[0].Kind + "/" + p.OwnerReferences[0].Name
+		out[o] = append(out[o], string(p.UID))
+	}
+	for _, v := range out {
+		slices.Sort(v)
+	}
+	return out
 }

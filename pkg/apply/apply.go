@@ -437,7 +437,86 @@ func (a *Applier) Prepare(obj, live *unstructured.Unstructured) (*unstructured.U
 	if live != nil && a.shared(obj, live) {
 		return PrepareShared(obj), nil
 	}
-	return Prepare(obj, a.opts.Identity, a.opts.Owner)
+	prepared, err := Prepare(obj, a.opts.Identity, a.opts.Owner)
+	if err != nil || live == nil {
+		return prepared, err
+	}
+	return a.keepTemplate(obj, prepared, live)
+}
+
+// keepTemplate returns prepared with the live pod template in place of the
+// strategy's when a workload is adopted whose live template already holds
+// the strategy's: every field the strategy sets, with its value, plus what
+// the previous installer and the server added (its own identity
+// annotations, its node placement, an appended list entry, defaults; see
+// Additions). Writing the strategy's template instead would change the
+// template (if only by the identity annotations) and so replace every pod
+// of the workload for nothing. KeptTemplateAnnotation records the hash of
+// the template that was not written: while it still equals the strategy's
+// and the live template still holds the strategy's, the template is kept on
+// later applies too; a new strategy or identity, or drift that loses a
+// strategy field, writes the strategy's template.
+func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	info, _ := kinds.Lookup(prepared.GroupVersionKind().GroupKind())
+	if info.PodTemplate == nil {
+		return prepared, nil
+	}
+	want, _, err := unstructured.NestedMap(prepared.Object, info.PodTemplate...)
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: pod template: %w", strategy.RefOf(obj), err)
+	}
+	h, err := hashOf(&unstructured.Unstructured{Object: want})
+	if err != nil {
+		return nil, fmt.Errorf("prepare %s: pod template: %w", strategy.RefOf(obj), err)
+	}
+	claim := ClaimOf(live, a.opts.Owner)
+	adopting := claim == inventory.ClaimNone && a.opts.Adopt == AdoptAll
+	kept := claim == inventory.ClaimOurs && live.GetAnnotations()[KeptTemplateAnnotation] == h
+	if !adopting && !kept {
+		return prepared, nil
+	}
+	if _, missing := templateHeld(obj, live); missing != "" {
+		return prepared, nil
+	}
+	tmpl, _, _ := unstructured.NestedMap(live.Object, info.PodTemplate...)
+	unstructured.RemoveNestedField(tmpl, "metadata", "creationTimestamp")
+	out := prepared.DeepCopy()
+	if err := unstructured.SetNestedMap(out.Object, tmpl, info.PodTemplate...); err != nil {
+		return nil, fmt.Errorf("prepare %s: pod template: %w", strategy.RefOf(obj), err)
+	}
+	// The applied hash stays the strategy's: it is a property of the
+	// strategy, not of what the previous installer left.
+	ann := out.GetAnnotations()
+	ann[KeptTemplateAnnotation] = h
+	out.SetAnnotations(ann)
+	return out, nil
+}
+
+// templateHeld reports whether live is a workload whose pod template holds
+// the one of the strategy object obj (see Additions; without the identity
+// annotations Prepare adds, so obj may be prepared already): workload is false for kinds without a pod
+// template, missing names the first field of the strategy's template that
+// the live one does not hold ("" when it holds them all).
+func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing string) {
+	info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind())
+	if info.PodTemplate == nil {
+		return false, ""
+	}
+	want, _, _ := unstructured.NestedMap(strip(obj).Object, info.PodTemplate...)
+	if ann, ok, _ := unstructured.NestedStringMap(want, "metadata", "annotations"); ok {
+		delete(ann, VersionAnnotation)
+		delete(ann, RegistryAnnotation)
+		delete(ann, IdentifierAnnotation)
+		_ = unstructured.SetNestedStringMap(want, ann, "metadata", "annotations")
+	}
+	have, found, _ := unstructured.NestedMap(live.Object, info.PodTemplate...)
+	if !found {
+		return true, strings.Join(info.PodTemplate, ".")
+	}
+	if ch := Additions(want, have); len(ch) > 0 {
+		return true, "." + strings.Join(info.PodTemplate, ".") + ch[0].Path
+	}
+	return true, ""
 }
 
 // shared reports whether a live object is merged into rather than owned:
@@ -488,6 +567,11 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	switch {
 	case res.Adopted:
 		res.Reason = "adopted" + fromWhom(live)
+		if _, kept := prepared.GetAnnotations()[KeptTemplateAnnotation]; kept {
+			res.Reason += "; pod template kept (it holds the strategy's)"
+		} else if workload, missing := templateHeld(prepared, live); workload && missing != "" {
+			res.Reason += "; pod template written, replacing the pods: the live one does not hold the strategy's " + missing
+		}
 	case res.Shared:
 		res.Reason = "existing, not an installation's: the strategy's fields merged in, never deleted"
 	case claim == inventory.ClaimLegacy || claim == inventory.ClaimLegacyShared:
@@ -619,7 +703,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if res.Adopted && !a.opts.DryRun {
 		// The object is ours now: fields other appliers set are ours too,
 		// so a later strategy that drops one removes it.
-		if res.Object, err = a.takeFields(ctx, ri, out); err != nil {
+		if res.Object, err = a.takeFields(ctx, ri, out, live.GetLabels()[ManagedByLabel]); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
 		a.Wrote(res.Object)
@@ -775,13 +859,18 @@ func (a *Applier) WaitGone(ctx context.Context, live *unstructured.Unstructured)
 
 // takeFields gives the applier's field manager the fields the previous
 // installer set on an adopted object — server-side appliers (kubectl apply
-// --server-side, Helm 4, Flux) and kubectl's and Helm's client-side writes —
+// --server-side, Helm 4, Flux), kubectl's and Helm's client-side writes, and
+// the client-side writes of the managers named after the object's
+// managed-by label before the adoption (previous; KubeVirt's virt-operator
+// labels what it writes "virt-operator", and its field manager is its
+// binary's name: virt-operator, or virt-operator-v1.9.0 for a binary so
+// named) —
 // with one JSON patch guarded by the object's resourceVersion. Fields of
 // controllers (kube-controller-manager's revision annotation, status) stay
 // theirs.
-func (a *Applier) takeFields(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (a *Applier) takeFields(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, previous string) (*unstructured.Unstructured, error) {
 	for attempt := 1; ; attempt++ {
-		out, err := a.takeFieldsAt(ctx, ri, obj)
+		out, err := a.takeFieldsAt(ctx, ri, obj, previous)
 		// A failed resourceVersion test is a 422 (or 400, 409): someone
 		// wrote the object since (the Deployment controller's status, say).
 		// Take the fields again on the latest version.
@@ -795,11 +884,11 @@ func (a *Applier) takeFields(ctx context.Context, ri dynamic.ResourceInterface, 
 }
 
 // takeFieldsAt is takeFields on obj's resourceVersion.
-func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, previous string) (*unstructured.Unstructured, error) {
 	var keep []metav1.ManagedFieldsEntry
 	changed := false
 	for _, f := range obj.GetManagedFields() {
-		if f.Manager != a.opts.FieldManager && f.Subresource == "" && installerManager(f) {
+		if f.Manager != a.opts.FieldManager && f.Subresource == "" && installerManager(f, previous) {
 			changed = true
 			f.Manager = a.opts.FieldManager
 			f.Operation = metav1.ManagedFieldsOperationApply
@@ -826,9 +915,13 @@ func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface
 	return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.opts.FieldManager})
 }
 
-// installerManager reports field managers of tools that install manifests.
-func installerManager(f metav1.ManagedFieldsEntry) bool {
-	return f.Operation == metav1.ManagedFieldsOperationApply || strings.HasPrefix(f.Manager, "kubectl") || strings.HasPrefix(f.Manager, "helm")
+// installerManager reports field managers of tools that install manifests:
+// server-side appliers, kubectl, Helm, and the managers whose name starts
+// with the object's managed-by label before the adoption (previous, "" for
+// none), case aside.
+func installerManager(f metav1.ManagedFieldsEntry, previous string) bool {
+	return f.Operation == metav1.ManagedFieldsOperationApply || strings.HasPrefix(f.Manager, "kubectl") || strings.HasPrefix(f.Manager, "helm") ||
+		(previous != "" && strings.HasPrefix(strings.ToLower(f.Manager), strings.ToLower(previous)))
 }
 
 // mergeManagedFields unions the field sets of entries that share a manager,

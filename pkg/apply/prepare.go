@@ -44,6 +44,13 @@ const (
 	// AppliedHashAnnotation holds the hash of what was last applied; with the
 	// managed-by label it marks an object as written by the reconciler.
 	AppliedHashAnnotation = "installstrategy.io/applied-hash"
+	// KeptTemplateAnnotation, on a workload, says that its live pod template
+	// was kept in place of the strategy's, because it already held the
+	// strategy's when the workload was adopted (see Applier.Prepare); its
+	// value is the hash of the template that was not written (the
+	// strategy's, with the identity annotations), so that the template is
+	// kept only while the strategy and the identity stay the same.
+	KeptTemplateAnnotation = "installstrategy.io/kept-pod-template"
 )
 
 // Prepare returns the object as the applier writes it: without status and
@@ -186,6 +193,22 @@ func IsOurs(live *unstructured.Unstructured, owner inventory.Owner) bool {
 	}
 	_, ok := live.GetAnnotations()[AppliedHashAnnotation]
 	return ok
+}
+
+// TemplateIdentity returns the identity a live workload's pod template was
+// applied for: the identity annotations of the template, or, when the
+// applier kept the template of an adopted workload
+// (KeptTemplateAnnotation), the workload's own, which the same write set.
+func TemplateIdentity(live *unstructured.Unstructured) strategy.Identity {
+	if _, kept := live.GetAnnotations()[KeptTemplateAnnotation]; kept {
+		return IdentityOf(live)
+	}
+	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
+	if info.PodTemplate == nil {
+		return strategy.Identity{}
+	}
+	ann, _, _ := unstructured.NestedStringMap(live.Object, append(append([]string{}, info.PodTemplate...), "metadata", "annotations")...)
+	return strategy.Identity{Version: ann[VersionAnnotation], Registry: ann[RegistryAnnotation], Identifier: ann[IdentifierAnnotation]}
 }
 
 // IdentityOf returns the identity annotations of a live object.

@@ -27,7 +27,19 @@ type Change struct {
 // compare by value whatever their Go type.
 func Differences(desired, live any) []Change {
 	var out []Change
-	diff(desired, live, "", &out)
+	diff(desired, live, "", false, &out)
+	return out
+}
+
+// Additions lists the fields of desired that live does not hold when live
+// may also add to lists: like Differences, except that a list holds
+// desired's list when desired's elements are held, in order, by elements
+// of it (other elements may come before, between and after them). It says
+// whether live is desired plus what someone else added: fields, list
+// entries (a toleration, an argument, a volume), server defaults.
+func Additions(desired, live any) []Change {
+	var out []Change
+	diff(desired, live, "", true, &out)
 	return out
 }
 
@@ -37,7 +49,7 @@ func Subset(desired, live any) bool {
 	return len(Differences(desired, live)) == 0
 }
 
-func diff(d, l any, path string, out *[]Change) {
+func diff(d, l any, path string, additions bool, out *[]Change) {
 	switch dv := d.(type) {
 	case nil:
 		return
@@ -51,20 +63,26 @@ func diff(d, l any, path string, out *[]Change) {
 			return
 		}
 		for _, k := range sortedKeys(dv) {
-			diff(dv[k], lv[k], path+"."+k, out)
+			diff(dv[k], lv[k], path+"."+k, additions, out)
 		}
 	case []any:
 		if len(dv) == 0 && l == nil {
 			return
 		}
 		lv, ok := l.([]any)
+		if ok && additions && len(lv) > len(dv) {
+			if !subsequence(dv, lv) {
+				*out = append(*out, Change{Path: orRoot(path), Live: l, Desired: d})
+			}
+			return
+		}
 		if !ok || len(lv) != len(dv) {
 			*out = append(*out, Change{Path: orRoot(path), Live: l, Desired: d})
 			return
 		}
 		for i := range dv {
 			var sub []Change
-			diff(dv[i], lv[i], fmt.Sprintf("%s[%d]", path, i), &sub)
+			diff(dv[i], lv[i], fmt.Sprintf("%s[%d]", path, i), additions, &sub)
 			*out = append(*out, sub...)
 		}
 	default:
@@ -76,6 +94,26 @@ func diff(d, l any, path string, out *[]Change) {
 			*out = append(*out, Change{Path: orRoot(path), Live: l, Desired: d})
 		}
 	}
+}
+
+// subsequence reports whether the elements of d are held (Additions), in
+// order, by elements of l. Matching each element of d to the first element
+// of l left that holds it never rules out a match that exists.
+func subsequence(d, l []any) bool {
+	j := 0
+	for _, dv := range d {
+		for ; j < len(l); j++ {
+			var sub []Change
+			if diff(dv, l[j], "", true, &sub); len(sub) == 0 {
+				break
+			}
+		}
+		if j == len(l) {
+			return false
+		}
+		j++
+	}
+	return true
 }
 
 func sortedKeys(m map[string]any) []string {

@@ -2,6 +2,7 @@ package apply
 
 import (
 	"encoding/json"
+	"slices"
 	"testing"
 )
 
@@ -23,17 +24,7 @@ func TestDifferences(t *testing.T) {
 		{"type change", `{"a":{"b":1}}`, `{"a":"x"}`, []string{".a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var d, l map[string]any
-			if err := json.Unmarshal([]byte(tc.desired), &d); err != nil {
-				t.Fatal(err)
-			}
-			if err := json.Unmarshal([]byte(tc.live), &l); err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, c := range Differences(d, l) {
-				got = append(got, c.Path)
-			}
+			got := changedPaths(t, Differences, tc.desired, tc.live)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
@@ -53,4 +44,46 @@ func TestNumbersCompareByValue(t *testing.T) {
 	if !Subset(map[string]any{"n": json.Number("3")}, map[string]any{"n": int64(3)}) {
 		t.Error("json.Number vs int64")
 	}
+}
+
+func TestAdditions(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		desired, live string
+		want          []string
+	}{
+		{"equal", `{"l":[1,2]}`, `{"l":[1,2]}`, nil},
+		{"entries added around", `{"l":[{"k":"a"},{"k":"b"}]}`, `{"l":[{"k":"x"},{"k":"a","v":1},{"k":"y"},{"k":"b"},{"k":"z"}]}`, nil},
+		{"fields added", `{"m":{"a":"1"}}`, `{"m":{"a":"1","b":"2"}}`, nil},
+		{"order matters", `{"l":["a","b"]}`, `{"l":["b","a","c"]}`, []string{".l"}},
+		{"entry missing", `{"l":["a","b"]}`, `{"l":["a","c","d"]}`, []string{".l"}},
+		{"shorter list", `{"l":["a","b"]}`, `{"l":["a"]}`, []string{".l"}},
+		{"same length compares by index", `{"l":[{"a":1}]}`, `{"l":[{"a":2}]}`, []string{".l[0].a"}},
+		{"changed value", `{"m":{"a":"1"}}`, `{"m":{"a":"2","b":"1"}}`, []string{".m.a"}},
+		{"nested lists", `{"c":[{"args":["--x"]}]}`, `{"c":[{"args":["--x","--y"]}]}`, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := changedPaths(t, Additions, tc.desired, tc.live); !slices.Equal(got, tc.want) {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// changedPaths returns the paths of the changes compare finds between two
+// JSON objects.
+func changedPaths(t *testing.T, compare func(desired, live any) []Change, desired, live string) []string {
+	t.Helper()
+	var d, l map[string]any
+	if err := json.Unmarshal([]byte(desired), &d); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(live), &l); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range compare(d, l) {
+		got = append(got, c.Path)
+	}
+	return got
 }

@@ -156,3 +156,74 @@ func ServiceDNSNames(service, namespace string) []string {
 		service + "." + namespace + ".svc.cluster.local",
 	}
 }
+
+// RenewalOwn says why a certificate someone else issued (another
+// installer's, taken over with its Secret) must be replaced, "" while it is
+// good to keep: it parses and matches its key (of any algorithm), and does
+// not expire within a fifth of its own validity. Its CA and names are not
+// judged: they are what its issuer chose.
+func RenewalOwn(p Pair, now time.Time) string {
+	if len(p.Cert) == 0 || len(p.Key) == 0 {
+		return "no certificate"
+	}
+	kp, err := tls.X509KeyPair(p.Cert, p.Key)
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	cert, err := x509.ParseCertificate(kp.Certificate[0])
+	if err != nil {
+		return "unreadable: " + err.Error()
+	}
+	if before := cert.NotAfter.Sub(cert.NotBefore) / 5; !now.Add(before).Before(cert.NotAfter) {
+		return fmt.Sprintf("expires %s, within a fifth of its validity", cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	return ""
+}
+
+// SplitPEM returns each certificate of a PEM bundle as a PEM block of its
+// own; what is not a certificate is left out.
+func SplitPEM(bundle []byte) [][]byte {
+	var out [][]byte
+	for {
+		var b *pem.Block
+		b, bundle = pem.Decode(bundle)
+		if b == nil {
+			return out
+		}
+		if b.Type == "CERTIFICATE" {
+			out = append(out, pem.EncodeToMemory(b))
+		}
+	}
+}
+
+// IssuerOf returns the certificate (PEM) among candidates that signed the
+// first certificate of cert (PEM) and is valid at now, nil when none did.
+func IssuerOf(cert []byte, candidates [][]byte, now time.Time) []byte {
+	leaf := Leaf(cert)
+	if leaf == nil {
+		return nil
+	}
+	for _, c := range candidates {
+		ca := Leaf(c)
+		if ca == nil || !now.Before(ca.NotAfter) || !bytes.Equal(leaf.RawIssuer, ca.RawSubject) {
+			continue
+		}
+		if leaf.CheckSignatureFrom(ca) == nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// Leaf parses the first certificate of a PEM chain; nil if there is none.
+func Leaf(chain []byte) *x509.Certificate {
+	b, _ := pem.Decode(chain)
+	if b == nil {
+		return nil
+	}
+	c, err := x509.ParseCertificate(b.Bytes)
+	if err != nil {
+		return nil
+	}
+	return c
+}

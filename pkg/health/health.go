@@ -157,7 +157,7 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &d); err != nil {
 		return Status{}, fmt.Errorf("health of %s: %w", strategy.RefOf(live), err)
 	}
-	if DeploymentRolledOut(&d) && c.carriesIdentity(d.Spec.Template.Annotations) && fromKstatus(live).Ready {
+	if DeploymentRolledOut(&d) && c.templateCarries(live) && fromKstatus(live).Ready {
 		// Every replica is of the current template, which carries the
 		// target identity, and ready and available: its pods need no
 		// listing.
@@ -171,7 +171,7 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 		}
 		return st, nil
 	}
-	pods, err := c.pods(ctx, d.Namespace, d.Spec.Selector)
+	pods, err := c.pods(ctx, live, d.Namespace, d.Spec.Selector)
 	if err != nil || pods.Failed {
 		return pods, err
 	}
@@ -215,7 +215,7 @@ func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured
 	}
 	s := ds.Status
 	switch {
-	case DaemonSetRolledOut(&ds) && c.carriesIdentity(ds.Spec.Template.Annotations):
+	case DaemonSetRolledOut(&ds) && c.templateCarries(live):
 		// Every scheduled pod is of the current template, which carries
 		// the target identity, and ready and available: they need no
 		// listing.
@@ -227,14 +227,14 @@ func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured
 		if !c.listDue(live) {
 			return Status{Reason: reason}, nil
 		}
-		st, err := c.pods(ctx, ds.Namespace, ds.Spec.Selector)
+		st, err := c.pods(ctx, live, ds.Namespace, ds.Spec.Selector)
 		st.Ready = false
 		if !st.Failed {
 			st.Reason = reason
 		}
 		return st, err
 	}
-	return c.pods(ctx, ds.Namespace, ds.Spec.Selector)
+	return c.pods(ctx, live, ds.Namespace, ds.Spec.Selector)
 }
 
 // DeploymentRolledOut reports whether a Deployment's controller observed
@@ -261,8 +261,11 @@ func DaemonSetRolledOut(ds *appsv1.DaemonSet) bool {
 }
 
 // pods checks the pods of a workload: none failed, every one not being
-// deleted is ready and carries the target identity annotations.
-func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector) (Status, error) {
+// deleted is ready and carries the target identity annotations. The pods
+// of a template kept at adoption (apply.KeptTemplateAnnotation) carry the
+// previous installer's annotations, not ours: the workload's status, which
+// the callers check, says whether they are of its current template.
+func (c *Checker) pods(ctx context.Context, live *unstructured.Unstructured, ns string, sel *metav1.LabelSelector) (Status, error) {
 	selector, err := metav1.LabelSelectorAsSelector(sel)
 	if err != nil {
 		return Status{}, fmt.Errorf("pod selector: %w", err)
@@ -272,6 +275,7 @@ func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector
 		return Status{}, fmt.Errorf("list pods in %s: %w", ns, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
+	_, kept := live.GetAnnotations()[apply.KeptTemplateAnnotation]
 	var waiting []string
 	for i := range list.Items {
 		p := &list.Items[i]
@@ -281,7 +285,7 @@ func (c *Checker) pods(ctx context.Context, ns string, sel *metav1.LabelSelector
 		if reason, failed := PodFailure(p); failed {
 			return Status{Failed: true, Reason: fmt.Sprintf("pod %s: %s", p.Name, reason)}, nil
 		}
-		if c.Identity.Version != "" && !PodCarriesIdentity(p, c.Identity) {
+		if c.Identity.Version != "" && !kept && !PodCarriesIdentity(p, c.Identity) {
 			waiting = append(waiting, p.Name+" has not the target identity")
 			continue
 		}
@@ -307,10 +311,18 @@ func AnnotationsCarry(a map[string]string, id strategy.Identity) bool {
 	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
 }
 
-// carriesIdentity reports whether a pod template's annotations carry the
-// checker's target identity (always, when it has none).
-func (c *Checker) carriesIdentity(a map[string]string) bool {
-	return c.Identity.Version == "" || AnnotationsCarry(a, c.Identity)
+// templateCarries reports whether a live workload's pod template was
+// applied for the checker's target identity (always, when it has none; see
+// apply.TemplateIdentity).
+func (c *Checker) templateCarries(live *unstructured.Unstructured) bool {
+	return c.Identity.Version == "" || TemplateCarries(live, c.Identity)
+}
+
+// TemplateCarries reports whether a live workload's pod template was
+// applied for identity id: it carries id's annotations, or it was kept at
+// adoption by the write that gave the workload id (apply.TemplateIdentity).
+func TemplateCarries(live *unstructured.Unstructured, id strategy.Identity) bool {
+	return apply.TemplateIdentity(live) == id
 }
 
 // PodReady reports whether a pod is Running and Ready.

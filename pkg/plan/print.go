@@ -71,16 +71,17 @@ func (p *Plan) Counts() map[string]int {
 }
 
 // bookkeeping reports whether a change is of one of the reconciler's own
-// annotations (the target identity, the applied hash), on the object or on
-// its pod template, and returns the annotation key. The table shows those
-// as one line; the JSON and YAML forms keep every change.
+// annotations (the target identity, the applied hash, the kept pod
+// template), on the object or on its pod template, and returns the
+// annotation key. The table shows those as one line; the JSON and YAML
+// forms keep every change.
 func bookkeeping(path string) (string, bool) {
 	i := strings.LastIndex(path, ".annotations.")
 	if i < 0 {
 		return "", false
 	}
 	switch key := path[i+len(".annotations."):]; key {
-	case apply.VersionAnnotation, apply.RegistryAnnotation, apply.IdentifierAnnotation, apply.AppliedHashAnnotation:
+	case apply.VersionAnnotation, apply.RegistryAnnotation, apply.IdentifierAnnotation, apply.AppliedHashAnnotation, apply.KeptTemplateAnnotation:
 		return key, true
 	}
 	return "", false

@@ -73,7 +73,10 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(res.Object.Object, &ds); err != nil {
 		return res, fmt.Errorf("canary %s: %w", ref, err)
 	}
-	if !outdated {
+	if _, kept := res.Object.GetAnnotations()[apply.KeptTemplateAnnotation]; !outdated || kept {
+		// A kept template (see apply.Applier.Prepare) was not written:
+		// its pods, which carry the previous installer's identity
+		// annotations, are not replaced, and there is no canary.
 		return res, nil
 	}
 	original := intstr.FromInt32(1)
@@ -159,9 +162,10 @@ func (r *run) outdatedPods(ctx context.Context, obj *unstructured.Unstructured) 
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &ds); err != nil {
 		return false, fmt.Errorf("canary %s: %w", strategy.RefOf(obj), err)
 	}
-	if health.DaemonSetRolledOut(&ds) && health.AnnotationsCarry(ds.Spec.Template.Annotations, r.s.Identity) {
+	if health.DaemonSetRolledOut(&ds) && health.TemplateCarries(live, r.s.Identity) {
 		return false, nil
 	}
+
 	pods, err := r.daemonSetPods(ctx, &ds)
 	if err != nil {
 		return false, err

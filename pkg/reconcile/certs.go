@@ -1,14 +1,17 @@
 package reconcile
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,7 +84,20 @@ type certState struct {
 	// pairs caches the certificate chosen for each TLS Secret
 	// (namespace/name) in this run; workloads mounting it carry its hash.
 	pairs map[string]certs.Pair
+	// kept holds the TLS Secrets (namespace/name) whose certificate another
+	// installer issued and that are kept (see keepAdopted), with the CA
+	// that signed each (PEM); the bundle holds those CAs too.
+	kept map[string][]byte
+	// candidates holds the CA certificates (PEM) a kept certificate's
+	// issuer is looked for in, read once (see issuers).
+	candidates [][]byte
+	read       bool
 }
+
+// KeptCertificateAnnotation, on a TLS Secret of a strategy, holds the hash
+// of the certificate it kept from the installer it was adopted from (see
+// certState.keepAdopted).
+const KeptCertificateAnnotation = "installstrategy.io/kept-certificate"
 
 // PreviousCAKey is the key of the CA Secret that keeps the CA certificate
 // the current one replaced, while it is still valid.
@@ -124,7 +140,7 @@ func isEmptyTLSSecret(o *unstructured.Unstructured) bool {
 func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) (*certState, error) {
 	opts.defaults()
 	c := &certState{r: r, opts: opts, readOnly: readOnly, names: map[string][]string{}, services: map[string]bool{},
-		servedBy: map[string][]*unstructured.Unstructured{}, pairs: map[string]certs.Pair{}}
+		servedBy: map[string][]*unstructured.Unstructured{}, pairs: map[string]certs.Pair{}, kept: map[string][]byte{}}
 	if opts.Disabled {
 		return c, nil
 	}
@@ -296,9 +312,9 @@ func (c *certState) desired(ctx context.Context, o *unstructured.Unstructured) (
 	}
 	switch o.GroupVersionKind().GroupKind().String() {
 	case "ValidatingWebhookConfiguration.admissionregistration.k8s.io", "MutatingWebhookConfiguration.admissionregistration.k8s.io":
-		return c.injectWebhooks(o)
+		return c.injectWebhooks(ctx, o)
 	case "APIService.apiregistration.k8s.io":
-		return c.injectAPIService(o)
+		return c.injectAPIService(ctx, o)
 	}
 	return o, nil
 }
@@ -309,10 +325,24 @@ func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*
 		return nil, err
 	}
 	out := o.DeepCopy()
+	ca := c.ca.Cert
+	c.mu.Lock()
+	issuer, kept := c.kept[o.GetNamespace()+"/"+o.GetName()]
+	c.mu.Unlock()
+	if kept {
+		ca = issuer
+		sum := sha256.Sum256(p.Cert)
+		ann := out.GetAnnotations()
+		if ann == nil {
+			ann = map[string]string{}
+		}
+		ann[KeptCertificateAnnotation] = hex.EncodeToString(sum[:16])
+		out.SetAnnotations(ann)
+	}
 	out.Object["data"] = map[string]any{
 		certs.CertKey: base64.StdEncoding.EncodeToString(p.Cert),
 		certs.KeyKey:  base64.StdEncoding.EncodeToString(p.Key),
-		certs.CAKey:   base64.StdEncoding.EncodeToString(c.ca.Cert),
+		certs.CAKey:   base64.StdEncoding.EncodeToString(ca),
 	}
 	return out, nil
 }
@@ -320,7 +350,8 @@ func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*
 // workload returns a workload whose pod template mounts TLS Secrets the
 // certificates fill with CertificateHashAnnotation on its pod template: a
 // renewed certificate changes it, so the pods restart and serve the new
-// one (nothing else would make them reload it).
+// one (nothing else would make them reload it). A workload that mounts
+// only kept certificates (see keepAdopted) gets none.
 func (c *certState) workload(ctx context.Context, o *unstructured.Unstructured, template []string) (*unstructured.Unstructured, error) {
 	vols, _, _ := unstructured.NestedSlice(o.Object, append(slices.Clone(template), "spec", "volumes")...)
 	var mounted []string
@@ -331,7 +362,17 @@ func (c *certState) workload(ctx context.Context, o *unstructured.Unstructured, 
 			mounted = append(mounted, name)
 		}
 	}
-	if len(mounted) == 0 {
+	c.mu.Lock()
+	allKept := true
+	for _, name := range mounted {
+		if _, ok := c.kept[o.GetNamespace()+"/"+name]; !ok {
+			allKept = false
+		}
+	}
+	c.mu.Unlock()
+	if len(mounted) == 0 || allKept {
+		// Certificates kept from the installer the Secrets were adopted
+		// from are what the pods serve already: nothing to restart for.
 		return o, nil
 	}
 	slices.Sort(mounted)
@@ -382,6 +423,14 @@ func (c *certState) choosePair(ctx context.Context, ns, name string) (certs.Pair
 	var p certs.Pair
 	if live != nil {
 		p = certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
+		issuer, err := c.keepAdopted(ctx, live, p)
+		if err != nil {
+			return certs.Pair{}, err
+		}
+		if issuer != nil {
+			c.kept[ns+"/"+name] = issuer
+			return p, nil
+		}
 	}
 	if certs.Renewal(p, &c.ca, names, c.opts.Now(), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity)) != "" {
 		if p, err = certs.NewServing(c.ca, names, c.opts.Now(), c.opts.CertValidity); err != nil {
@@ -391,11 +440,122 @@ func (c *certState) choosePair(ctx context.Context, ns, name string) (certs.Pair
 	return p, nil
 }
 
-// bundle is the CA bundle of webhooks and APIServices: the CA, and the
-// one it replaced while that is valid (pods not restarted yet serve
-// certificates it signed).
-func (c *certState) bundle() string {
-	return base64.StdEncoding.EncodeToString(append(slices.Clone(c.ca.Cert), c.previous...))
+// keepAdopted returns the CA that signed the certificate of a live TLS
+// Secret when that certificate is kept, nil when the Secret gets one of
+// ours. A Secret that is adopted (no installation's, Options.Adopt) keeps
+// the certificate its installer issued while it is good on its own terms
+// (certs.RenewalOwn) and its issuer is known — in a live TLS Secret or CA
+// bundle of the strategy (virt-operator keeps its CA in the kubevirt-ca
+// Secret and the webhooks' bundles) — so that the takeover restarts no pod
+// to load a new one; KeptCertificateAnnotation records it, and it stays on
+// later runs until it is due, then one of ours replaces it (and the pods
+// mounting it restart, as for any renewal).
+func (c *certState) keepAdopted(ctx context.Context, live *corev1.Secret, p certs.Pair) ([]byte, error) {
+	claim := c.r.opts.Owner.ClaimOf(live.Labels)
+	sum := sha256.Sum256(p.Cert)
+	fp := hex.EncodeToString(sum[:16])
+	adopting := claim == inventory.ClaimNone && c.r.opts.Adopt == apply.AdoptAll
+	if !adopting && (claim != inventory.ClaimOurs || live.Annotations[KeptCertificateAnnotation] != fp) {
+		return nil, nil
+	}
+	if certs.RenewalOwn(p, c.opts.Now()) != "" {
+		return nil, nil
+	}
+	candidates, err := c.issuers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return certs.IssuerOf(p.Cert, candidates, c.opts.Now()), nil
+}
+
+// issuers returns the CA certificates a kept certificate's issuer may be:
+// those in the live TLS Secrets (tls.crt, ca.crt) of the strategy and in
+// the live CA bundles of its webhooks and APIServices. Called with c.mu
+// held.
+func (c *certState) issuers(ctx context.Context) ([][]byte, error) {
+	if c.read {
+		return c.candidates, nil
+	}
+	for _, o := range c.r.s.Objects {
+		var pems [][]byte
+		switch gk := o.GroupVersionKind().GroupKind().String(); {
+		case isEmptyTLSSecret(o):
+			live, err := c.r.typedSecret(ctx, o.GetNamespace(), o.GetName())
+			if err != nil {
+				return nil, fmt.Errorf("secret %s/%s: %w", o.GetNamespace(), o.GetName(), err)
+			}
+			if live != nil {
+				pems = append(certs.SplitPEM(live.Data[certs.CertKey]), certs.SplitPEM(live.Data[certs.CAKey])...)
+			}
+		case gk == "ValidatingWebhookConfiguration.admissionregistration.k8s.io", gk == "MutatingWebhookConfiguration.admissionregistration.k8s.io", gk == "APIService.apiregistration.k8s.io":
+			live, err := c.r.a.Get(ctx, o)
+			var notServed *apply.NotServedError
+			if errors.As(err, &notServed) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			if live == nil {
+				continue
+			}
+			if b, ok, _ := unstructured.NestedString(live.Object, "spec", "caBundle"); ok {
+				pems = append(pems, decodeBundle(b)...)
+			}
+			hooks, _, _ := unstructured.NestedSlice(live.Object, "webhooks")
+			for _, h := range hooks {
+				m, _ := h.(map[string]any)
+				if b, ok, _ := unstructured.NestedString(m, "clientConfig", "caBundle"); ok {
+					pems = append(pems, decodeBundle(b)...)
+				}
+			}
+		}
+		for _, p := range pems {
+			if !slices.ContainsFunc(c.candidates, func(q []byte) bool { return bytes.Equal(p, q) }) {
+				c.candidates = append(c.candidates, p)
+			}
+		}
+	}
+	c.read = true
+	return c.candidates, nil
+}
+
+// decodeBundle returns the certificates of a base64 CA bundle.
+func decodeBundle(b string) [][]byte {
+	raw, err := base64.StdEncoding.DecodeString(b)
+	if err != nil {
+		return nil
+	}
+	return certs.SplitPEM(raw)
+}
+
+// bundle is the CA bundle of webhooks and APIServices: the CA, the one it
+// replaced while that is valid (pods not restarted yet serve certificates
+// it signed), and the CAs of kept certificates. Every certificate is chosen
+// first (after the Secrets' step, which chose them, a lookup each).
+func (c *certState) bundle(ctx context.Context) (string, error) {
+	for key := range c.names {
+		ns, name, _ := strings.Cut(key, "/")
+		if _, err := c.pair(ctx, ns, name); err != nil {
+			return "", err
+		}
+	}
+	out := append(slices.Clone(c.ca.Cert), c.previous...)
+	c.mu.Lock()
+	keys := make([]string, 0, len(c.kept))
+	for k := range c.kept {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var added [][]byte
+	for _, k := range keys {
+		if ca := c.kept[k]; !slices.ContainsFunc(added, func(q []byte) bool { return bytes.Equal(ca, q) }) && !bytes.Contains(out, ca) {
+			added = append(added, ca)
+			out = append(out, ca...)
+		}
+	}
+	c.mu.Unlock()
+	return base64.StdEncoding.EncodeToString(out), nil
 }
 
 // stillValid returns cert (PEM) when it parses and has not expired at
@@ -441,9 +601,9 @@ func (c *certState) publishBundle(ctx context.Context) error {
 			}
 			var upd *unstructured.Unstructured
 			if o.GetKind() == "APIService" {
-				upd, err = c.injectAPIService(live)
+				upd, err = c.injectAPIService(ctx, live)
 			} else {
-				upd, err = c.injectWebhooks(live)
+				upd, err = c.injectWebhooks(ctx, live)
 			}
 			if err != nil || upd == live {
 				return err
@@ -459,7 +619,11 @@ func (c *certState) publishBundle(ctx context.Context) error {
 	return nil
 }
 
-func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (c *certState) injectWebhooks(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	bundle, err := c.bundle(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+	}
 	out := o.DeepCopy()
 	hooks, _, err := unstructured.NestedSlice(out.Object, "webhooks")
 	if err != nil {
@@ -470,7 +634,7 @@ func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.
 		ns, _, _ := unstructured.NestedString(m, "clientConfig", "service", "namespace")
 		name, _, _ := unstructured.NestedString(m, "clientConfig", "service", "name")
 		if c.services[ns+"/"+name] {
-			_ = unstructured.SetNestedField(m, c.bundle(), "clientConfig", "caBundle")
+			_ = unstructured.SetNestedField(m, bundle, "clientConfig", "caBundle")
 		}
 	}
 	if err := unstructured.SetNestedSlice(out.Object, hooks, "webhooks"); err != nil {
@@ -479,14 +643,18 @@ func (c *certState) injectWebhooks(o *unstructured.Unstructured) (*unstructured.
 	return out, nil
 }
 
-func (c *certState) injectAPIService(o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (c *certState) injectAPIService(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	ns, _, _ := unstructured.NestedString(o.Object, "spec", "service", "namespace")
 	name, _, _ := unstructured.NestedString(o.Object, "spec", "service", "name")
 	if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip || !c.services[ns+"/"+name] {
 		return o, nil
 	}
+	bundle, err := c.bundle(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+	}
 	out := o.DeepCopy()
-	if err := unstructured.SetNestedField(out.Object, c.bundle(), "spec", "caBundle"); err != nil {
+	if err := unstructured.SetNestedField(out.Object, bundle, "spec", "caBundle"); err != nil {
 		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 	}
 	return out, nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net"
 	"sort"
@@ -15,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/certs"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -91,7 +91,7 @@ func (c *certState) checkServed(ctx context.Context, opts ServedCheck) ([]Served
 		if err != nil {
 			return out, err
 		}
-		want := leaf(p.Cert)
+		want := certs.Leaf(p.Cert)
 		for _, svc := range c.servedBy[key] {
 			live, err := c.r.a.Get(ctx, svc)
 			if err != nil {
@@ -152,17 +152,4 @@ func presented(ctx context.Context, dial func(context.Context, string, string) (
 		detail += fmt.Sprintf(", the Secret holds serial %s (not after %s)", want.SerialNumber, want.NotAfter.UTC().Format(time.RFC3339))
 	}
 	return ServedMismatch, detail
-}
-
-// leaf parses the first certificate of a PEM chain; nil if there is none.
-func leaf(chain []byte) *x509.Certificate {
-	b, _ := pem.Decode(chain)
-	if b == nil {
-		return nil
-	}
-	c, err := x509.ParseCertificate(b.Bytes)
-	if err != nil {
-		return nil
-	}
-	return c
 }
