@@ -72,6 +72,7 @@ var mistakes = []struct {
 	{"", "list --kube-api-qps 0 --kubeconfig unreachable.kubeconfig"},
 	{"", "apply manifests.yaml --kube-api-burst 0 --kubeconfig unreachable.kubeconfig"},
 	{"", "status --kube-api-qps fast"},
+	{"", "apply --adopt-helm-release lb --dry-run=server"},
 	// Inputs that are wrong: runtime errors.
 	{"", "decode missing.yaml"},
 	{"", "decode secret.yaml"},
@@ -105,6 +106,8 @@ var mistakes = []struct {
 	{"", "status --kubeconfig unreachable.kubeconfig"},
 	{"", "history demo --kubeconfig unreachable.kubeconfig"},
 	{"", "rollback demo --kubeconfig unreachable.kubeconfig"},
+	{"", "apply --adopt-helm-release lb --kubeconfig unreachable.kubeconfig"},
+	{"", "plan --adopt-helm-release lb --kubeconfig unreachable.kubeconfig"},
 }
 
 // TestMistakes: each mistake gives its exit code and a one-line message
