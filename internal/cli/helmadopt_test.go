@@ -37,8 +37,9 @@ func runHelmCLI(t *testing.T, home string, args ...string) (string, error) {
 // ReplicaSets); plan --adopt-helm-release shows it first. Afterwards every
 // object is the installation's (labels, inventory, no field owned by
 // Helm, no Helm annotation), the release Secrets are gone and kept in our
-// Secret, Helm lists no release, the history names the release, and
-// uninstall removes everything.
+// Secret, Helm lists no release, the history names the release, the
+// chart's next release upgrades it without a conflict, and uninstall
+// removes everything.
 func TestClusterAdoptHelmRelease(t *testing.T) {
 	env := testenv.New(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -171,6 +172,22 @@ func TestClusterAdoptHelmRelease(t *testing.T) {
 		t.Errorf("history does not name the release:\n%s", out)
 	}
 
+	// The next release of the chart upgrades the adopted objects: nothing
+	// of Helm's is in the way (no conflict), and the plan is clean after.
+	code, out, errOut = run(t, nil, "encode", "--from-helm", filepath.Join(renderTestdata, "charts", "metallb-v0.15.3"), "--release-name", "lb", "-n", ns, "--kube-version", "v1.36.3")
+	if code != 0 {
+		t.Fatalf("encode --from-helm: exit %d: %s", code, errOut)
+	}
+	next := writeFile(t, "metallb-0.15.3.yaml", out)
+	code, out, errOut = run(t, nil, "apply", next, "-n", ns, "--wait", "--timeout", "3m", "--kubeconfig", kubeconfigPath())
+	if sum := summaryCounts(t, out); code != 0 || sum["conflicts"] != 0 || sum["created"] != 2 {
+		t.Fatalf("upgrade after the adoption: exit %d, %v (want the 2 CRDs 0.15.3 adds created, no conflict)\n%s%s", code, sum, tail(out), errOut)
+	}
+	for _, args := range [][]string{{"plan", next}, {"diff", "--live", next}} {
+		if code, out, errOut := run(t, nil, append(args, "-n", ns, "--kubeconfig", kubeconfigPath())...); code != 0 {
+			t.Errorf("%v after the upgrade: exit %d\n%s%s", args, code, tail(out), errOut)
+		}
+	}
 	uninstallProduct(ctx, t, env, &productInstall{Product: productdata.Product{Name: "adopted helm release"}, ns: ns, name: ns})
 }
 
