@@ -117,6 +117,8 @@ func TestClusterAdoptHelmRelease(t *testing.T) {
 		t.Fatalf("plan touched the release: %v", err)
 	}
 
+	adopted := &productInstall{Product: productdata.Product{Name: "adopted helm release"}, ns: ns, name: ns}
+	t.Cleanup(func() { adopted.remove(t) }) // its CRDs and cluster roles would stay in later tests' way
 	code, out, errOut = run(t, nil, "apply", "--adopt-helm-release", "lb", "-n", ns, "--kubeconfig", kubeconfigPath())
 	if code != 0 {
 		t.Fatalf("apply --adopt-helm-release: exit %d\n%s%s", code, tail(out), errOut)
@@ -188,7 +190,7 @@ func TestClusterAdoptHelmRelease(t *testing.T) {
 			t.Errorf("%v after the upgrade: exit %d\n%s%s", args, code, tail(out), errOut)
 		}
 	}
-	uninstallProduct(ctx, t, env, &productInstall{Product: productdata.Product{Name: "adopted helm release"}, ns: ns, name: ns})
+	uninstallProduct(ctx, t, env, adopted)
 }
 
 func toAny(m map[string]string) map[strategy.ObjectRef]string {
