@@ -53,6 +53,9 @@ const (
 	// key nor pinned by its digest (or its signature or digest does not
 	// match); nothing of it is applied.
 	ReasonUntrustedStrategy = "UntrustedStrategy"
+	// ReasonStrategyPulled (an Event): a strategy artifact was downloaded
+	// from an OCI registry and trusted.
+	ReasonStrategyPulled = "StrategyPulled"
 	// ReasonDumpJobFailed: the dump Job that writes the strategy failed.
 	ReasonDumpJobFailed = "DumpJobFailed"
 	// ReasonCanaryFailed: a canary pod of a DaemonSet update crash-loops

@@ -97,6 +97,8 @@ func (s *InstallationSpec) StrategySourceType() StrategySourceType {
 		return StrategySourceImage
 	case s.Strategy.ConfigMap != nil:
 		return StrategySourceConfigMap
+	case s.Strategy.OCI != nil:
+		return StrategySourceOCI
 	default:
 		return StrategySourceProduct
 	}

@@ -136,6 +136,15 @@ type InstallationSpec struct {
 	// adopted; without this, such objects are conflicts.
 	// +optional
 	Adopt bool `json:"adopt,omitempty"`
+
+	// AllowDowngrade lets a source whose version the Installation does not
+	// name (an OCI tag, a ConfigMap) roll the product back to an older
+	// semantic version than the one deployed. Without it such a strategy
+	// is refused (UntrustedStrategy): a signed older release put in the
+	// place of the current one is a rollback attack. Naming the version in
+	// spec.version allows that version.
+	// +optional
+	AllowDowngrade bool `json:"allowDowngrade,omitempty"`
 }
 
 // StrategySourceType names the kind of a strategy source.
@@ -149,12 +158,14 @@ const (
 	StrategySourceImage StrategySourceType = "Image"
 	// StrategySourceConfigMap is an existing strategy ConfigMap.
 	StrategySourceConfigMap StrategySourceType = "ConfigMap"
+	// StrategySourceOCI is a strategy artifact in an OCI registry.
+	StrategySourceOCI StrategySourceType = "OCI"
 )
 
 // StrategySource says where the install strategy comes from. Exactly one
 // of its members is set.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.product), has(self.image), has(self.configMap)].filter(x, x).size() == 1",message="exactly one of product, image or configMap must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.product), has(self.image), has(self.configMap), has(self.oci)].filter(x, x).size() == 1",message="exactly one of product, image, configMap or oci must be set"
 type StrategySource struct {
 	// Product selects the strategy of the operator's own built-in product,
 	// generated in process (or dumped by the operator's own image when the
@@ -172,6 +183,57 @@ type StrategySource struct {
 	// or KubeVirt form) in the install namespace.
 	// +optional
 	ConfigMap *ConfigMapStrategySource `json:"configMap,omitempty"`
+	// OCI is a strategy artifact in an OCI registry (pushed with `kubectl
+	// installstrategy publish oci://...`).
+	// +optional
+	OCI *OCIStrategySource `json:"oci,omitempty"`
+}
+
+// OCIStrategySource is a strategy artifact in an OCI registry. The
+// operator resolves the reference's tag to a digest with one manifest
+// HEAD per poll, pulls only when the digest changed, and applies the
+// artifact only when a cosign signature by a trusted key binds that
+// digest to the product (and spec.version, when set), or when its digest
+// is pinned here.
+type OCIStrategySource struct {
+	// Reference is oci://HOST/REPOSITORY:TAG or
+	// oci://HOST/REPOSITORY@sha256:DIGEST.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^oci://[^\s]+$`
+	// +required
+	Reference string `json:"reference"`
+	// Digest pins the artifact: the "sha256:" manifest digest. A pinned
+	// artifact is applied without a signature; a tag that moves elsewhere
+	// is refused.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Product is the product the signature must name; empty means the
+	// last path element of the repository (oci://ghcr.io/acme/kubevirt
+	// is product "kubevirt").
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Product string `json:"product,omitempty"`
+	// SecretRef names a kubernetes.io/dockerconfigjson Secret in the
+	// install namespace with the registry's credentials; empty pulls
+	// anonymously.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	// Interval is how often the tag is resolved again; 0 means 5 minutes.
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Mirrors are further references of the same artifact (copied with
+	// `kubectl installstrategy copy`), tried in order when the reference's
+	// registry cannot be reached. The digest and signature rules are the
+	// same for every one of them.
+	// +kubebuilder:validation:MaxItems=8
+	// +listType=atomic
+	// +optional
+	Mirrors []string `json:"mirrors,omitempty"`
+	// Insecure allows plain HTTP to the registry.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
 }
 
 // ProductStrategySource selects the operator's own product. It has no
@@ -430,6 +492,10 @@ type StrategyRevision struct {
 	// Digest is the "sha256:" digest of its manifests text.
 	// +optional
 	Digest string `json:"digest,omitempty"`
+	// OCI is the artifact it was pulled from (HOST/REPOSITORY@DIGEST),
+	// for source OCI.
+	// +optional
+	OCI string `json:"oci,omitempty"`
 	// Source is the kind of source it came from.
 	// +optional
 	Source StrategySourceType `json:"source,omitempty"`
@@ -440,9 +506,18 @@ type StrategyRevision struct {
 // StrategyStatus records the strategy an Installation is deploying.
 type StrategyStatus struct {
 	// Source is the kind of source the strategy came from.
-	// +kubebuilder:validation:Enum=Product;Image;ConfigMap
+	// +kubebuilder:validation:Enum=Product;Image;ConfigMap;OCI
 	// +optional
 	Source StrategySourceType `json:"source,omitempty"`
+	// OCI is the artifact the strategy was pulled from, for source OCI:
+	// HOST/REPOSITORY@sha256:DIGEST (of the mirror it came from, when
+	// the reference's registry could not be reached).
+	// +optional
+	OCI string `json:"oci,omitempty"`
+	// VerifiedBy says why the strategy was trusted: the trusted key whose
+	// signature verified it, or "pinned digest".
+	// +optional
+	VerifiedBy string `json:"verifiedBy,omitempty"`
 	// Image is the operator image of the dump Job, for source Image.
 	// +optional
 	Image string `json:"image,omitempty"`

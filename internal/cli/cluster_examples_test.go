@@ -39,7 +39,8 @@ func exampleNeedsVirtAPI(line string) bool {
 // as written against a cluster set up as they assume: KubeVirt's v1.9.0
 // strategy ConfigMap kubevirt-install-strategy-abcde and a KubeVirt CR in
 // namespace kubevirt, the sample product's strategies as files, an
-// Installation "demo" in namespace sample.
+// Installation "demo" in namespace sample, the registries they name
+// (exampleRegistry).
 func TestClusterExamplesRunAsWritten(t *testing.T) {
 	env := testenv.New(t)
 	testenv.Lock(t, testenv.SampleProductLock)
@@ -100,6 +101,7 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	registry := exampleRegistry(t, dir)
 	installCRD(ctx, t, env, crdPath)
 	createDeployedInstallation(ctx, t, env, "sample", "demo")
 	createKubeVirtCR(ctx, t, env, "kubevirt")
@@ -119,7 +121,7 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 					continue
 				}
 				args, redirect, _ := strings.Cut(args, ">")
-				code, out, errOut := run(t, nil, append(strings.Fields(args), "--kubeconfig", kubeconfig)...)
+				code, out, errOut := run(t, nil, append(strings.Fields(registry(args)), "--kubeconfig", kubeconfig)...)
 				ran++
 				if code != 0 && !((verb == "diff" || verb == "plan") && code == 1) {
 					t.Errorf("example %q: exit %d\n%s%s", part, code, tail(out), errOut)

@@ -19,8 +19,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/duration"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // ListRow is one stored strategy as list prints it.
@@ -324,35 +326,80 @@ func (c *cluster) newestOfVersion(ctx context.Context, id strategy.Identity) (st
 
 func newPublishCommand(o *options) *cobra.Command {
 	var id strategy.Identity
-	var format, keyFile string
+	var format, keyFile, product string
 	var file *fileFlag
+	var out *output
 	cmd := &cobra.Command{
-		Use:   "publish FILE|DIR|- | -f FILE",
-		Short: "Store a strategy in the cluster, in chunks when it is large",
+		Use:     "publish FILE|DIR|-|cm/NAME|oci://REF [oci://DESTINATION] | -f FILE [oci://DESTINATION]",
+		Aliases: []string{"push"},
+		Short:   "Store a strategy in the cluster (in chunks when it is large) or in a registry",
 		Long: `Publish a strategy into the cluster (namespace -n) through the store: a manifests
-text, a folder of manifests (as decode --output-dir writes), or a strategy
-ConfigMap file. The text is parsed and stored in canonical form; when its encoding
-exceeds 900 KiB it is split into ordered chunk ConfigMaps plus a head holding the
-digest, written so that no reader ever sees half a strategy. Publishing never
-replaces anything: the newest strategy for an identity wins lookups.
+text, a folder of manifests (as decode --output-dir writes), a strategy
+ConfigMap file, or a strategy artifact (oci://...). The text is parsed and stored
+in canonical form; when its encoding exceeds 900 KiB it is split into ordered
+chunk ConfigMaps plus a head holding the digest, written so that no reader ever
+sees half a strategy. Publishing never replaces anything: the newest strategy for
+an identity wins lookups.
 
 The identity comes from --version/--registry/--identifier, or from the
-ConfigMap's annotations when publishing a ConfigMap file. --key signs the strategy
-while storing it (the signature goes on the head of a chunked one; see sign).`,
+ConfigMap's annotations (an artifact's) when publishing a ConfigMap file (an
+artifact). --key signs the strategy while storing it (the signature goes on the
+head of a chunked one; see sign).
+
+With a second argument oci://HOST/REPOSITORY:TAG (push is the same verb), the
+strategy (any of the above, or cm/NAME from the cluster) is pushed to that
+registry instead, as an OCI artifact of type
+application/vnd.installstrategy.strategy.v1: an empty config and one layer, the
+gzip-compressed canonical text (the same text and identity always give the same
+digest), with annotations naming the product (--product, default the
+repository's last path element), version, registry, identifier and the text's
+digest. --key then signs it right after the push, as sign oci://... does (a
+cosign signature under the artifact's sha256-<hex>.sig tag whose payload binds
+the digest to that identity). The pushed reference HOST/REPOSITORY@sha256:DIGEST
+is printed on standard output (what to pin), a summary on standard error; -o json
+or yaml print a PublishedArtifact (` + reportVersion + `). Credentials come from the
+docker config and its credential helpers (docker login), as for crane and cosign.`,
 		Example: `  kubectl installstrategy publish ./v1.9.0 -n kubevirt --version v1.9.0 --registry quay.io/kubevirt \
       --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
-  kubectl installstrategy publish kubevirt-v1.9.0.configmap.yaml -n kubevirt --format kubevirt`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl installstrategy publish kubevirt-v1.9.0.configmap.yaml -n kubevirt --format kubevirt
+
+  # To a registry, signed; then into an air-gapped cluster from its mirror
+  COSIGN_PASSWORD=... kubectl installstrategy push kubevirt-v1.9.0.configmap.yaml oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key
+  kubectl installstrategy publish oci://registry.internal:5000/mirror/kubevirt:v1.9.0 -n kubevirt`,
+		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			dest := ""
+			if n := len(args); n == 2 || n == 1 && file.path != "" {
+				if !oci.IsReference(args[n-1]) {
+					return usageError(fmt.Errorf("%s: %s: the strategy is given already; a second argument is where to push it: want oci://HOST/REPOSITORY:TAG", cmd.CommandPath(), args[n-1]))
+				}
+				dest, args = args[n-1], args[:n-1]
+			}
+			if dest == "" && cmd.CalledAs() == "push" {
+				return usageError(errors.New("push: give where to push the strategy: push FILE|DIR|-|cm/NAME|oci://REF oci://HOST/REPOSITORY:TAG (publish without one stores it in the cluster)"))
+			}
 			src, err := file.source(cmd, args)
 			if err != nil {
 				return err
+			}
+			if err := out.validate(); err != nil {
+				return err
+			}
+			switch {
+			case dest == "" && product != "":
+				return usageError(errors.New("--product names the product of an artifact: it applies with an oci:// destination"))
+			case dest == "" && !out.Human():
+				return usageError(errors.New("--output: publish into the cluster prints text; -o applies with an oci:// destination"))
+			case dest != "" && cmd.Flags().Changed("format"):
+				return usageError(errors.New("--format is the ConfigMap form; an artifact holds the text"))
+			case out.Name():
+				return usageError(errors.New("--output name: publish prints one artifact; want text, json or yaml"))
 			}
 			f, err := codec.ParseFormat(format)
 			if err != nil {
 				return usageError(err)
 			}
-			text, fromCM, warnings, err := o.publishInput(cmd.Context(), src)
+			text, fromCM, warnings, err := o.publishInput(cmd.Context(), src, dest != "")
 			if err != nil {
 				return err
 			}
@@ -363,6 +410,19 @@ while storing it (the signature goes on the head of a chunked one; see sign).`,
 			if id.Version == "" {
 				return usageError(errors.New("the strategy needs a version: give --version"))
 			}
+			var signer *trust.Signer
+			if keyFile != "" {
+				if signer, err = readSigner(keyFile); err != nil {
+					return err
+				}
+			}
+			if dest != "" {
+				info, err := o.pushStrategy(cmd.Context(), dest, text, id, product, signer)
+				if err != nil {
+					return err
+				}
+				return o.printArtifact(out, "PublishedArtifact", info, pushSummary(dest, info))
+			}
 			c, err := o.cluster()
 			if err != nil {
 				return err
@@ -372,11 +432,7 @@ while storing it (the signature goes on the head of a chunked one; see sign).`,
 				return err
 			}
 			sopts := store.Options{Format: f, Decode: dopts}
-			if keyFile != "" {
-				signer, err := readSigner(keyFile)
-				if err != nil {
-					return err
-				}
+			if signer != nil { // Options.Signer is an interface: no typed nil
 				sopts.Signer = signer
 			}
 			st, err := store.New(c.kube, sopts)
@@ -407,21 +463,25 @@ while storing it (the signature goes on the head of a chunked one; see sign).`,
 	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
 	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
 	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt (chunked strategies are always native)")
+	cmd.Flags().StringVar(&product, "product", "", "with an oci:// destination: the artifact's product (default: the repository's last path element)")
+	out = addOutput(cmd, "text")
 	file = addFileFlag(cmd)
+	o.addRegistryFlag(cmd)
 	return cmd
 }
 
 // publishInput returns the canonical text to publish and, for a ConfigMap
 // input, the identity its annotations claim.
-func (o *options) publishInput(ctx context.Context, path string) ([]byte, strategy.Identity, []strategy.Warning, error) {
+// A stored strategy (cm/NAME) is published only to a registry (toRegistry).
+func (o *options) publishInput(ctx context.Context, path string, toRegistry bool) ([]byte, strategy.Identity, []strategy.Warning, error) {
 	if path != "-" {
 		if st, err := os.Stat(path); err == nil && st.IsDir() {
 			text, warnings, err := readFolder(path)
 			return text, strategy.Identity{}, warnings, err
 		}
 	}
-	if _, ok := clusterRef(path); ok {
-		return nil, strategy.Identity{}, nil, usageError(fmt.Errorf("%s is stored already; publish takes a FILE, DIR or -", path))
+	if _, ok := clusterRef(path); ok && !toRegistry {
+		return nil, strategy.Identity{}, nil, usageError(fmt.Errorf("%s is stored already; publish takes a FILE, DIR, - or oci://REF (or pushes cm/NAME to an oci:// destination)", path))
 	}
 	l, err := o.loadStrategy(ctx, path, pick{flag: ""})
 	if err != nil {

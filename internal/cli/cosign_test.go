@@ -36,18 +36,25 @@ func runCosign(t *testing.T, bin, dir string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// cosignGenerateKeyPair builds cosign and makes an encrypted key pair with cosign
+// generate-key-pair in a new folder (the password in $COSIGN_PASSWORD): it
+// returns the binary, the folder and the key files.
+func cosignGenerateKeyPair(t *testing.T) (bin, dir, key, pub string) {
+	t.Helper()
+	bin, dir = cosign(t), t.TempDir()
+	if out, err := runCosign(t, bin, dir, "generate-key-pair"); err != nil {
+		t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
+	}
+	t.Setenv(PasswordEnv, "pw")
+	return bin, dir, filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
+}
+
 // The real cosign CLI and sign/verify agree, both ways: cosign
 // verify-blob accepts the signature `sign` wrote (with a key from cosign
 // generate-key-pair, encrypted) over the decoded text and refuses it over a
 // changed text; verify --key accepts a signature made by cosign sign-blob.
 func TestSignInteroperatesWithCosign(t *testing.T) {
-	bin := cosign(t)
-	dir := t.TempDir()
-	if out, err := runCosign(t, bin, dir, "generate-key-pair"); err != nil {
-		t.Fatalf("cosign generate-key-pair: %v\n%s", err, out)
-	}
-	key, pub := filepath.Join(dir, "cosign.key"), filepath.Join(dir, "cosign.pub")
-	t.Setenv(PasswordEnv, "pw")
+	bin, dir, key, pub := cosignGenerateKeyPair(t)
 
 	in := writeFile(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))
 	code, signed, errOut := run(t, nil, "sign", in, "--key", key)

@@ -22,7 +22,7 @@ func newDecodeCommand(o *options) *cobra.Command {
 	var out *output
 	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "decode FILE|-|cm/NAME | -f FILE",
+		Use:   "decode FILE|-|cm/NAME|oci://REF | -f FILE",
 		Short: "Print the manifests text of a strategy ConfigMap, or split it into files",
 		Long: `Decode a strategy ConfigMap and print its manifests text exactly as stored
 (gzip+base64 or legacy plain; a native ConfigMap's digest is verified first).
@@ -77,6 +77,7 @@ v1 List, as kubectl does) instead of the text.`,
 	cmd.Flags().BoolVar(&force, "force", false, "with --output-dir, remove .yaml, .yml and .json files of the folder that this decode does not write, whoever wrote them")
 	out = addOutput(cmd, "text")
 	file = addFileFlag(cmd)
+	o.addRegistryFlag(cmd)
 	return cmd
 }
 

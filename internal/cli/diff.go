@@ -222,6 +222,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 	filter.add(cmd)
 	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "show the values of Secrets' data and stringData in the diff of two strategies (masked by default; live Secret values are never shown)")
 	f.add(cmd)
+	o.addRegistryFlag(cmd)
 	return cmd
 }
 

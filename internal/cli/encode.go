@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -126,13 +127,7 @@ kubectl kustomize DIR does (same options, same order).`,
 				}
 				cm.Annotations[k] = v
 			}
-			var out []byte
-			if output == "json" {
-				out, err = json.MarshalIndent(cm, "", "  ")
-				out = append(out, '\n')
-			} else {
-				out, err = codec.MarshalYAML(cm)
-			}
+			out, err := marshalConfigMap(cm, output)
 			if err != nil {
 				return err
 			}
@@ -153,6 +148,16 @@ kubectl kustomize DIR does (same options, same order).`,
 	file = addFileFlag(cmd)
 	from.add(cmd)
 	return cmd
+}
+
+// marshalConfigMap prints a strategy ConfigMap as output (yaml or json)
+// asks.
+func marshalConfigMap(cm *corev1.ConfigMap, output string) ([]byte, error) {
+	if output == "json" {
+		out, err := json.MarshalIndent(cm, "", "  ")
+		return append(out, '\n'), err
+	}
+	return codec.MarshalYAML(cm)
 }
 
 // readManifests returns the text to encode from a file, stdin or folder.

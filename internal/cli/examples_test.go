@@ -13,13 +13,15 @@ import (
 // offlineVerbs work on files only; their --help examples are run here as
 // written. (The cluster verbs' examples name a KubeVirt cluster's objects;
 // their behaviour is covered by the cluster tests.)
-var offlineVerbs = []string{"decode", "encode", "inspect", "diff", "verify", "id"}
+var offlineVerbs = []string{"decode", "encode", "inspect", "diff", "verify", "id", "sign", "copy", "pull"}
 
 // TestOfflineExamplesRunAsWritten runs every `kubectl installstrategy` line
 // of the offline verbs' examples, in order, in a folder holding the files
 // they name: the real KubeVirt testdata, manifests.yaml (v1.9.0's text) and
 // strategies.yaml (what `kubectl get cm -o yaml` prints for the v1.9.0
-// strategy ConfigMap). Lines that read from a cluster are skipped.
+// strategy ConfigMap); the registries they name are one on loopback
+// (exampleRegistry). Lines that read from a cluster are skipped; what a
+// line redirects with > is written to that file.
 func TestOfflineExamplesRunAsWritten(t *testing.T) {
 	dir := t.TempDir()
 	for _, v := range kubevirtdata.Versions {
@@ -47,6 +49,7 @@ func TestOfflineExamplesRunAsWritten(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "strategies.yaml"), []byte(list), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	registry := exampleRegistry(t, dir)
 	t.Chdir(dir)
 
 	root := NewRootCommand(Streams{})
@@ -62,10 +65,16 @@ func TestOfflineExamplesRunAsWritten(t *testing.T) {
 				continue
 			}
 			args, _, _ = strings.Cut(args, "|") // what is piped onwards is kubectl's
-			code, out, errOut := run(t, nil, strings.Fields(args)...)
+			args, redirect, _ := strings.Cut(args, ">")
+			code, out, errOut := run(t, nil, strings.Fields(registry(args))...)
 			ran++
 			if code != 0 && !(verb == "diff" && code == 1) {
 				t.Errorf("example %q: exit %d\n%s%s", line, code, tail(out), errOut)
+			}
+			if f := strings.TrimSpace(redirect); f != "" {
+				if err := os.WriteFile(filepath.Join(dir, f), []byte(out), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 		}
 	}

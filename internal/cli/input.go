@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -32,8 +33,16 @@ type pick struct {
 //
 // A path of the form cm/NAME (or configmap/NAME) reads the strategy
 // ConfigMap NAME from the cluster (namespace -n), through the store, so a
-// chunked strategy is reassembled and verified.
+// chunked strategy is reassembled and verified. An oci:// reference pulls
+// a strategy artifact (see pullStrategy).
 func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec.Loaded, error) {
+	if oci.IsReference(path) {
+		if p.name != "" {
+			return nil, oneArtifact(path, p.flag)
+		}
+		l, _, err := o.pullStrategy(ctx, path)
+		return l, err
+	}
 	if cmName, ok := clusterRef(path); ok {
 		if p.name != "" {
 			return nil, usageError(fmt.Errorf("%s names one ConfigMap already; %s picks one of a file's", path, p.flag))
@@ -149,7 +158,8 @@ func (o *options) verifyStored(ctx context.Context, ref string, ring *trust.KeyR
 		checks = append(checks, Check{Name: "identity", Status: "ok", Detail: identityString(e.Identity)})
 	}
 	if ring != nil {
-		checks = append(checks, signatureCheck("", ring, l.Text, codec.Info{Signature: e.Signature, SignatureKey: e.SignatureKey}))
+		checks = append(checks, signatureCheck("", ring, l.Text, codec.Info{Signature: e.Signature, SignatureKey: e.SignatureKey,
+			Statement: e.Statement, StatementSignature: e.StatementSignature, Identity: e.Identity})...)
 	}
 	return append(checks, parseChecks(l.Strategy, l.Warnings)...), nil
 }
@@ -230,7 +240,7 @@ type fileFlag struct{ path string }
 
 func addFileFlag(cmd *cobra.Command) *fileFlag {
 	f := &fileFlag{}
-	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "the strategy: a file, - for standard input, or cm/NAME (the same as the argument)")
+	cmd.Flags().StringVarP(&f.path, "filename", "f", "", "the strategy: a file, - for standard input, cm/NAME or oci://HOST/REPOSITORY:TAG (the same as the argument)")
 	return f
 }
 

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -16,6 +18,7 @@ import (
 type Report struct {
 	Source    string               `json:"source"`
 	ConfigMap *codec.Info          `json:"configMap,omitempty"`
+	Artifact  *ArtifactInfo        `json:"artifact,omitempty"`
 	Identity  strategy.Identity    `json:"identity"`
 	Sizes     Sizes                `json:"sizes"`
 	Warnings  []strategy.Warning   `json:"warnings,omitempty"`
@@ -48,7 +51,7 @@ func newInspectCommand(o *options) *cobra.Command {
 	var out *output
 	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "inspect FILE|-|cm/NAME | -f FILE",
+		Use:   "inspect FILE|-|cm/NAME|oci://REF | -f FILE",
 		Short: "Show a strategy's identity, sizes, kinds and objects",
 		Long: `Inspect a strategy ConfigMap (or a manifests text): its identity (version,
 registry, identifier), encoding, digest and signature key (verify --key checks
@@ -71,18 +74,43 @@ the strategy's objects, one kind.group/name a line, as kubectl get -f does.`,
 			if err := out.validate(); err != nil {
 				return err
 			}
-			l, err := o.loadStrategy(cmd.Context(), src, pick{name: name, flag: "--name"})
-			if err != nil {
-				return err
+			var r *Report
+			if oci.IsReference(src) {
+				if r, err = o.artifactReport(cmd.Context(), src, name); err != nil {
+					return err
+				}
+			} else {
+				l, err := o.loadStrategy(cmd.Context(), src, pick{name: name, flag: "--name"})
+				if err != nil {
+					return err
+				}
+				r = buildReport(src, l)
 			}
-			r := buildReport(src, l)
 			return printReport(o.streams.Out, out, r)
 		},
 	}
 	out = addOutput(cmd, "table")
 	file = addFileFlag(cmd)
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to inspect when the input holds several")
+	o.addRegistryFlag(cmd)
 	return cmd
+}
+
+// artifactReport is the report of a strategy artifact, with what its
+// manifest says (reference, digest, product, signatures).
+func (o *options) artifactReport(ctx context.Context, ref, name string) (*Report, error) {
+	if name != "" {
+		return nil, oneArtifact(ref, "--name")
+	}
+	l, a, err := o.pullStrategy(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	r := buildReport(ref, l)
+	if r.Artifact, err = o.artifactInfo(ctx, ref, a); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 func buildReport(source string, l *codec.Loaded) *Report {
@@ -137,6 +165,13 @@ func printReportTable(w io.Writer, r *Report) error {
 		field("ConfigMap", name)
 		field("Format", string(ci.Format))
 		field("Encoding", ci.Encoding)
+	} else if a := r.Artifact; a != nil {
+		field("Artifact", a.Reference)
+		if a.Tag != "" {
+			field("Tag", a.Tag)
+		}
+		field("Format", "OCI artifact ("+oci.ArtifactType+")")
+		field("Product", a.Product)
 	} else {
 		field("Format", "manifests text")
 	}
@@ -154,6 +189,11 @@ func printReportTable(w io.Writer, r *Report) error {
 			field("Signature", "by key "+orNone(ci.SignatureKey)+" (not checked: verify --key)")
 		}
 		field("Encoded size", bytesString(r.Sizes.Encoded))
+	}
+	if a := r.Artifact; a != nil {
+		field("Digest", a.TextDigest+" (verified)")
+		field("Signatures", fmt.Sprintf("%d (not checked: verify --key)", a.Signatures))
+		field("Compressed size", bytesString(int(a.LayerBytes)))
 	}
 	field("Decoded size", bytesString(r.Sizes.Decoded))
 	if r.ConfigMap != nil {

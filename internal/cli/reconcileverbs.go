@@ -282,7 +282,7 @@ func newPlanCommand(o *options) *cobra.Command {
 	var filter objectFilter
 	var helm helmAdoption
 	cmd := &cobra.Command{
-		Use:   "plan FILE|-|cm/NAME|NAME | -f FILE | --adopt-helm-release NAME",
+		Use:   "plan FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
 		Short: "Show what a reconcile of a strategy would do now, writing nothing",
 		Long: `Compare a strategy (a file, standard input, or a strategy ConfigMap NAME in the
 namespace) with the cluster and print what a reconcile would do, step by step:
@@ -370,6 +370,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 	cmd.Flags().StringVar(&strategyArg, "strategy", "", "the strategy: a file, - for standard input, or a strategy ConfigMap name (the older spelling of -f)")
 	out = addOutput(cmd, "table")
 	file = addFileFlag(cmd)
+	o.addRegistryFlag(cmd)
 	f.add(cmd)
 	helm.add(cmd)
 	return cmd
@@ -430,7 +431,7 @@ func newApplyCommand(o *options) *cobra.Command {
 	var file *fileFlag
 	var helm helmAdoption
 	cmd := &cobra.Command{
-		Use:   "apply FILE|-|cm/NAME|NAME | -f FILE | --adopt-helm-release NAME",
+		Use:   "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
 		Short: "Reconcile a strategy into the cluster, without an operator",
 		Long: `Make the cluster match a strategy through the same pipeline the operator uses:
 CRDs first (waited until Established), RBAC, ConfigMaps and Secrets (empty TLS
@@ -531,6 +532,7 @@ pod templates and so rolls the pods once: make it the next upgrade.`,
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	out = addOutput(cmd, "text")
 	file = addFileFlag(cmd)
+	o.addRegistryFlag(cmd)
 	f.add(cmd)
 	helm.add(cmd)
 	return cmd

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -96,6 +97,11 @@ type options struct {
 	// own limit on requests to the API server.
 	qps   float64
 	burst int
+	// insecureRegistry is --insecure-registry: plain HTTP to the
+	// registry of an oci:// reference.
+	insecureRegistry bool
+	// oci is the registry client, made on first use (ociClient).
+	oci *oci.Client
 }
 
 // The default client-side limits (--kube-api-qps, --kube-api-burst),
@@ -152,8 +158,10 @@ It reads KubeVirt's own strategy ConfigMaps (kubectl get cm -n kubevirt
 kubevirt-install-strategy-xxxxx -o yaml) as well as the native form written by
 installstrategy, which adds a sha256 digest that every read verifies.
 
-Every command that reads a strategy takes FILE, "-" (standard input) or cm/NAME
-(a strategy ConfigMap in the cluster, namespace -n; chunks reassembled). A file
+Every command that reads a strategy takes FILE, "-" (standard input), cm/NAME
+(a strategy ConfigMap in the cluster, namespace -n; chunks reassembled) or
+oci://HOST/REPOSITORY:TAG or @sha256:DIGEST (a strategy artifact in a registry,
+checked against its digests; see publish, pull, copy and verify). A file
 may hold strategy ConfigMaps (YAML or JSON, a List, or kubectl get output; other
 objects in it are skipped and named, a chunked strategy's head is reassembled
 from the chunks beside it, and several strategies need --name) or a
@@ -216,6 +224,8 @@ the server (client-go's klog output is silenced).`,
 		newListCommand(o),
 		newGetCommand(o),
 		newPublishCommand(o),
+		newPullCommand(o),
+		newCopyCommand(o),
 		newStatusCommand(o),
 		newPlanCommand(o),
 		newApplyCommand(o),

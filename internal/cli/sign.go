@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -20,11 +21,14 @@ func newSignCommand(o *options) *cobra.Command {
 	var keyFile, name string
 	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "sign (FILE|-|cm/NAME | -f FILE) --key KEY",
-		Short: "Sign a strategy ConfigMap with a private key (cosign-compatible)",
+		Use:   "sign (FILE|-|cm/NAME|oci://REF | -f FILE) --key KEY",
+		Short: "Sign a strategy ConfigMap or OCI artifact with a private key (cosign-compatible)",
 		Long: `Sign a strategy: the same strategy ConfigMap is written with a signature over the
 digest of its decoded manifests text in the annotation installstrategy.io/signature
-and the id of the key in installstrategy.io/signature-key. A strategy ConfigMap in
+and the id of the key in installstrategy.io/signature-key, with a signed statement
+of what it is (product, version, registry, identifier and text digest, as its
+annotations claim them) in installstrategy.io/statement and
+installstrategy.io/statement-signature. A strategy ConfigMap in
 the cluster (cm/NAME, namespace -n; the head of a chunked one) is signed in place;
 a file's ConfigMap is written, signed, to standard output.
 
@@ -35,9 +39,17 @@ The key is a PEM private key: a 'cosign generate-key-pair' key (encrypted; the
 password is read from $COSIGN_PASSWORD) or an unencrypted PKCS#8 or SEC 1 EC key.
 
 The text is decoded and its recorded digest (native form) checked before it is
-signed: a signature only ever covers a text that was verified.`,
+signed: a signature only ever covers a text that was verified.
+
+oci://HOST/REPOSITORY:TAG (or @sha256:DIGEST) signs a strategy artifact in the
+registry (see publish) as cosign sign does: a simple-signing payload naming the
+artifact's digest, with the product, version, registry, identifier and text
+digest its annotations claim in the payload's optional section (so the signature
+binds the digest to that identity), added to the signatures stored under its
+sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
 		Example: `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
-  kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key`,
+  kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key
+  kubectl installstrategy sign oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := file.source(cmd, args)
@@ -47,6 +59,12 @@ signed: a signature only ever covers a text that was verified.`,
 			signer, err := readSigner(keyFile)
 			if err != nil {
 				return err
+			}
+			if oci.IsReference(src) {
+				if name != "" {
+					return oneArtifact(src, "--name")
+				}
+				return o.signArtifact(cmd.Context(), src, signer)
 			}
 			if cmName, ok := clusterRef(src); ok {
 				c, err := o.cluster()
@@ -112,6 +130,7 @@ signed: a signature only ever covers a text that was verified.`,
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM private key file (required); an encrypted cosign key's password is read from $"+PasswordEnv)
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to sign when the file holds several")
 	file = addFileFlag(cmd)
+	o.addRegistryFlag(cmd)
 	return cmd
 }
 
@@ -149,10 +168,39 @@ func readKeyRing(paths []string) (*trust.KeyRing, error) {
 
 // signatureCheck checks the signature annotations of a strategy ConfigMap
 // over the digest of its decoded text against the trusted keys.
-func signatureCheck(prefix string, ring *trust.KeyRing, text []byte, info codec.Info) Check {
+func signatureCheck(prefix string, ring *trust.KeyRing, text []byte, info codec.Info) []Check {
 	name, err := ring.Verify(codec.Digest(text), info.Signature, info.SignatureKey)
 	if err != nil {
-		return Check{Name: prefix + "signature", Status: "fail", Detail: err.Error()}
+		return []Check{{Name: prefix + "signature", Status: "fail", Detail: err.Error()}}
 	}
-	return Check{Name: prefix + "signature", Status: "ok", Detail: "signed by " + name}
+	return []Check{{Name: prefix + "signature", Status: "ok", Detail: "signed by " + name}, statementCheck(prefix, ring, text, info)}
+}
+
+// statementCheck checks a ConfigMap's signed statement: by a trusted key,
+// naming this text and the identity the ConfigMap claims. A signature
+// without one (cosign sign-blob's, or made before statements) is a
+// warning: it binds the bytes but not the product or version, and the
+// operator refuses it as a signed configMap source.
+func statementCheck(prefix string, ring *trust.KeyRing, text []byte, info codec.Info) Check {
+	c := Check{Name: prefix + "statement"}
+	st, name, err := trust.VerifyStatement(info.Statement, info.StatementSignature, ring)
+	switch {
+	case errors.Is(err, trust.ErrNoStatement):
+		c.Status, c.Detail = "warn", err.Error()+": the operator refuses it as a signed configMap source; sign it again with kubectl installstrategy sign --key"
+		return c
+	case err != nil:
+		c.Status, c.Detail = "fail", err.Error()
+		return c
+	}
+	want := trust.Statement{Product: st.Product, Version: info.Identity.Version, Registry: info.Identity.Registry, Identifier: info.Identity.Identifier, Digest: codec.Digest(text)}
+	if st != want {
+		c.Status, c.Detail = "fail", fmt.Sprintf("%v: signed by %s for %+v, the ConfigMap is %+v", trust.ErrIdentityMismatch, name, st, want)
+		return c
+	}
+	product := ""
+	if st.Product != "" {
+		product = st.Product + " "
+	}
+	c.Status, c.Detail = "ok", fmt.Sprintf("signed by %s for %s%s", name, product, st.Version)
+	return c
 }

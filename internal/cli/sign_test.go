@@ -39,7 +39,8 @@ func cosignKeyPair(t *testing.T, password string) (string, string) {
 }
 
 // sign of KubeVirt's real v1.9.0 ConfigMap with a cosign key: the result is
-// the same ConfigMap plus the two signature annotations; sigstore's
+// the same ConfigMap plus the signature, key and signed statement
+// annotations; sigstore's
 // verifier (the code of `cosign verify-blob --key`) accepts the signature
 // over the decoded text; verify --key accepts it with the right key and
 // refuses another key, a broken signature and a changed byte.
@@ -63,8 +64,13 @@ func TestSignAndVerify(t *testing.T) {
 	if sig == "" || signed.Annotations[codec.NativeSignatureKeyAnnotation] == "" {
 		t.Fatalf("no signature annotations: %v", signed.Annotations)
 	}
-	if signed.Data[codec.ManifestsKey] != origCMs[0].Data[codec.ManifestsKey] || len(signed.Annotations) != len(origCMs[0].Annotations)+2 {
-		t.Error("sign changed more than the two annotations")
+	// The signature, its key, and the signed statement of the identity
+	// (pkg/trust.Sign).
+	if signed.Annotations[codec.NativeStatementAnnotation] == "" || signed.Annotations[codec.NativeStatementSignatureAnnotation] == "" {
+		t.Errorf("no signed statement: %v", signed.Annotations)
+	}
+	if signed.Data[codec.ManifestsKey] != origCMs[0].Data[codec.ManifestsKey] || len(signed.Annotations) != len(origCMs[0].Annotations)+4 {
+		t.Error("sign changed more than the four signature annotations")
 	}
 
 	if code, out, _ := run(t, nil, "inspect", signedPath); code != 0 || !strings.Contains(out, "by key "+signed.Annotations[codec.NativeSignatureKeyAnnotation]+" (not checked") {
@@ -87,8 +93,25 @@ func TestSignAndVerify(t *testing.T) {
 		t.Errorf("sigstore's verifier refuses the signature over the decoded text: %v", err)
 	}
 
-	if code, out, errOut := run(t, nil, "verify", signedPath, "--key", pub); code != 0 || !strings.Contains(out, "OK    signature: signed by "+pub) {
+	if code, out, errOut := run(t, nil, "verify", signedPath, "--key", pub); code != 0 || !strings.Contains(out, "OK    signature: signed by "+pub) ||
+		!strings.Contains(out, "OK    statement: signed by "+pub+" for v1.9.0") {
 		t.Errorf("verify --key: exit %d\n%s%s", code, out, errOut)
+	}
+	// The statement is what binds the signature to v1.9.0: without it a
+	// warning, with another version in it a failure.
+	stmt := signed.Annotations[codec.NativeStatementAnnotation]
+	bare := signed.DeepCopy()
+	delete(bare.Annotations, codec.NativeStatementAnnotation)
+	delete(bare.Annotations, codec.NativeStatementSignatureAnnotation)
+	bareYAML, _ := codec.MarshalYAML(bare)
+	if code, out, _ := run(t, nil, "verify", writeFile(t, "bare.yaml", string(bareYAML)), "--key", pub); code != 0 || !strings.Contains(out, "WARN  statement: signed without a statement") {
+		t.Errorf("verify without a statement: exit %d\n%s", code, out)
+	}
+	other := signed.DeepCopy()
+	other.Annotations[codec.KubeVirtVersionAnnotation] = "v1.9.1"
+	otherYAML, _ := codec.MarshalYAML(other)
+	if code, out, _ := run(t, nil, "verify", writeFile(t, "other.yaml", string(otherYAML)), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  statement: signed identity does not match") {
+		t.Errorf("verify of a ConfigMap relabelled v1.9.1 (statement %s): exit %d\n%s", stmt, code, out)
 	}
 	_, otherPub := cosignKeyPair(t, "x")
 	if code, out, _ := run(t, nil, "verify", signedPath, "--key", otherPub); code != 1 || !strings.Contains(out, "FAIL  signature: ") {

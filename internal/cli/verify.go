@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -27,9 +28,10 @@ func newVerifyCommand(o *options) *cobra.Command {
 	var strict bool
 	var output string
 	var keys []string
+	var want trust.Expect
 	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "verify FILE|-|cm/NAME | -f FILE",
+		Use:   "verify FILE|-|cm/NAME|oci://REF | -f FILE",
 		Short: "Check that a strategy decodes, matches its digest and parses",
 		Long: `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
 decodes (base64, gzip, size limit), the recorded digest matches (native form),
@@ -41,11 +43,23 @@ keys in one file, to trust several), the strategy must also carry a signature
 (see sign) by one of those keys over the digest of its decoded text. cm/NAME
 verifies a strategy ConfigMap in the cluster (namespace -n), chunks included.
 
+oci://HOST/REPOSITORY:TAG (or @sha256:DIGEST) verifies a strategy artifact (see
+publish): its manifest is a strategy's, its layer matches the manifest, its text
+the digest the manifest records. With --key, one of the cosign signatures stored
+for its digest (the sha256-<hex>.sig tag) must verify with a trusted key and bind
+the digest to the product (--product, default the repository's last path
+element), the version (--version, when given) and the identity the artifact
+claims: a signature by kubectl installstrategy sign or publish --key, or by cosign
+sign -a installstrategy.io/product=... -a installstrategy.io/version=... -a
+installstrategy.io/digest=... A bare cosign signature (no such annotations) is
+refused: it is not bound to an identity.
+
 Exit status: 0 when every check passes, 1 when one fails (with --strict, also
 when there are warnings).`,
 		Example: `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
   kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml | kubectl installstrategy verify - --strict
-  kubectl installstrategy verify cm/installstrategy-x7k2p -n sample --key cosign.pub`,
+  kubectl installstrategy verify cm/installstrategy-x7k2p -n sample --key cosign.pub
+  kubectl installstrategy verify oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.pub --version v1.9.0`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := file.source(cmd, args)
@@ -65,8 +79,18 @@ when there are warnings).`,
 					return err
 				}
 			}
+			if !oci.IsReference(src) && (want.Product != "" || want.Version != "") {
+				return usageError(errors.New("--product and --version check an artifact's signed statement: they apply to oci:// references"))
+			}
+			if (want.Product != "" || want.Version != "") && ring == nil {
+				return usageError(errors.New("--product and --version check the signed statement: give --key too"))
+			}
 			var checks []Check
-			if _, ok := clusterRef(src); ok {
+			if oci.IsReference(src) {
+				if checks, err = o.verifyArtifact(cmd.Context(), src, ring, want); err != nil {
+					return err
+				}
+			} else if _, ok := clusterRef(src); ok {
 				if checks, err = o.verifyStored(cmd.Context(), src, ring); err != nil {
 					return err
 				}
@@ -105,7 +129,10 @@ when there are warnings).`,
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings (repairs, unknown kinds, no digest) as failures")
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
 	cmd.Flags().StringArrayVar(&keys, "key", nil, "PEM public key file whose signature the strategy must carry (repeatable: any of them)")
+	cmd.Flags().StringVar(&want.Product, "product", "", "with an oci:// reference and --key: the product the signature must be for (default: the repository's last path element)")
+	cmd.Flags().StringVar(&want.Version, "version", "", "with an oci:// reference and --key: the version the signature must be for")
 	file = addFileFlag(cmd)
+	o.addRegistryFlag(cmd)
 	return cmd
 }
 
@@ -151,7 +178,7 @@ func verifyInput(source string, data []byte, dopts codec.DecodeOptions, ring *tr
 			checks = append(checks, Check{Name: prefix + "digest", Status: "warn", Detail: "no digest recorded (KubeVirt form): integrity cannot be checked"})
 		}
 		if ring != nil {
-			checks = append(checks, signatureCheck(prefix, ring, text, info))
+			checks = append(checks, signatureCheck(prefix, ring, text, info)...)
 		}
 		if info.Identity.Version == "" {
 			checks = append(checks, Check{Name: prefix + "identity", Status: "warn", Detail: "no version annotation"})

@@ -151,7 +151,9 @@ type Reconciler struct {
 	// there: the workload changes seen while it runs (workloadDrift).
 	drifts sync.Map
 	// warmed is closed once warmer has started the kind table's informers.
-	warmed   chan struct{}
+	warmed chan struct{}
+	// oci caches pulled artifacts and registry clients (OCI sources).
+	oci      ociArtifacts
 	keyMu    sync.Mutex
 	key      *trust.OperatorKey
 	recorder recorder.EventRecorder
@@ -222,8 +224,9 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 func (r *Reconciler) LiveCache() *apply.InformerCache { return r.live }
 
 // SetupWithManager registers the reconciler with the manager: it watches
-// Installations, strategy ConfigMaps of their namespaces, and Deployments
-// and DaemonSets (spec changes and deletions, for drift).
+// Installations, strategy ConfigMaps of their namespaces, Deployments
+// and DaemonSets (spec changes and deletions, for drift), and the key
+// Secret and trusted keys ConfigMap of the key namespace (keyWatches).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	n := r.opts.MaxConcurrentReconciles
 	if n == 0 {
@@ -233,6 +236,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return fmt.Errorf("informers: %w", err)
 	}
 	byNamespace := handler.EnqueueRequestsFromMapFunc(r.installationsOfNamespace)
+	keys, err := r.keyWatches(mgr)
+	if err != nil {
+		return err
+	}
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("installation").
 		For(&v1alpha1.Installation{}, builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
@@ -242,6 +249,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// products' workloads cost no memory.
 		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("Deployment")), byNamespace, r.workloadDrift())).
 		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, r.workloadDrift())).
+		WatchesRawSource(keys[0]).
+		WatchesRawSource(keys[1]).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
 		Complete(r)
 }
@@ -713,7 +722,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			loadErr = err
 			break
 		}
-		if loadErr = r.checkTrust(ctx, loaded, in.Spec.Strategy.ConfigMap.Digest); loadErr != nil {
+		if src.VerifiedBy, loadErr = r.checkTrust(ctx, in, loaded); loadErr != nil {
 			if untrusted := (*trust.UntrustedError)(nil); errors.As(loadErr, &untrusted) {
 				r.metrics.UntrustedStrategies.WithLabelValues("configmap").Inc()
 			}
@@ -727,6 +736,24 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		}
 		s.Strategy, s.Target = st, st.Identity
 		src.ConfigMap, src.Digest = loaded.Entry.String(), loaded.Digest
+	case v1alpha1.StrategySourceOCI:
+		l, err := r.loadOCI(ctx, in)
+		if err != nil {
+			if loadErr = err; errors.As(err, new(*trust.UntrustedError)) {
+				r.metrics.UntrustedStrategies.WithLabelValues("oci").Inc()
+			}
+			break
+		}
+		loadedFrom = "oci"
+		if err := prepare(l.strategy); err != nil {
+			loadErr = err
+			break
+		}
+		s.Strategy, s.Target = l.strategy, l.strategy.Identity
+		src.OCI, src.Digest, src.VerifiedBy = l.ref, l.digest, l.verifiedBy
+		if l.fresh {
+			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonStrategyPulled, "Load", "pulled %s (%s %s), %s", l.ref, l.meta.Product, l.meta.Version, l.verifiedBy)
+		}
 	case v1alpha1.StrategySourceImage:
 		src.Image = in.Spec.Strategy.Image
 		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Image: src.Image, ImagePullSecrets: pullSecretNames(&in.Spec), Generation: in.Generation, Customize: prepare})
@@ -769,7 +796,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		switch {
 		case errors.As(loadErr, &untrusted):
 			// Nothing is applied; what runs stays as it is (phase kept).
-			s.Result.RequeueAfter = r.resync()
+			s.Result.RequeueAfter = r.pollInterval(in)
 			return true, r.failLoad(ctx, s, "", v1alpha1.ReasonUntrustedStrategy, loadErr)
 		case errors.As(loadErr, &corrupt):
 			s.Result.RequeueAfter = r.resync()

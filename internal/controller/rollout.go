@@ -260,7 +260,7 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		s.log.Info("rollout finished", "version", s.Target.Version, "identifier", s.Target.Identifier,
 			"created", res.Count(apply.ActionCreate), "updated", res.Count(apply.ActionUpdate), "pruned", len(res.Pruned))
 	}
-	s.Result.RequeueAfter = r.resync()
+	s.Result.RequeueAfter = r.pollInterval(in)
 	if ref, ok := drifts.foreign(res); ok {
 		// Someone changed a workload while the rollout ran (its own
 		// writes queue nothing; see workloadDrift): repair it now.
@@ -325,20 +325,33 @@ func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
 		if st := s.Installation.Status.Strategy; st != nil {
 			rev.Source = st.Source
 		}
-		changed := false
-		s.update(func(in *v1alpha1.Installation) { changed = in.RecordRevision(rev) })
-		if changed {
-			if err := r.writeStatus(ctx, s); err != nil {
-				return false, fmt.Errorf("record history: %w", err)
-			}
-		}
+		return true, r.recordRevision(ctx, s, rev)
+	}
+	if st := s.Installation.Status.Strategy; st != nil && st.Source == v1alpha1.StrategySourceOCI && st.OCI != "" {
+		// An OCI source is stored in its registry, not in the cluster:
+		// the history names the artifact.
+		return true, r.recordRevision(ctx, s, v1alpha1.StrategyRevision{Version: s.Target.Version, Registry: s.Target.Registry,
+			Identifier: s.Target.Identifier, Digest: st.Digest, OCI: st.OCI, Source: st.Source, DeployedAt: metav1.Now().Rfc3339Copy()})
 	}
 	return true, nil
 }
 
+// recordRevision puts rev at the head of the history, writing the status
+// when that changed it.
+func (r *Reconciler) recordRevision(ctx context.Context, s *State, rev v1alpha1.StrategyRevision) error {
+	changed := false
+	s.update(func(in *v1alpha1.Installation) { changed = in.RecordRevision(rev) })
+	if changed {
+		if err := r.writeStatus(ctx, s); err != nil {
+			return fmt.Errorf("record history: %w", err)
+		}
+	}
+	return nil
+}
+
 // historyConfigMaps lists the stored strategies the histories of a
 // namespace's Installations name, with the digests they ran with (read from
-// the cache).
+// the cache), and the ConfigMaps their configMap sources name.
 func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([]store.Retain, error) {
 	var list v1alpha1.InstallationList
 	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
@@ -346,6 +359,12 @@ func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([
 	}
 	var out []store.Retain
 	for _, in := range list.Items {
+		if in.Spec.StrategySourceType() == v1alpha1.StrategySourceConfigMap {
+			// A ConfigMap an Installation names is its author's, whatever
+			// it holds now (replaced by another version, it is refused,
+			// not deleted).
+			out = append(out, store.Retain{Name: in.Spec.Strategy.ConfigMap.Name})
+		}
 		for _, h := range in.Status.History {
 			if h.ConfigMap != "" {
 				out = append(out, store.Retain{Name: h.ConfigMap, Digest: h.Digest})

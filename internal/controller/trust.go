@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -15,8 +16,8 @@ import (
 var errKeyNotLoaded = errors.New("the operator's signing key is not loaded yet")
 
 // operatorKey reads the operator's signing key (creating it on first
-// start) once, and keeps it: a rotated key is read when the operator
-// restarts.
+// start) and keeps it until the key Secret changes (keyWatches drops it:
+// a rotated or revoked key counts without a restart).
 func (r *Reconciler) operatorKey(ctx context.Context) (*trust.OperatorKey, error) {
 	r.keyMu.Lock()
 	defer r.keyMu.Unlock()
@@ -73,24 +74,23 @@ func (r *Reconciler) trustedStored(e store.Entry) error {
 // Installation: signed by the operator's key or a key of the trusted keys
 // ConfigMap of the operator's namespace, or its text hashing to the digest
 // pinned in the Installation. The digest is computed from the text read,
-// never taken from an annotation.
-func (r *Reconciler) checkTrust(ctx context.Context, l *store.Loaded, pinned string) error {
-	k, err := r.operatorKey(ctx)
+// never taken from an annotation. A signed strategy must also carry a
+// signed statement that names its text, spec.version when set, and no
+// older version than the deployed one (unless spec.allowDowngrade): the
+// named ConfigMap replaced with another signed release is refused. It
+// returns how the strategy is trusted.
+func (r *Reconciler) checkTrust(ctx context.Context, in *v1alpha1.Installation, l *store.Loaded) (string, error) {
+	ring, err := r.trustedKeys(ctx)
 	if err != nil {
-		return err
+		return "", err
 	}
-	ring := &trust.KeyRing{}
-	ring.Merge(k.Keys)
-	extra, err := trust.TrustedKeys(ctx, r.kube, r.opts.KeyNamespace)
-	if err != nil {
-		return err
-	}
-	ring.Merge(extra)
-	_, err = trust.Policy{Keys: ring, Pinned: pinned}.Check(trust.Subject{
+	expect := &trust.Expect{Version: in.Spec.Version, Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade}
+	how, err := trust.Policy{Keys: ring, Pinned: in.Spec.Strategy.ConfigMap.Digest, Expect: expect}.Check(trust.Subject{
 		Digest: l.Digest, Signature: l.Entry.Signature, KeyID: l.Entry.SignatureKey,
+		Statement: l.Entry.Statement, StatementSignature: l.Entry.StatementSignature,
 	})
 	if err != nil {
-		return fmt.Errorf("strategy configmap %s: %w", l.Entry, err)
+		return "", fmt.Errorf("strategy configmap %s: %w", l.Entry, err)
 	}
-	return nil
+	return how, nil
 }

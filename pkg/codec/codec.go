@@ -39,6 +39,10 @@ const (
 	NativeEncodingAnnotation    = "installstrategy.io/encoding"
 	NativeDigestAnnotation      = "installstrategy.io/digest"
 	NativeDecodedSizeAnnotation = "installstrategy.io/decoded-size"
+	// NativeProductAnnotation names the product a strategy is of, e.g.
+	// "kubevirt": OCI artifacts and signed statements carry it, so a
+	// strategy signed for one product is not taken for another's.
+	NativeProductAnnotation = "installstrategy.io/product"
 	// NativeChunksAnnotation marks the head of a strategy stored in chunk
 	// ConfigMaps (see pkg/store); its text is not in the head itself.
 	NativeChunksAnnotation = "installstrategy.io/chunks"
@@ -56,8 +60,19 @@ const (
 	// identifier or into another namespace does not verify. The operator's
 	// store writes and requires it.
 	NativeIdentitySignatureAnnotation = "installstrategy.io/signature-identity"
-	NativeManagedBy                   = "installstrategy"
-	NativeGenerateName                = "installstrategy-"
+	// NativeStatementAnnotation is a signed statement of what the strategy
+	// is (pkg/trust.Statement as JSON: product, version, registry,
+	// identifier, text digest), and NativeStatementSignatureAnnotation its
+	// signature by the key of NativeSignatureKeyAnnotation (base64 ASN.1
+	// ECDSA over the SHA-256 of the annotation's bytes). Unlike the
+	// identity signature it names no namespace, so a release can be
+	// signed offline; the operator requires it of signed configMap
+	// sources, so a signed older release put under the named ConfigMap is
+	// seen as what it is.
+	NativeStatementAnnotation          = "installstrategy.io/statement"
+	NativeStatementSignatureAnnotation = "installstrategy.io/statement-signature"
+	NativeManagedBy                    = "installstrategy"
+	NativeGenerateName                 = "installstrategy-"
 )
 
 // Encoding names.
@@ -118,6 +133,10 @@ type Info struct {
 	SignatureKey string `json:"signatureKey,omitempty"`
 	// IdentitySignature is the identity signature annotation, if any.
 	IdentitySignature string `json:"identitySignature,omitempty"`
+	// Statement and StatementSignature are the signed statement
+	// annotations, if any (pkg/trust checks them).
+	Statement          string `json:"statement,omitempty"`
+	StatementSignature string `json:"statementSignature,omitempty"`
 }
 
 // Ratio is decoded bytes per encoded byte.
@@ -177,7 +196,8 @@ func IdentityDigest(namespace string, id strategy.Identity, digest string) strin
 func DescribeConfigMap(cm *corev1.ConfigMap) Info {
 	a := cm.Annotations
 	info := Info{Name: cm.Name, GenerateName: cm.GenerateName, Namespace: cm.Namespace, EncodedBytes: len(cm.Data[ManifestsKey]),
-		Signature: a[NativeSignatureAnnotation], SignatureKey: a[NativeSignatureKeyAnnotation], IdentitySignature: a[NativeIdentitySignatureAnnotation]}
+		Signature: a[NativeSignatureAnnotation], SignatureKey: a[NativeSignatureKeyAnnotation], IdentitySignature: a[NativeIdentitySignatureAnnotation],
+		Statement: a[NativeStatementAnnotation], StatementSignature: a[NativeStatementSignatureAnnotation]}
 	if isNative(cm) {
 		info.Format = FormatNative
 		info.Identity = strategy.Identity{Version: a[NativeVersionAnnotation], Registry: a[NativeRegistryAnnotation], Identifier: a[NativeIdentifierAnnotation]}

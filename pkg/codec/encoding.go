@@ -98,3 +98,28 @@ func gzipBase64(text []byte, f Format) (string, error) {
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
 }
+
+// Gzip compresses a manifests text as the native form does (klauspost's
+// gzip at the default level, no name and no time in the header), so the
+// same text always gives the same bytes. OCI artifacts keep their text so.
+func Gzip(text []byte) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.Grow(len(text)/6 + 64)
+	w := gzip.NewWriter(&buf)
+	if _, err := w.Write(text); err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	if err := w.Close(); err != nil {
+		return nil, fmt.Errorf("gzip: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Gunzip decompresses a gzip stream, refusing more than limit bytes of
+// output (0 means DefaultMaxDecodedBytes).
+func Gunzip(compressed []byte, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = DefaultMaxDecodedBytes
+	}
+	return gunzip(compressed, limit)
+}

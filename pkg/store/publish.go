@@ -11,6 +11,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // Publish writes a strategy into a namespace as a new ConfigMap (generated
@@ -77,7 +78,7 @@ func (s *Store) sign(annotations map[string]string, namespace string, id strateg
 	annotations[codec.NativeSignatureAnnotation] = sig
 	annotations[codec.NativeSignatureKeyAnnotation] = keyID
 	annotations[codec.NativeIdentitySignatureAnnotation] = idSig
-	return nil
+	return trust.SignStatement(annotations, trust.StatementOf(annotations, digest), s.opts.Signer)
 }
 
 // CanSign reports whether the store has a Signer.

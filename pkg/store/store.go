@@ -189,6 +189,9 @@ type Entry struct {
 	// the strategy is not signed. IdentitySignature binds the signature to
 	// the namespace and identity (codec.IdentityDigest).
 	Signature, SignatureKey, IdentitySignature string
+	// Statement and StatementSignature are the signed statement of what
+	// the strategy is (trust.Statement), if any.
+	Statement, StatementSignature string
 }
 
 // Chunk is one chunk of a chunked strategy as its head records it.
@@ -262,6 +265,7 @@ func entryOf(m *metav1.ObjectMeta) (Entry, error) {
 		Namespace: m.Namespace, Name: m.Name, UID: m.UID, Created: m.CreationTimestamp.Time,
 		Identity: info.Identity, Format: info.Format, Encoding: info.Encoding, Digest: info.Digest,
 		DecodedBytes: info.DecodedBytes, Signature: info.Signature, SignatureKey: info.SignatureKey, IdentitySignature: info.IdentitySignature,
+		Statement: info.Statement, StatementSignature: info.StatementSignature,
 	}
 	if raw, ok := m.Annotations[ChunksAnnotation]; ok {
 		chunks, err := parseChunks(raw)

@@ -18,6 +18,11 @@ type Policy struct {
 	// Pinned is a "sha256:<hex>" digest of the decoded manifests text that
 	// is accepted without a signature; "" pins nothing.
 	Pinned string
+	// Expect, when set, is what a signed strategy's signed statement must
+	// say (product, version, no downgrade; its digest is the subject's):
+	// a signature alone binds content, not identity. A pinned digest
+	// needs no statement.
+	Expect *Expect
 }
 
 // Subject is what a policy judges: the digest of a strategy's decoded text
@@ -28,6 +33,9 @@ type Subject struct {
 	Digest string
 	// Signature and KeyID are the ConfigMap's signature annotations.
 	Signature, KeyID string
+	// Statement and StatementSignature are its signed statement
+	// annotations.
+	Statement, StatementSignature string
 }
 
 // UntrustedError says why a strategy may not be applied.
@@ -45,6 +53,9 @@ func (e *UntrustedError) Unwrap() error { return e.Err }
 // "pinned digest"), or an *UntrustedError.
 func (p Policy) Check(s Subject) (string, error) {
 	name, sigErr := p.Keys.Verify(s.Digest, s.Signature, s.KeyID)
+	if sigErr == nil && p.Expect != nil {
+		sigErr = p.checkStatement(s)
+	}
 	if sigErr == nil {
 		return "signed by " + name, nil
 	}
@@ -55,4 +66,16 @@ func (p Policy) Check(s Subject) (string, error) {
 		return "", &UntrustedError{Err: fmt.Errorf("%w: the text hashes to %s, %s is pinned; and %w", ErrDigestNotPinned, s.Digest, p.Pinned, sigErr)}
 	}
 	return "", &UntrustedError{Err: fmt.Errorf("%w, and no digest is pinned", sigErr)}
+}
+
+// checkStatement requires a signed statement by a key of the policy that
+// describes the subject and is what Expect asks for.
+func (p Policy) checkStatement(s Subject) error {
+	st, _, err := VerifyStatement(s.Statement, s.StatementSignature, p.Keys)
+	if err != nil {
+		return err
+	}
+	e := *p.Expect
+	e.Digest = s.Digest
+	return st.Check(e)
 }

@@ -290,8 +290,9 @@ func (k *KeyRing) Verify(digest, signature, keyID string) (string, error) {
 }
 
 // Sign puts a signature over digest (the "sha256:" digest of the decoded
-// manifests text) into a strategy ConfigMap's annotations, replacing any
-// earlier one.
+// manifests text) into a strategy ConfigMap's annotations, and a signed
+// statement of the identity they claim (StatementOf, SignStatement),
+// replacing any earlier ones.
 func Sign(annotations map[string]string, digest string, s *Signer) error {
 	sig, id, err := s.SignDigest(digest)
 	if err != nil {
@@ -299,5 +300,5 @@ func Sign(annotations map[string]string, digest string, s *Signer) error {
 	}
 	annotations[codec.NativeSignatureAnnotation] = sig
 	annotations[codec.NativeSignatureKeyAnnotation] = id
-	return nil
+	return SignStatement(annotations, StatementOf(annotations, digest), s)
 }
