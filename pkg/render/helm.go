@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"slices"
 	"strings"
@@ -203,7 +204,8 @@ func Helm(ctx context.Context, ref string, opts HelmOptions) (*HelmResult, error
 		}
 	}
 
-	inst := action.NewInstall(action.NewConfiguration())
+	// Libraries do not log: Helm's own log goes nowhere.
+	inst := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler)))
 	inst.DryRunStrategy = action.DryRunClient
 	inst.Replace = true // no name check against a release store
 	inst.IncludeCRDs = true
