@@ -68,11 +68,10 @@ kubectl kustomize DIR does (same options, same order).`,
   # A Helm chart with values, for the namespace it is installed in; --version is the chart's
   kubectl installstrategy encode --from-helm ./charts/metallb -n metallb-system \
       --values prod.yaml --set speaker.logLevel=debug > metallb.yaml
-  kubectl installstrategy apply metallb.yaml -n metallb-system --wait
 
-  # A packaged chart or one in an OCI registry, rendered for a given cluster version
-  kubectl installstrategy encode --from-helm ingress-nginx-4.15.1.tgz -n ingress-nginx --kube-version v1.36.0
-  kubectl installstrategy encode --from-helm oci://registry.example/charts/podinfo:6.9.0 --api-versions monitoring.coreos.com/v1
+  # A packaged chart (or oci://REGISTRY/REPO/CHART:VERSION), rendered for a given cluster version
+  kubectl installstrategy encode --from-helm ingress-nginx-4.15.1.tgz -n ingress-nginx --kube-version v1.36.0 \
+      --api-versions monitoring.coreos.com/v1
 
   # A kustomize overlay, as kubectl kustomize renders it
   kubectl installstrategy encode --from-kustomize ./overlays/prod --version v2.1.0 -n shop`,

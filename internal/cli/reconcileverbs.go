@@ -467,16 +467,16 @@ meta.helm.sh annotations are removed, so Helm no longer lists, upgrades or
 uninstalls those objects. The history records the release as the
 revision's source. If the apply fails, the release is left as it was. The
 first apply of a strategy afterwards puts the identity annotations on the
-pod templates and so rolls the pods once: make it the next upgrade.`,
+pod templates and so rolls the pods once: make it the next upgrade.
+For example (plan --adopt-helm-release shows the takeover first):
+
+    kubectl installstrategy apply --adopt-helm-release metallb -n metallb-system
+    kubectl installstrategy encode --from-helm ./metallb-0.15.3 --release-name metallb \
+        -n metallb-system > next.yaml
+    kubectl installstrategy apply next.yaml -n metallb-system --wait`,
 		Example: `  kubectl installstrategy apply sample-v1.0.0.yaml -n sample --wait
   kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m
-  kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server
-
-  # Take over what helm install made, then upgrade it from the chart
-  kubectl installstrategy plan --adopt-helm-release metallb -n metallb-system
-  kubectl installstrategy apply --adopt-helm-release metallb -n metallb-system
-  kubectl installstrategy encode --from-helm ./metallb-0.15.3 --release-name metallb -n metallb-system > next.yaml
-  kubectl installstrategy apply next.yaml -n metallb-system --wait`,
+  kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if helm.name != "" {
