@@ -11,15 +11,18 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 )
 
-// cosign returns the cosign CLI pinned in hack/tools/cosign, built (once,
-// into the Go build cache) by `go tool`.
-func cosign(t *testing.T) string {
+// cosign returns the cosign CLI pinned in hack/tools/cosign.
+func cosign(t *testing.T) string { return goTool(t, "cosign") }
+
+// goTool returns the CLI name pinned in the module hack/tools/NAME, built
+// (once, into the Go build cache) by `go tool`.
+func goTool(t *testing.T, name string) string {
 	t.Helper()
-	cmd := exec.Command("go", "tool", "-n", "cosign")
-	cmd.Dir = filepath.Join("..", "..", "hack", "tools", "cosign")
+	cmd := exec.Command("go", "tool", "-n", name)
+	cmd.Dir = filepath.Join("..", "..", "hack", "tools", name)
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("build cosign (hack/tools/cosign): %v", err)
+		t.Fatalf("build %s (hack/tools/%s): %v", name, name, err)
 	}
 	return strings.TrimSpace(string(out))
 }

@@ -24,10 +24,11 @@ func newEncodeCommand(o *options) *cobra.Command {
 		name     string
 		output   string
 		keepText bool
+		from     renderFlags
 	)
 	var file *fileFlag
 	cmd := &cobra.Command{
-		Use:   "encode FILE|DIR|- | -f FILE",
+		Use:   "encode FILE|DIR|- | -f FILE | --from-helm CHART | --from-kustomize DIR",
 		Short: "Wrap manifests in a strategy ConfigMap",
 		Long: `Encode a manifests text (a file, standard input, or a folder of .yaml, .yml and
 .json files as written by decode --output-dir) into a strategy ConfigMap, printed
@@ -41,17 +42,42 @@ only).
 --format kubevirt writes the ConfigMap exactly as KubeVirt's operator does
 (generateName kubevirt-install-strategy-, its labels and annotations, the same
 gzip bytes). --format native (the default) adds installstrategy.io annotations
-with a sha256 digest of the text that every read verifies.`,
+with a sha256 digest of the text that every read verifies.
+
+--from-helm CHART renders a Helm chart (a chart folder, a packaged .tgz or an
+oci:// reference) with Helm's own Go SDK (v4): the objects helm template
+--include-crds prints for the same --values, --set, --release-name (default:
+the chart's name), -n, --kube-version and --api-versions. Nothing is sent to
+a cluster. Hooks: install and upgrade hooks (pre-/post-install, pre-/post-
+upgrade) become ordinary objects of the strategy, applied in their kind's
+stage on every install and upgrade and not deleted after they ran; test
+hooks and delete or rollback hooks are dropped. Each hook and what became of
+it is printed on standard error. The chart's name, version and appVersion
+are recorded in the ConfigMap's annotations (installstrategy.io/helm-chart,
+-chart-version, -app-version), and --version defaults to the chart's version.
+
+--from-kustomize DIR builds a kustomization with kustomize's krusty, as
+kubectl kustomize DIR does (same options, same order).`,
 		Example: `  # Re-encode a decoded KubeVirt strategy as KubeVirt would store it
   kubectl installstrategy encode manifests.yaml --format kubevirt -n kubevirt \
       --version v1.9.0 --registry quay.io/kubevirt --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
 
   # A folder of objects into a native ConfigMap, then create it
-  kubectl installstrategy encode ./v1.9.0 --version v1.9.0 -n kubevirt | kubectl create -f -`,
+  kubectl installstrategy encode ./v1.9.0 --version v1.9.0 -n kubevirt | kubectl create -f -
+
+  # A Helm chart with values, for the namespace it is installed in; --version is the chart's
+  kubectl installstrategy encode --from-helm ./charts/metallb -n metallb-system \
+      --values prod.yaml --set speaker.logLevel=debug > metallb.yaml
+
+  # A packaged chart (or oci://REGISTRY/REPO/CHART:VERSION), rendered for a given cluster version
+  kubectl installstrategy encode --from-helm ingress-nginx-4.15.1.tgz -n ingress-nginx --kube-version v1.36.0 \
+      --api-versions monitoring.coreos.com/v1
+
+  # A kustomize overlay, as kubectl kustomize renders it
+  kubectl installstrategy encode --from-kustomize ./overlays/prod --version v2.1.0 -n shop`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			src, err := file.source(cmd, args)
-			if err != nil {
+			if err := from.check(cmd, args, file.path); err != nil {
 				return err
 			}
 			f, err := codec.ParseFormat(format)
@@ -61,10 +87,28 @@ with a sha256 digest of the text that every read verifies.`,
 			if output != "yaml" && output != "json" {
 				return usageError(fmt.Errorf("--output %q: want yaml or json", output))
 			}
-			if id.Version == "" {
+			if id.Version == "" && from.helm == "" {
 				return usageError(errors.New("--version is required: the strategy's product version"))
 			}
-			text, warnings, err := o.readManifests(src, keepText)
+			var (
+				text        []byte
+				warnings    []strategy.Warning
+				annotations map[string]string
+			)
+			if from.given() {
+				var rendered []byte
+				rendered, annotations, err = from.render(cmd.Context(), o, &id)
+				if err != nil {
+					return err
+				}
+				text, warnings, err = parseManifests(from.source(), rendered, keepText)
+			} else {
+				var src string
+				if src, err = file.source(cmd, args); err != nil {
+					return err
+				}
+				text, warnings, err = o.readManifests(src, keepText)
+			}
 			if err != nil {
 				return err
 			}
@@ -75,6 +119,12 @@ with a sha256 digest of the text that every read verifies.`,
 			cm, err := codec.EncodeText(text, codec.EncodeOptions{Format: f, Namespace: o.namespace(), Name: name, Identity: id})
 			if err != nil {
 				return err
+			}
+			for k, v := range annotations {
+				if cm.Annotations == nil {
+					cm.Annotations = map[string]string{}
+				}
+				cm.Annotations[k] = v
 			}
 			out, err := marshalConfigMap(cm, output)
 			if err != nil {
@@ -87,7 +137,7 @@ with a sha256 digest of the text that every read verifies.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&id.Version, "version", "", "the strategy's product version (required)")
+	cmd.Flags().StringVar(&id.Version, "version", "", "the strategy's product version (required; with --from-helm the chart's version by default)")
 	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
 	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
 	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt")
@@ -95,6 +145,7 @@ with a sha256 digest of the text that every read verifies.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
 	cmd.Flags().BoolVar(&keepText, "keep-text", false, "store the input text as it is instead of its canonical form")
 	file = addFileFlag(cmd)
+	from.add(cmd)
 	return cmd
 }
 
@@ -129,6 +180,12 @@ func (o *options) readManifests(path string, keepText bool) ([]byte, []strategy.
 	if err := notAStrategy(source, data, path); err != nil {
 		return nil, nil, err
 	}
+	return parseManifests(source, data, keepText)
+}
+
+// parseManifests parses a manifests text and returns its canonical form,
+// or the text itself with keepText.
+func parseManifests(source string, data []byte, keepText bool) ([]byte, []strategy.Warning, error) {
 	s, warnings, err := strategy.Parse(data, strategy.ParseOptions{})
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", source, err)

@@ -17,9 +17,10 @@ var offlineVerbs = []string{"decode", "encode", "inspect", "diff", "verify", "id
 
 // TestOfflineExamplesRunAsWritten runs every `kubectl installstrategy` line
 // of the offline verbs' examples, in order, in a folder holding the files
-// they name: the real KubeVirt testdata, manifests.yaml (v1.9.0's text) and
+// they name: the real KubeVirt testdata, manifests.yaml (v1.9.0's text),
 // strategies.yaml (what `kubectl get cm -o yaml` prints for the v1.9.0
-// strategy ConfigMap); the registries they name are one on loopback
+// strategy ConfigMap), the charts and overlay of pkg/render's testdata;
+// the registries they name are one on loopback
 // (exampleRegistry). Lines that read from a cluster are skipped; what a
 // line redirects with > is written to that file.
 func TestOfflineExamplesRunAsWritten(t *testing.T) {
@@ -48,6 +49,26 @@ func TestOfflineExamplesRunAsWritten(t *testing.T) {
 	list := "apiVersion: v1\nkind: List\nitems:\n- " + strings.ReplaceAll(strings.TrimSuffix(string(item), "\n"), "\n", "\n  ") + "\n"
 	if err := os.WriteFile(filepath.Join(dir, "strategies.yaml"), []byte(list), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// encode --from-helm and --from-kustomize: the upstream charts and the
+	// overlay of pkg/render's testdata, and a values file.
+	for src, dst := range map[string]string{
+		"charts/metallb-v0.15.3": "charts/metallb",
+		"kustomize/overlay":      "overlays/prod",
+		"kustomize/base":         "overlays/base",
+	} {
+		if err := os.CopyFS(filepath.Join(dir, dst), os.DirFS(filepath.Join(renderTestdata, src))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tgz, err := os.ReadFile(filepath.Join(renderTestdata, "charts", "ingress-nginx-4.15.1.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string][]byte{"ingress-nginx-4.15.1.tgz": tgz, "prod.yaml": []byte("controller:\n  logLevel: debug\n")} {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	registry := exampleRegistry(t, dir)
 	t.Chdir(dir)

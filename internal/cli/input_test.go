@@ -57,22 +57,30 @@ func inputFiles(t *testing.T, dir string) map[string]string {
 		"  labels:\n    installstrategy.io/strategy: \"\"\n" +
 		"  annotations:\n    installstrategy.io/digest: sha256:00\n    installstrategy.io/chunks: '[{\"name\":\"installstrategy-chunk-x7k2p\",\"size\":8,\"digest\":\"sha256:00\"}]'\n"
 	files := map[string]string{
-		"secret.yaml":       secret,
-		"plain-cm.yaml":     plainCM,
-		"chunk.yaml":        chunk,
-		"head.yaml":         head,
-		"cm-list.yaml":      list(kubeRootCA, strategyItem(t, "kubevirt-install-strategy-abcde")),
-		"two-cms.yaml":      list(strategyItem(t, "kubevirt-install-strategy-aaaaa"), kubeRootCA, strategyItem(t, "kubevirt-install-strategy-bbbbb")),
-		"strategy.yaml":     string(kubevirtdata.Read(t, "v1.9.0", "configmap.yaml")),
-		"manifests.yaml":    smallManifest,
-		"config.yaml":       "namespace: kubevirt\nregistry: quay.io/kubevirt\nkubeVirtVersion: v1.9.0\n",
-		"empty-config.json": "{}\n",
+		"secret.yaml":                      secret,
+		"plain-cm.yaml":                    plainCM,
+		"chunk.yaml":                       chunk,
+		"head.yaml":                        head,
+		"cm-list.yaml":                     list(kubeRootCA, strategyItem(t, "kubevirt-install-strategy-abcde")),
+		"two-cms.yaml":                     list(strategyItem(t, "kubevirt-install-strategy-aaaaa"), kubeRootCA, strategyItem(t, "kubevirt-install-strategy-bbbbb")),
+		"strategy.yaml":                    string(kubevirtdata.Read(t, "v1.9.0", "configmap.yaml")),
+		"manifests.yaml":                   smallManifest,
+		"config.yaml":                      "namespace: kubevirt\nregistry: quay.io/kubevirt\nkubeVirtVersion: v1.9.0\n",
+		"empty-config.json":                "{}\n",
+		"chart/Chart.yaml":                 "apiVersion: v2\nname: demo\nversion: 0.3.0\n",
+		"chart/values.yaml":                "greeting: hello\n",
+		"chart/templates/cm.yaml":          "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  greeting: {{ .Values.greeting | quote }}\n",
+		"bad-values.yaml":                  "greeting: [unclosed\n",
+		"kustomization/kustomization.yaml": "resources:\n  - missing.yaml\n",
 		"unreachable.kubeconfig": "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n" +
 			"users:\n- name: u\n  user:\n    token: t\ncontexts:\n- name: x\n  context:\n    cluster: c\n    user: u\n    namespace: kubevirt\ncurrent-context: x\n",
 	}
 	paths := map[string]string{}
 	for name, content := range files {
 		p := filepath.Join(dir, name)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 			t.Fatal(err)
 		}

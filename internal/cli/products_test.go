@@ -252,34 +252,42 @@ func TestClusterProducts(t *testing.T) {
 	for _, p := range productdata.All(t) {
 		t.Run(p.Name, func(t *testing.T) {
 			pi := encodeProduct(ctx, t, env, p)
-			first := p.Versions[0]
-			out := pi.apply(t, first)
-			if !strings.Contains(out, "installation "+pi.owner().String()) {
-				t.Errorf("apply does not name its installation %s:\n%s", pi.owner(), tail(out))
-			}
-			pi.clean(t, first)
-
-			before := liveVersions(ctx, t, env, pi.owner())
-			out = pi.apply(t, first)
-			sum := summaryCounts(t, out)
-			if sum["created"]+sum["updated"]+sum["recreated"]+sum["pruned"] != 0 || sum["conflicts"] != 0 {
-				t.Errorf("re-apply of %s: %v\n%s", first, sum, tail(out))
-			}
-			sameVersions(t, "re-apply of "+first, before, liveVersions(ctx, t, env, pi.owner()))
-
-			for _, v := range p.Versions[1:] {
-				pi.apply(t, v)
-				pi.clean(t, v)
-			}
-			if len(p.Versions) > 1 {
-				pi.apply(t, first) // roll back
-				pi.clean(t, first)
-			}
-			uninstallProduct(ctx, t, env, pi)
+			pi.lifecycle(ctx, t, env)
 			report = append(report, fmt.Sprintf("| %s | %s | %s |", p.Name, strings.Join(p.Versions, ", "), strings.Join(pi.timings, "; ")))
 		})
 	}
 	t.Logf("product timings:\n%s", strings.Join(report, "\n"))
+}
+
+// lifecycle installs the first version with apply --wait, re-applies it
+// (no write at all), upgrades to each later version and rolls back to the
+// first, with plan and diff --live clean after each, then uninstalls.
+func (pi *productInstall) lifecycle(ctx context.Context, t *testing.T, env *testenv.Env) {
+	t.Helper()
+	first := pi.Versions[0]
+	out := pi.apply(t, first)
+	if !strings.Contains(out, "installation "+pi.owner().String()) {
+		t.Errorf("apply does not name its installation %s:\n%s", pi.owner(), tail(out))
+	}
+	pi.clean(t, first)
+
+	before := liveVersions(ctx, t, env, pi.owner())
+	out = pi.apply(t, first)
+	sum := summaryCounts(t, out)
+	if sum["created"]+sum["updated"]+sum["recreated"]+sum["pruned"] != 0 || sum["conflicts"] != 0 {
+		t.Errorf("re-apply of %s: %v\n%s", first, sum, tail(out))
+	}
+	sameVersions(t, "re-apply of "+first, before, liveVersions(ctx, t, env, pi.owner()))
+
+	for _, v := range pi.Versions[1:] {
+		pi.apply(t, v)
+		pi.clean(t, v)
+	}
+	if len(pi.Versions) > 1 {
+		pi.apply(t, first) // roll back
+		pi.clean(t, first)
+	}
+	uninstallProduct(ctx, t, env, pi)
 }
 
 // sampleInstall is the sample product (v1.0.0 and v1.1.0) as a plugin

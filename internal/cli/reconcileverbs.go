@@ -44,6 +44,9 @@ type reconcileFlags struct {
 	// Installation's infra, workloads and imagePullSecrets.
 	placementFile string
 	pullSecrets   []string
+	// leavePodTemplates puts no identity on pod templates (adopting a
+	// Helm release restarts no pod).
+	leavePodTemplates bool
 }
 
 func (f *reconcileFlags) add(cmd *cobra.Command) {
@@ -228,6 +231,11 @@ func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags
 	if err != nil {
 		return nil, nil, err
 	}
+	return o.observeLoaded(ctx, l, f)
+}
+
+// observeLoaded is observePlan of a loaded strategy.
+func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconcileFlags) (*plan.Plan, *codec.Loaded, error) {
 	if err := f.prepare(l); err != nil {
 		return nil, nil, err
 	}
@@ -245,7 +253,7 @@ func (o *options) observePlan(ctx context.Context, arg string, f *reconcileFlags
 	}
 	// reconcile.Plan observes what Run would write: empty TLS Secrets
 	// filled and CA bundles injected.
-	p, err := reconcile.Plan(ctx, c.config, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs})
+	p, err := reconcile.Plan(ctx, c.config, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
@@ -272,8 +280,9 @@ func newPlanCommand(o *options) *cobra.Command {
 	var out *output
 	var file *fileFlag
 	var filter objectFilter
+	var helm helmAdoption
 	cmd := &cobra.Command{
-		Use:   "plan FILE|-|cm/NAME|NAME|oci://REF | -f FILE",
+		Use:   "plan FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
 		Short: "Show what a reconcile of a strategy would do now, writing nothing",
 		Long: `Compare a strategy (a file, standard input, or a strategy ConfigMap NAME in the
 namespace) with the cluster and print what a reconcile would do, step by step:
@@ -293,6 +302,10 @@ print-only kind Plan (` + reportVersion + `); -o name prints the objects
 the reconcile would write (create, update, recreate, prune), one
 kind.group/name a line.
 
+--adopt-helm-release NAME plans the takeover of a Helm release (see apply):
+the release's deployed manifest is the strategy unless one is given, its
+objects are adopted, and what retiring the release would do follows the plan.
+
 Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 		Example: `  kubectl installstrategy plan sample-v1.1.0.yaml -n sample
   kubectl installstrategy plan cm/kubevirt-install-strategy-abcde -n kubevirt -o json
@@ -306,9 +319,12 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 				}
 				args = []string{strategyArg}
 			}
-			src, err := file.source(cmd, args)
-			if err != nil {
-				return err
+			var src string
+			if helm.name == "" || len(args) > 0 || file.path != "" {
+				var err error
+				if src, err = file.source(cmd, args); err != nil {
+					return err
+				}
 			}
 			if err := out.validate(); err != nil {
 				return err
@@ -317,13 +333,31 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 			if err != nil {
 				return err
 			}
-			p, _, err := o.observePlan(cmd.Context(), src, &f)
+			var p *plan.Plan
+			var l *codec.Loaded
+			if helm.name != "" {
+				l, err = helm.load(cmd.Context(), o, src, &f)
+				if err == nil {
+					p, l, err = o.observeLoaded(cmd.Context(), l, &f)
+				}
+			} else {
+				p, l, err = o.observePlan(cmd.Context(), src, &f)
+			}
 			if err != nil {
 				return fail(err)
 			}
 			filter.plan(p)
 			if err := printPlan(o.streams.Out, out, p, pal); err != nil {
 				return fail(err)
+			}
+			if helm.name != "" {
+				w := o.streams.Out
+				if !out.Human() {
+					w = o.streams.ErrOut
+				}
+				if err := helm.printPlan(cmd.Context(), w, o, l); err != nil {
+					return fail(err)
+				}
 			}
 			if n := planChanges(p); n > 0 {
 				fmt.Fprintf(o.streams.ErrOut, "%d objects would change\n", n)
@@ -338,6 +372,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 	file = addFileFlag(cmd)
 	o.addRegistryFlag(cmd)
 	f.add(cmd)
+	helm.add(cmd)
 	return cmd
 }
 
@@ -394,8 +429,9 @@ func newApplyCommand(o *options) *cobra.Command {
 	var dryRun string
 	var out *output
 	var file *fileFlag
+	var helm helmAdoption
 	cmd := &cobra.Command{
-		Use:   "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE",
+		Use:   "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
 		Short: "Reconcile a strategy into the cluster, without an operator",
 		Long: `Make the cluster match a strategy through the same pipeline the operator uses:
 CRDs first (waited until Established), RBAC, ConfigMaps and Secrets (empty TLS
@@ -429,12 +465,35 @@ server-side dry run (admission and validation run, nothing is stored) and
 prints what each would do, prune included; --dry-run=client sends nothing and
 prints the objects as apply would send them (placed, namespaced). Neither
 writes anything, the inventory included. With a dry run, -o json, yaml, name,
-jsonpath= or go-template= prints the objects instead.`,
+jsonpath= or go-template= prints the objects instead.
+
+--adopt-helm-release NAME moves a product that helm install put in the
+cluster to this installation without downtime: the release's deployed
+manifest (from its Secret sh.helm.release.v1.NAME.vN in -n) is the strategy,
+unless one is given; every object is adopted (field ownership moves from
+Helm to us, the installation's labels are added) with pod templates left as
+they are, so no pod restarts and nothing is recreated; rollouts are not
+waited for. Then the release is retired: its Secrets are copied into
+secret/installstrategy-helm-release-NAME and deleted, and Helm's
+meta.helm.sh annotations are removed, so Helm no longer lists, upgrades or
+uninstalls those objects. The history records the release as the
+revision's source. If the apply fails, the release is left as it was. The
+first apply of a strategy afterwards puts the identity annotations on the
+pod templates and so rolls the pods once: make it the next upgrade.
+For example (plan --adopt-helm-release shows the takeover first):
+
+    kubectl installstrategy apply --adopt-helm-release metallb -n metallb-system
+    kubectl installstrategy encode --from-helm ./metallb-0.15.3 --release-name metallb \
+        -n metallb-system > next.yaml
+    kubectl installstrategy apply next.yaml -n metallb-system --wait`,
 		Example: `  kubectl installstrategy apply sample-v1.0.0.yaml -n sample --wait
   kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m
   kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if helm.name != "" {
+				return helm.apply(cmd, o, args, file, &f, a, dryRun)
+			}
 			src, err := file.source(cmd, args)
 			if err != nil {
 				return err
@@ -467,11 +526,7 @@ jsonpath= or go-template= prints the objects instead.`,
 			if err != nil {
 				return err
 			}
-			printWarnings(o.streams.ErrOut, l.Warnings)
-			if err := f.prepare(l); err != nil {
-				return err
-			}
-			c, err := o.cluster()
+			c, err := o.prepared(l, &f)
 			if err != nil {
 				return err
 			}
@@ -491,7 +546,18 @@ jsonpath= or go-template= prints the objects instead.`,
 	file = addFileFlag(cmd)
 	o.addRegistryFlag(cmd)
 	f.add(cmd)
+	helm.add(cmd)
 	return cmd
+}
+
+// prepared reports a loaded strategy's warnings, prepares it (see
+// reconcileFlags.prepare) and connects to the cluster.
+func (o *options) prepared(l *codec.Loaded, f *reconcileFlags) (*cluster, error) {
+	printWarnings(o.streams.ErrOut, l.Warnings)
+	if err := f.prepare(l); err != nil {
+		return nil, err
+	}
+	return o.cluster()
 }
 
 // applyFlags are the flags of apply that rollback shares.
@@ -530,7 +596,8 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
 	res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
 		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
-		StageDeadline: a.timeout,
+		LeavePodTemplates: f.leavePodTemplates,
+		StageDeadline:     a.timeout,
 		OnEvent: func(e reconcile.Event) {
 			if e.Type == reconcile.EventProgress {
 				view.progress(e.Progress)

@@ -25,12 +25,11 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -132,9 +131,9 @@ type Result struct {
 // the kind table (namespaces and CRDs first, workloads last), then by kind
 // and name.
 func Render(dir, image string) ([]*unstructured.Unstructured, error) {
-	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	rm, err := render.KustomizeResources(dir)
 	if err != nil {
-		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+		return nil, err
 	}
 	var objs []*unstructured.Unstructured
 	for _, r := range rm.Resources() {

@@ -68,6 +68,12 @@ type Options struct {
 	// conflict, a broken connection) before returning it; 0 means
 	// DefaultRetryFor, a negative value does not retry.
 	RetryFor time.Duration
+	// LeavePodTemplates leaves pod templates as the strategy has them: no
+	// identity annotations are put on them, so taking over running
+	// workloads (a Helm release's) restarts no pod. Their pods then carry
+	// no identity, which rollover checks look for: use it without waiting.
+	// The zero value annotates pod templates (see Prepare).
+	LeavePodTemplates bool
 }
 
 // Action is what the applier did (or, on a dry run, would do) to an object.
@@ -437,7 +443,7 @@ func (a *Applier) Prepare(obj, live *unstructured.Unstructured) (*unstructured.U
 	if live != nil && a.shared(obj, live) {
 		return PrepareShared(obj), nil
 	}
-	prepared, err := Prepare(obj, a.opts.Identity, a.opts.Owner)
+	prepared, err := prepare(obj, a.opts.Identity, a.opts.Owner, !a.opts.LeavePodTemplates)
 	if err != nil || live == nil {
 		return prepared, err
 	}

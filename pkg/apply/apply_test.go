@@ -293,3 +293,30 @@ func TestApplySkipsKindsNotServed(t *testing.T) {
 		t.Errorf("wrote %v", w)
 	}
 }
+
+// LeavePodTemplates leaves a workload's pod template without the identity
+// annotations (taking running workloads over restarts no pod); by default
+// they are put on it, and on the object either way.
+func TestPrepareLeavePodTemplates(t *testing.T) {
+	dep := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apps/v1", "kind": "Deployment",
+		"metadata": map[string]any{"name": "web", "namespace": "apps"},
+		"spec":     map[string]any{"template": map[string]any{"metadata": map[string]any{"labels": map[string]any{"app": "web"}}}},
+	}}
+	id := strategy.Identity{Version: "v1"}
+	owner := inventory.Owner{Namespace: "apps", Name: "web", Kind: inventory.KindPlugin}
+	for _, leave := range []bool{false, true} {
+		a := apply.New(nil, nil, apply.Options{Identity: id, Owner: owner, LeavePodTemplates: leave})
+		got, err := a.Prepare(dep, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl, _, _ := unstructured.NestedStringMap(got.Object, "spec", "template", "metadata", "annotations")
+		if (tmpl[apply.VersionAnnotation] == "v1") == leave {
+			t.Errorf("LeavePodTemplates %v: pod template annotations %v", leave, tmpl)
+		}
+		if got.GetAnnotations()[apply.VersionAnnotation] != "v1" {
+			t.Errorf("LeavePodTemplates %v: object annotations %v", leave, got.GetAnnotations())
+		}
+	}
+}

@@ -58,6 +58,12 @@ const (
 // identity annotations on the object and on its pod template, and with the
 // AppliedHashAnnotation over all of that. obj is not modified.
 func Prepare(obj *unstructured.Unstructured, id strategy.Identity, owner inventory.Owner) (*unstructured.Unstructured, error) {
+	return prepare(obj, id, owner, true)
+}
+
+// prepare is Prepare, with the pod template's identity annotations only
+// when templates is true.
+func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner inventory.Owner, templates bool) (*unstructured.Unstructured, error) {
 	u := strip(obj)
 	labels := u.GetLabels()
 	if labels == nil {
@@ -72,7 +78,7 @@ func Prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 	u.SetAnnotations(ann)
 
 	info, _ := kinds.Lookup(u.GroupVersionKind().GroupKind())
-	if info.PodTemplate != nil {
+	if info.PodTemplate != nil && templates {
 		tmpl, found, err := unstructured.NestedMap(u.Object, info.PodTemplate...)
 		if err != nil {
 			return nil, fmt.Errorf("prepare %s: pod template: %w", strategy.RefOf(obj), err)

@@ -23,6 +23,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/benchcmp"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -66,6 +67,22 @@ func BenchmarkApply(b *testing.B) {
 		p := newApplyProduct(b, env, kubectl, "kubevirt", s)
 		p.keepApplied(p.kubectlApply(b, p.write(b, "whole.yaml", s.Objects)))
 		p.compare(b, ours, helm)
+	})
+	b.Run("metallb-chart-0.15.3", func(b *testing.B) {
+		// A real chart, rendered by pkg/render as helm template does:
+		// Helm installs the same objects (as a chart of them), we apply
+		// them as a strategy.
+		const ns = "bench-apply-metallb"
+		res, err := render.Helm(b.Context(), filepath.Join("..", "render", "testdata", "charts", "metallb-v0.15.3"), render.HelmOptions{Namespace: ns, KubeVersion: "v1.36.0"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s, _, err := strategy.Parse(res.Manifests, strategy.ParseOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		s.Identity = strategy.Identity{Version: res.Chart.Version}
+		newApplyProduct(b, env, kubectl, ns, s).compare(b, ours, helm)
 	})
 	b.Run("synthetic-5000", func(b *testing.B) {
 		const ns = "bench-apply-synthetic"

@@ -64,6 +64,11 @@ type Options struct {
 	// NoWait applies every step without waiting for readiness (CRDs are
 	// still waited for, since later kinds need them).
 	NoWait bool
+	// LeavePodTemplates puts no identity annotations on pod templates
+	// (apply.Options.LeavePodTemplates): adopting running workloads
+	// restarts no pod. It implies NoWait, since rollover checks look for
+	// those annotations on the pods.
+	LeavePodTemplates bool
 	// WaitForAPIServices waits for APIServices to become Available; the
 	// zero value only writes them (their backends may have no endpoint).
 	WaitForAPIServices bool
@@ -88,6 +93,9 @@ type Options struct {
 }
 
 func (o *Options) defaults() {
+	if o.LeavePodTemplates {
+		o.NoWait = true
+	}
 	if o.FieldManager == "" {
 		o.FieldManager = apply.DefaultFieldManager
 	}
@@ -314,7 +322,7 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 	}
 	// A transient failure (a webhook whose backend is still starting, 429,
 	// 5xx) is retried until the step's deadline.
-	a := rc.applier(apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline})
+	a := rc.applier(apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline, LeavePodTemplates: opts.LeavePodTemplates})
 	kube := rc.kube
 	s, err := a.DefaultNamespaces(s, opts.Owner.Namespace)
 	if err != nil {

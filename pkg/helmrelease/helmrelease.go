@@ -1,0 +1,259 @@
+// Package helmrelease reads a Helm release from the cluster (the storage
+// Secrets sh.helm.release.v1.NAME.vN of Helm's default driver) and retires
+// it once an installation has taken its objects over: a copy of every
+// release Secret is kept in one Secret of ours, Helm's ownership
+// annotations are removed from the objects, and the release Secrets are
+// deleted, so that Helm no longer lists, upgrades or uninstalls them.
+package helmrelease
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	release "helm.sh/helm/v4/pkg/release/v1"
+
+	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// What Helm writes, and what Retire writes.
+const (
+	// SecretType is the type of Helm's release Secrets.
+	SecretType = "helm.sh/release.v1"
+	// ReleaseNameAnnotation and ReleaseNamespaceAnnotation are Helm's
+	// ownership annotations on every object of a release.
+	ReleaseNameAnnotation      = "meta.helm.sh/release-name"
+	ReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+	// BackupType is the type of the Secret that keeps a retired release's
+	// Secrets, one data key per release Secret (its name), holding Helm's
+	// encoded release as it was.
+	BackupType = "installstrategy.io/helm-release-backup"
+	// BackupLabel on that Secret holds the release name.
+	BackupLabel = "installstrategy.io/helm-release"
+	// FieldManager writes the annotation removal.
+	FieldManager = "installstrategy-helm-adopt"
+)
+
+// Release is the deployed revision of a Helm release and the Secrets of
+// all its revisions.
+type Release struct {
+	Name, Namespace string
+	// Revision is the deployed revision's number.
+	Revision int
+	// Chart is the chart of the deployed revision.
+	Chart render.Chart
+	// Manifest is the deployed revision's manifests text (hooks are not
+	// in it).
+	Manifest string
+	// Secrets are the release Secrets of every revision, oldest first.
+	Secrets []corev1.Secret
+}
+
+// String names the release for people and history: helm release
+// NS/NAME revision N (chart C V).
+func (r *Release) String() string {
+	return fmt.Sprintf("helm release %s/%s revision %d (chart %s %s)", r.Namespace, r.Name, r.Revision, r.Chart.Name, r.Chart.Version)
+}
+
+// BackupName is the name of the Secret Retire keeps the release in.
+func (r *Release) BackupName() string { return "installstrategy-helm-release-" + r.Name }
+
+// Find reads release name in namespace ns: the revision whose status is
+// deployed (the newest, if several claim it).
+func Find(ctx context.Context, kube kubernetes.Interface, ns, name string) (*Release, error) {
+	what := fmt.Sprintf("helm release %s/%s", ns, name)
+	list, err := kube.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{LabelSelector: "owner=helm,name=" + name})
+	if err != nil {
+		return nil, fmt.Errorf("%s: list release secrets: %w", what, err)
+	}
+	var secrets []corev1.Secret
+	for _, s := range list.Items {
+		if s.Type == SecretType {
+			secrets = append(secrets, s)
+		}
+	}
+	if len(secrets) == 0 {
+		return nil, fmt.Errorf("%s: no release secrets (type %s, sh.helm.release.v1.%s.vN) in namespace %s; a release kept by Helm's configmap or sql driver is not supported", what, SecretType, name, ns)
+	}
+	sort.Slice(secrets, func(i, j int) bool { return version(secrets[i]) < version(secrets[j]) })
+	var deployed *release.Release
+	for i := len(secrets) - 1; i >= 0 && deployed == nil; i-- {
+		if secrets[i].Labels["status"] != "deployed" {
+			continue
+		}
+		rel, err := decode(secrets[i].Data["release"])
+		if err != nil {
+			return nil, fmt.Errorf("%s: secret %s: %w", what, secrets[i].Name, err)
+		}
+		deployed = rel
+	}
+	if deployed == nil {
+		return nil, fmt.Errorf("%s: no deployed revision (a release that failed or is pending is not taken over)", what)
+	}
+	r := &Release{Name: name, Namespace: ns, Revision: deployed.Version, Manifest: deployed.Manifest, Secrets: secrets}
+	if c := deployed.Chart; c != nil && c.Metadata != nil {
+		r.Chart = render.Chart{Name: c.Metadata.Name, Version: c.Metadata.Version, AppVersion: c.Metadata.AppVersion}
+	}
+	return r, nil
+}
+
+func version(s corev1.Secret) int {
+	v, _ := strconv.Atoi(s.Labels["version"])
+	return v
+}
+
+// decode reads Helm's encoding of a release: base64 of gzip of JSON.
+func decode(data []byte) (*release.Release, error) {
+	b, err := base64.StdEncoding.DecodeString(string(data))
+	if err != nil {
+		return nil, fmt.Errorf("decode release: %w", err)
+	}
+	if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		zr, err := gzip.NewReader(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("decode release: %w", err)
+		}
+		if b, err = io.ReadAll(zr); err != nil {
+			return nil, fmt.Errorf("decode release: %w", err)
+		}
+	}
+	var rel release.Release
+	if err := json.Unmarshal(b, &rel); err != nil {
+		return nil, fmt.Errorf("decode release: %w", err)
+	}
+	return &rel, nil
+}
+
+// Resolver finds the resource of an object: its client, namespaced when
+// the kind is. pkg/apply's Applier.Resource is one.
+type Resolver func(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error)
+
+// Retirement is what Retire did, or would do.
+type Retirement struct {
+	// Backup is the Secret that keeps the release Secrets.
+	Backup string
+	// Unmarked are the objects whose Helm annotations were removed.
+	Unmarked []strategy.ObjectRef
+	// Deleted are the release Secrets deleted.
+	Deleted []string
+}
+
+// Plan says what Retire would do to objs, reading only.
+func (r *Release) Plan(ctx context.Context, resolve Resolver, objs []*unstructured.Unstructured) (*Retirement, error) {
+	return r.retire(ctx, nil, resolve, objs)
+}
+
+// Retire retires the release after its objects (objs, as the strategy
+// has them) were taken over: it keeps every release Secret in the Secret
+// BackupName, removes Helm's ownership annotations from each object that
+// carries this release's, then deletes the release Secrets. It can be run
+// again after a failure.
+func (r *Release) Retire(ctx context.Context, kube kubernetes.Interface, resolve Resolver, objs []*unstructured.Unstructured) (*Retirement, error) {
+	return r.retire(ctx, kube, resolve, objs)
+}
+
+// retire does the work; a nil kube only reads.
+func (r *Release) retire(ctx context.Context, kube kubernetes.Interface, resolve Resolver, objs []*unstructured.Unstructured) (*Retirement, error) {
+	res := &Retirement{Backup: r.BackupName()}
+	if kube != nil {
+		if err := r.backup(ctx, kube); err != nil {
+			return nil, err
+		}
+	}
+	patch := []byte(`{"metadata":{"annotations":{"` + ReleaseNameAnnotation + `":null,"` + ReleaseNamespaceAnnotation + `":null}}}`)
+	var errs []error
+	for _, obj := range objs {
+		ref := strategy.RefOf(obj)
+		ri, err := resolve(obj)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", ref, err))
+			continue
+		}
+		live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			continue
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("get %s: %w", ref, err))
+			continue
+		}
+		a := live.GetAnnotations()
+		if a[ReleaseNameAnnotation] != r.Name || a[ReleaseNamespaceAnnotation] != r.Namespace {
+			continue
+		}
+		if kube != nil {
+			if _, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+				errs = append(errs, fmt.Errorf("remove helm's annotations from %s: %w", ref, err))
+				continue
+			}
+		}
+		res.Unmarked = append(res.Unmarked, ref)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return res, fmt.Errorf("retire %s: %w", r, err)
+	}
+	for _, s := range r.Secrets {
+		if kube != nil {
+			err := kube.CoreV1().Secrets(r.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &s.UID}})
+			if err != nil && !apierrors.IsNotFound(err) {
+				return res, fmt.Errorf("retire %s: delete secret %s: %w", r, s.Name, err)
+			}
+		}
+		res.Deleted = append(res.Deleted, s.Name)
+	}
+	return res, nil
+}
+
+// backup creates (or completes) the Secret BackupName with every release
+// Secret's encoded release under the Secret's name.
+func (r *Release) backup(ctx context.Context, kube kubernetes.Interface) error {
+	secrets := kube.CoreV1().Secrets(r.Namespace)
+	b, err := secrets.Get(ctx, r.BackupName(), metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		b = &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: r.BackupName(), Namespace: r.Namespace,
+				Labels:      map[string]string{BackupLabel: r.Name},
+				Annotations: map[string]string{"installstrategy.io/helm-release-source": r.String()},
+			},
+			Type: BackupType,
+			Data: map[string][]byte{},
+		}
+	case err != nil:
+		return fmt.Errorf("retire %s: get secret %s: %w", r, r.BackupName(), err)
+	case b.Type != BackupType:
+		return fmt.Errorf("retire %s: secret %s exists and is not a helm release backup (type %s)", r, r.BackupName(), b.Type)
+	}
+	if b.Data == nil {
+		b.Data = map[string][]byte{}
+	}
+	for _, s := range r.Secrets {
+		b.Data[s.Name] = s.Data["release"]
+	}
+	if b.ResourceVersion == "" {
+		_, err = secrets.Create(ctx, b, metav1.CreateOptions{FieldManager: FieldManager})
+	} else {
+		_, err = secrets.Update(ctx, b, metav1.UpdateOptions{FieldManager: FieldManager})
+	}
+	if err != nil {
+		return fmt.Errorf("retire %s: keep the release in secret %s: %w", r, r.BackupName(), err)
+	}
+	return nil
+}

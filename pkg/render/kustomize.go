@@ -1,0 +1,38 @@
+package render
+
+import (
+	"fmt"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/api/resmap"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// KustomizeResources builds the kustomization in dir with krusty and
+// kubectl's options (files only below the kustomization's root, no
+// plugins, no helm charts, the kustomization's sortOptions else
+// kustomize's legacy order): the objects `kubectl kustomize dir` prints,
+// in its order.
+func KustomizeResources(dir string) (resmap.ResMap, error) {
+	opts := krusty.MakeDefaultOptions()
+	opts.Reorder = krusty.ReorderOptionUnspecified // kustomize build's --reorder default
+	rm, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	return rm, nil
+}
+
+// Kustomize returns the text `kubectl kustomize dir` prints: the built
+// objects as YAML documents separated by --- lines.
+func Kustomize(dir string) ([]byte, error) {
+	rm, err := KustomizeResources(dir)
+	if err != nil {
+		return nil, err
+	}
+	out, err := rm.AsYaml()
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	return out, nil
+}
