@@ -243,18 +243,7 @@ func measureOCIFleet(b *testing.B, env *testenv.Env, reg *fleetRegistry, pub *oc
 	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
 	defer cancel()
 	f := fleetFigures{installations: n}
-	namespaces := make([]string, n)
-	for i := range namespaces {
-		namespaces[i] = env.Namespace(ctx, b)
-	}
-	_, c := directClient(b, env)
-	var others v1alpha1.InstallationList
-	if err := c.List(ctx, &others); err != nil {
-		b.Fatal(err)
-	}
-	for _, in := range others.Items {
-		b.Fatalf("Installation %s/%s exists: the benchmark needs a cluster without other Installations", in.Namespace, in.Name)
-	}
+	namespaces, c := benchNamespaces(ctx, b, env, n)
 	// The release key, trusted by a cluster admin (as e.trustReleaseKey).
 	if _, err := env.Kube.CoreV1().ConfigMaps(keyNamespace(b)).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: trust.TrustedKeysConfigMap, Namespace: keyNamespace(b)},

@@ -111,22 +111,18 @@ func BenchmarkManyInstallations(b *testing.B) {
 	})
 }
 
-// measureMany runs one operator process, installs n Installations and
-// measures them (see BenchmarkManyInstallations); it removes them again.
-func measureMany(b *testing.B, env *testenv.Env, n int) manyFigures {
-	b.StopTimer()
-	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
-	defer cancel()
-	f := manyFigures{installations: n}
-	// Namespaces first: their cleanups (deletion) run after the
-	// operator's (kill), which runs after the Installations' removal.
+// benchNamespaces makes n namespaces and a direct client for a benchmark
+// whose operator watches every namespace, and fails when the cluster
+// holds another Installation (its resyncs would add to the figures).
+// Namespaces come first: their cleanups (deletion) run after the
+// operator's (kill), which runs after the Installations' removal.
+func benchNamespaces(ctx context.Context, b *testing.B, env *testenv.Env, n int) ([]string, client.Client) {
+	b.Helper()
 	namespaces := make([]string, n)
 	for i := range namespaces {
 		namespaces[i] = env.Namespace(ctx, b)
 	}
 	_, c := directClient(b, env)
-	// The operator watches every namespace: another Installation in the
-	// cluster would add its resyncs to the figures.
 	var others v1alpha1.InstallationList
 	if err := c.List(ctx, &others); err != nil {
 		b.Fatal(err)
@@ -134,6 +130,17 @@ func measureMany(b *testing.B, env *testenv.Env, n int) manyFigures {
 	for _, in := range others.Items {
 		b.Fatalf("Installation %s/%s exists: the benchmark needs a cluster without other Installations", in.Namespace, in.Name)
 	}
+	return namespaces, c
+}
+
+// measureMany runs one operator process, installs n Installations and
+// measures them (see BenchmarkManyInstallations); it removes them again.
+func measureMany(b *testing.B, env *testenv.Env, n int) manyFigures {
+	b.StopTimer()
+	ctx, cancel := context.WithTimeout(b.Context(), 30*time.Minute)
+	defer cancel()
+	f := manyFigures{installations: n}
+	namespaces, c := benchNamespaces(ctx, b, env, n)
 	flags := append([]string{"--resync-period", manyResync.String()}, strings.Fields(os.Getenv("INSTALLSTRATEGY_MANY_OPERATOR_FLAGS"))...)
 	p := newOperatorProcess(b, fmt.Sprintf("operator-%d", n), "", flags...)
 	removed := false

@@ -46,6 +46,17 @@ func publishSample(ctx context.Context, t *testing.T, c *oci.Client, ns, product
 	return a
 }
 
+// ociSetup starts a registry on loopback, a client of it, and a release
+// key the operator trusts.
+func (e *e2e) ociSetup(ctx context.Context, t *testing.T) (*ocitest.Registry, *oci.Client, *trust.Signer) {
+	t.Helper()
+	c, err := oci.New(oci.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ocitest.New(t), c, e.trustReleaseKey(ctx, t)
+}
+
 // waitUntrusted waits until the Installation is Degraded with
 // UntrustedStrategy and a message containing what.
 func (e *e2e) waitUntrusted(ctx context.Context, t *testing.T, name, what string) *v1alpha1.Installation {
@@ -73,12 +84,7 @@ func (e *e2e) waitUntrusted(ctx context.Context, t *testing.T, name, what string
 func TestOCISource(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
-	reg := ocitest.New(t)
-	c, err := oci.New(oci.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := e.trustReleaseKey(ctx, t)
+	reg, c, release := e.ociSetup(ctx, t)
 	stable := reg.Ref("acme/sample:stable")
 	v100 := publishSample(ctx, t, c, e.ns, "sample", "v1.0.0", release, reg.Ref("acme/sample:v1.0.0"), stable)
 
@@ -267,12 +273,7 @@ func TestOCISourcesShareOneDownload(t *testing.T) {
 	const n = 6
 	e := setupNamespaces(t, n, nil, nil)
 	ctx := t.Context()
-	reg := ocitest.New(t)
-	c, err := oci.New(oci.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	release := e.trustReleaseKey(ctx, t)
+	reg, c, release := e.ociSetup(ctx, t)
 	text, meta := fleetText(t, "v1.0.0")
 	stable := reg.Ref("acme/sample:stable")
 	if _, err := c.Push(ctx, stable, text, meta); err != nil {
