@@ -153,9 +153,15 @@ type Reconciler struct {
 	// warmed is closed once warmer has started the kind table's informers.
 	warmed chan struct{}
 	// oci caches pulled artifacts and registry clients (OCI sources).
-	oci      ociArtifacts
-	keyMu    sync.Mutex
-	key      *trust.OperatorKey
+	oci   ociArtifacts
+	keyMu sync.Mutex
+	key   *trust.OperatorKey
+	// keyStale: the key Secret was deleted or unreadable; the next use
+	// reads (or makes) it again, the held key serving until then.
+	keyStale bool
+	// started is when the Reconciler was made (keyWatches ignores the
+	// trusted keys ConfigMap's creation before it).
+	started  time.Time
 	recorder recorder.EventRecorder
 	metrics  *Metrics
 	opts     Options
@@ -177,7 +183,7 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		opts.KeyNamespace = DefaultKeyNamespace
 	}
 	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), cfg: cfg, kube: kube, dyn: dyn,
-		recorder: mgr.GetEventRecorder(Name), opts: opts, warmed: make(chan struct{})}
+		recorder: mgr.GetEventRecorder(Name), opts: opts, warmed: make(chan struct{}), started: time.Now()}
 	st, err := store.NewForConfig(cfg, store.Options{Signer: operatorSigner{r}, Trusted: r.trustedStored,
 		Creating: func(cm *corev1.ConfigMap) { r.own.expect(createKey(cm)) },
 		Deleting: func(e store.Entry) { r.own.expect(deleteKey(e.UID)) }})

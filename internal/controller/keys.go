@@ -1,14 +1,18 @@
 package controller
 
 import (
+	"time"
+
 	"context"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
@@ -21,9 +25,8 @@ import (
 // is trusted, the operator's key Secret and the trusted keys ConfigMap,
 // through a cache of their own that holds nothing else. A change of
 // either reconciles every Installation at once; a change of the Secret
-// (a rotation, a retired key removed: a revocation) also drops the key
-// the operator holds, so the next load reads it again. No restart is
-// needed.
+// (a rotation, a retired key removed: a revocation) also replaces the key
+// the operator holds. No restart is needed.
 func (r *Reconciler) keyWatches(mgr ctrl.Manager) ([]source.Source, error) {
 	ns := r.opts.KeyNamespace
 	c, err := cache.New(mgr.GetConfig(), cache.Options{
@@ -40,20 +43,71 @@ func (r *Reconciler) keyWatches(mgr ctrl.Manager) ([]source.Source, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("key namespace cache: %w", err)
 	}
-	all := func(drop bool) handler.EventHandler {
-		return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []crreconcile.Request {
-			if drop {
-				r.keyMu.Lock()
-				r.key = nil
-				r.keyMu.Unlock()
+	enqueueAll := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
+		for _, req := range r.allInstallations(ctx) {
+			q.Add(req)
+		}
+	}
+	// The key Secret: its content replaces the key held at once (no
+	// moment without a key: a reconcile signing meanwhile uses the old
+	// one or the new one). Its creation (the operator's own, on first
+	// start, or the informer's first list) re-judges nothing.
+	keySecret := handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, _ workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
+			r.replaceKey(e.Object)
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
+			if r.replaceKey(e.ObjectNew) {
+				enqueueAll(ctx, q)
 			}
-			return r.allInstallations(ctx)
-		})
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
+			r.keyMu.Lock()
+			r.keyStale = true
+			r.keyMu.Unlock()
+			enqueueAll(ctx, q)
+		},
+	}
+	// The trusted keys: any change after the operator started re-judges
+	// every Installation (the informer's first list does not: the first
+	// reconciles read the keys anyway).
+	trustedKeys := handler.Funcs{
+		CreateFunc: func(ctx context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
+			if !e.Object.GetCreationTimestamp().Time.Before(r.started.Truncate(time.Second)) {
+				enqueueAll(ctx, q)
+			}
+		},
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
+			enqueueAll(ctx, q)
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
+			enqueueAll(ctx, q)
+		},
 	}
 	return []source.Source{
-		source.Kind[client.Object](c, &corev1.Secret{}, all(true)),
-		source.Kind[client.Object](c, &corev1.ConfigMap{}, all(false)),
+		source.Kind[client.Object](c, &corev1.Secret{}, keySecret),
+		source.Kind[client.Object](c, &corev1.ConfigMap{}, trustedKeys),
 	}, nil
+}
+
+// replaceKey makes the key of a key Secret the one the operator holds; it
+// reports whether that changed the key (a Secret it cannot read leaves the
+// held key, marked to be read again).
+func (r *Reconciler) replaceKey(o client.Object) bool {
+	sec, ok := o.(*corev1.Secret)
+	if !ok {
+		return false
+	}
+	k, err := trust.OperatorKeyOf(sec)
+	r.keyMu.Lock()
+	defer r.keyMu.Unlock()
+	if err != nil {
+		r.keyStale = true
+		return true
+	}
+	changed := r.key == nil || r.key.Signer.KeyID() != k.Signer.KeyID() || r.key.Keys.Len() != k.Keys.Len()
+	r.key, r.keyStale = k, false
+	return changed
 }
 
 // allInstallations lists every Installation the operator watches.

@@ -16,19 +16,20 @@ import (
 var errKeyNotLoaded = errors.New("the operator's signing key is not loaded yet")
 
 // operatorKey reads the operator's signing key (creating it on first
-// start) and keeps it until the key Secret changes (keyWatches drops it:
-// a rotated or revoked key counts without a restart).
+// start) and keeps it; keyWatches replaces it when the key Secret changes
+// (a rotated or revoked key counts without a restart) and marks it to be
+// read again when the Secret is deleted.
 func (r *Reconciler) operatorKey(ctx context.Context) (*trust.OperatorKey, error) {
 	r.keyMu.Lock()
 	defer r.keyMu.Unlock()
-	if r.key != nil {
+	if r.key != nil && !r.keyStale {
 		return r.key, nil
 	}
 	k, err := trust.EnsureOperatorKey(ctx, r.kube, r.opts.KeyNamespace)
 	if err != nil {
 		return nil, err
 	}
-	r.key = k
+	r.key, r.keyStale = k, false
 	return k, nil
 }
 

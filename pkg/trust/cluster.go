@@ -113,6 +113,10 @@ func keySecret(namespace string, s *Signer, retired []byte) *corev1.Secret {
 	}
 }
 
+// OperatorKeyOf reads the operator's key from its Secret (as
+// EnsureOperatorKey returns it), e.g. from a watch event.
+func OperatorKeyOf(sec *corev1.Secret) (*OperatorKey, error) { return operatorKeyOf(sec) }
+
 func operatorKeyOf(sec *corev1.Secret) (*OperatorKey, error) {
 	where := fmt.Sprintf("operator signing key secret %s/%s", sec.Namespace, sec.Name)
 	s, err := ParsePrivateKey(sec.Data[PrivateKeyKey], nil)
