@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -153,9 +154,12 @@ type Reconciler struct {
 	// warmed is closed once warmer has started the kind table's informers.
 	warmed chan struct{}
 	// oci caches pulled artifacts and registry clients (OCI sources).
-	oci   ociArtifacts
-	keyMu sync.Mutex
-	key   *trust.OperatorKey
+	oci ociArtifacts
+	// keyCache holds the key Secret and trusted keys ConfigMap
+	// (keyWatches); nil until SetupWithManager.
+	keyCache cache.Cache
+	keyMu    sync.Mutex
+	key      *trust.OperatorKey
 	// keyStale: the key Secret was deleted or unreadable; the next use
 	// reads (or makes) it again, the held key serving until then.
 	keyStale bool

@@ -43,6 +43,7 @@ func (r *Reconciler) keyWatches(mgr ctrl.Manager) ([]source.Source, error) {
 	if err := mgr.Add(c); err != nil {
 		return nil, fmt.Errorf("key namespace cache: %w", err)
 	}
+	r.keyCache = c
 	enqueueAll := func(ctx context.Context, q workqueue.TypedRateLimitingInterface[crreconcile.Request]) {
 		for _, req := range r.allInstallations(ctx) {
 			q.Add(req)

@@ -13,7 +13,9 @@ import (
 	k8schain "github.com/google/go-containerregistry/pkg/authn/kubernetes"
 	"golang.org/x/sync/singleflight"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -281,12 +283,30 @@ func (r *Reconciler) trustedKeys(ctx context.Context) (*trust.KeyRing, error) {
 	}
 	ring := &trust.KeyRing{}
 	ring.Merge(k.Keys)
-	extra, err := trust.TrustedKeys(ctx, r.kube, r.opts.KeyNamespace)
+	extra, err := r.trustedKeysConfigMap(ctx)
 	if err != nil {
 		return nil, err
 	}
 	ring.Merge(extra)
 	return ring, nil
+}
+
+// trustedKeysConfigMap reads the trusted keys from the key namespace's
+// watched cache (keyWatches), not the API server: a load, every poll of an
+// OCI source included, costs no request for them.
+func (r *Reconciler) trustedKeysConfigMap(ctx context.Context) (*trust.KeyRing, error) {
+	if r.keyCache == nil {
+		return trust.TrustedKeys(ctx, r.kube, r.opts.KeyNamespace)
+	}
+	var cm corev1.ConfigMap
+	err := r.keyCache.Get(ctx, client.ObjectKey{Namespace: r.opts.KeyNamespace, Name: trust.TrustedKeysConfigMap}, &cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		return trust.TrustedKeysOf(nil)
+	case err != nil:
+		return nil, fmt.Errorf("trusted keys configmap %s/%s: %w", r.opts.KeyNamespace, trust.TrustedKeysConfigMap, err)
+	}
+	return trust.TrustedKeysOf(&cm)
 }
 
 // pollInterval is how soon an Installation is reconciled again when

@@ -153,9 +153,18 @@ func TrustedKeys(ctx context.Context, kube kubernetes.Interface, namespace strin
 	if err != nil {
 		return nil, fmt.Errorf("trusted keys configmap %s/%s: %w", namespace, TrustedKeysConfigMap, err)
 	}
+	return TrustedKeysOf(cm)
+}
+
+// TrustedKeysOf is the key ring of a trusted keys ConfigMap read
+// elsewhere (a cache); nil is the empty ring.
+func TrustedKeysOf(cm *corev1.ConfigMap) (*KeyRing, error) {
 	ring := &KeyRing{}
+	if cm == nil {
+		return ring, nil
+	}
 	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
-		if err := ring.AddPEM(namespace+"/"+TrustedKeysConfigMap+"/"+k, []byte(cm.Data[k])); err != nil {
+		if err := ring.AddPEM(cm.Namespace+"/"+TrustedKeysConfigMap+"/"+k, []byte(cm.Data[k])); err != nil {
 			return nil, fmt.Errorf("trusted keys configmap: %w", err)
 		}
 	}
