@@ -109,14 +109,7 @@ func BenchmarkOCIFleet(b *testing.B) {
 		}
 		interval = d
 	}
-	idlePolls := 5
-	if v := os.Getenv("INSTALLSTRATEGY_FLEET_IDLE_POLLS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			b.Fatalf("INSTALLSTRATEGY_FLEET_IDLE_POLLS=%q: want a number of at least 1", v)
-		}
-		idlePolls = n
-	}
+	idlePolls := envInt(b, "INSTALLSTRATEGY_FLEET_IDLE_POLLS", 5, 1)
 	env := testenv.New(b)
 	lockSample(b) // the operator watches every namespace: no e2e test may run beside it
 	installCRD(b.Context(), b, env)

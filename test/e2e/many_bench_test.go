@@ -59,14 +59,7 @@ type manyFigures struct {
 //
 //	go test -run '^$' -bench ManyInstallations -benchtime 1x -timeout 60m ./test/e2e
 func BenchmarkManyInstallations(b *testing.B) {
-	many := 100
-	if v := os.Getenv("INSTALLSTRATEGY_MANY_INSTALLATIONS"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 2 {
-			b.Fatalf("INSTALLSTRATEGY_MANY_INSTALLATIONS=%q: want a number of at least 2", v)
-		}
-		many = n
-	}
+	many := envInt(b, "INSTALLSTRATEGY_MANY_INSTALLATIONS", 100, 2)
 	env := testenv.New(b)
 	lockSample(b) // the operator watches every namespace: no e2e test may run beside it
 	installCRD(b.Context(), b, env)
@@ -109,6 +102,21 @@ func BenchmarkManyInstallations(b *testing.B) {
 			lots.installations, one.installations, lots.deploy.Seconds(), one.deploy.Seconds(), lots.peakRSS, one.peakRSS,
 			lots.idleRequests, one.idleRequests, lots.resyncs, one.resyncs, lots.idleCPU, one.idleCPU)
 	})
+}
+
+// envInt is the whole number in the environment variable name, def when
+// it is unset; a value below least fails the benchmark.
+func envInt(b *testing.B, name string, def, least int) int {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < least {
+		b.Fatalf("%s=%q: want a number of at least %d", name, v, least)
+	}
+	return n
 }
 
 // benchNamespaces makes n namespaces and a direct client for a benchmark
