@@ -32,10 +32,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/deploy"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -383,7 +383,7 @@ func removeInstallation(t *testing.T, env *testenv.Env, c client.Client, in *v1a
 		cur.Finalizers = nil
 		_ = c.Update(ctx, cur)
 	}
-	selector := controller.Owner(in).Selector()
+	selector := operator.Owner(in).Selector()
 	for _, info := range kinds.All() {
 		if info.Namespaced {
 			continue

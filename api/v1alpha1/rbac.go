@@ -3,7 +3,7 @@ package v1alpha1
 // The operator's RBAC, as controller-gen markers: `make manifests` writes
 // them to config/rbac/role.yaml (ClusterRole installstrategy-operator, and a
 // Role of that name in installstrategy-system for leader election). They live
-// in this package until the controller (internal/controller) exists. Every
+// in this package until the controller (pkg/operator) exists. Every
 // rule says why it is needed; keep it so when adding one.
 //
 // Honest scope: the operator applies whatever an install strategy contains,

@@ -1,6 +1,6 @@
 // Command installstrategy-operator is the installstrategy operator. By
 // default it runs the manager: the Installation controller
-// (internal/controller) with leader election, health probes and Prometheus
+// (pkg/operator) with leader election, health probes and Prometheus
 // metrics. With --dump-install-strategy it reads the target configuration
 // from TARGET_DEPLOYMENT_CONFIG, generates the strategy of its product (the
 // built-in sample product) and publishes it in the configuration's
@@ -28,10 +28,10 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/installstrategy/installstrategy/internal/buildinfo"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -79,14 +79,14 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.StringVar(&mo.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ profiles (heap, CPU, goroutines), e.g. 127.0.0.1:8082 (keep it on loopback: a heap profile shows what the operator holds, Secrets included); \"0\" disables them")
 	fs.StringVar(&mo.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
 	fs.StringVar(&mo.namespace, "namespace", "", "watch Installations of this namespace only; empty means every namespace")
-	fs.StringVar(&mo.keyNamespace, "key-namespace", "", "the operator's own namespace, writable only by cluster administrators: its signing key Secret ("+trust.OperatorKeySecret+") and trusted keys ConfigMap ("+trust.TrustedKeysConfigMap+"); empty means --leader-election-namespace, else the pod's namespace, else "+controller.DefaultKeyNamespace+" (never --namespace)")
+	fs.StringVar(&mo.keyNamespace, "key-namespace", "", "the operator's own namespace, writable only by cluster administrators: its signing key Secret ("+trust.OperatorKeySecret+") and trusted keys ConfigMap ("+trust.TrustedKeysConfigMap+"); empty means --leader-election-namespace, else the pod's namespace, else "+operator.DefaultKeyNamespace+" (never --namespace)")
 	fs.StringVar(&mo.image, "operator-image", os.Getenv("OPERATOR_IMAGE"), "the operator's own image, which dumps the built-in product for versions other than its own (default $OPERATOR_IMAGE)")
-	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+controller.DefaultRegistry)
+	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+operator.DefaultRegistry)
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
 	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.IntVar(&mo.maxReconciles, "max-concurrent-reconciles", 0, "Installations reconciled at once (a rollout holds one while it waits for its workloads); 0 means 4")
-	fs.DurationVar(&mo.resync, "resync-period", controller.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
-	fs.DurationVar(&mo.servedCheck, "served-certificate-check", controller.DefaultServedCertificateCheck, "how often, at most, resyncs dial the Services of generated certificates to check what they present (condition CertificatesServed; also after every rollout); negative: never")
+	fs.DurationVar(&mo.resync, "resync-period", operator.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
+	fs.DurationVar(&mo.servedCheck, "served-certificate-check", operator.DefaultServedCertificateCheck, "how often, at most, resyncs dial the Services of generated certificates to check what they present (condition CertificatesServed; also after every rollout); negative: never")
 	fs.Func("dump-pod-labels", "labels k=v[,k=v] put on dump Job pods (a test hook: the local cluster's simulated kubelet selects behaviours with them)", func(v string) (err error) {
 		mo.dumpPodLabels, err = keyValues(v)
 		return err

@@ -19,10 +19,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
+	"github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 const (
@@ -125,12 +126,14 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 	if keyNamespace == "" {
 		keyNamespace = podNamespace()
 	}
-	r, err := controller.New(mgr, controller.Options{
+	r, err := operator.New(mgr, operator.Options{
+		Resource:                operator.InstallationResource(),
+		Product:                 dump.Product,
 		KeyNamespace:            keyNamespace,
 		DumpPodLabels:           o.dumpPodLabels,
 		DumpPodEnv:              o.dumpPodEnv,
 		DumpPodPlacement:        o.dumpPodPlacement,
-		Defaults:                controller.Defaults{Version: o.version, Registry: o.registry},
+		Defaults:                operator.Defaults{Version: o.version, Registry: o.registry},
 		OperatorImage:           o.image,
 		ResyncPeriod:            o.resync,
 		ServedCertificateCheck:  o.servedCheck,

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -203,20 +202,7 @@ func createDeployedInstallation(ctx context.Context, t *testing.T, env *testenv.
 // status subresource.)
 func createKubeVirtCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
 	t.Helper()
-	preserve := true
-	crd := &apiextensionsv1.CustomResourceDefinition{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubevirts.kubevirt.io"},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: "kubevirt.io", Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "kubevirts", Singular: "kubevirt", Kind: "KubeVirt", ListKind: "KubeVirtList"},
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}}}},
-		},
-	}
-	if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	env.WaitCRDEstablished(ctx, t, crd.Name)
+	env.EnsureKubeVirtCRD(ctx, t)
 }
 
 // createKubeVirtCR creates the KubeVirt CRD and a Deployed KubeVirt CR.
@@ -225,9 +211,12 @@ func createKubeVirtCR(ctx context.Context, t *testing.T, env *testenv.Env, ns st
 	createKubeVirtCRD(ctx, t, env)
 	res := env.Dynamic.Resource(kubevirtsGVR).Namespace(ns)
 	testenv.WaitFor(ctx, t, "the KubeVirt CR is created", func(ctx context.Context) (bool, string, error) {
-		_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "metadata": map[string]any{"name": "kubevirt"}, "spec": map[string]any{},
-			"status": map[string]any{"phase": "Deployed", "targetKubeVirtVersion": "v1.9.0"}}}, metav1.CreateOptions{})
+		cr, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt", "metadata": map[string]any{"name": "kubevirt"}, "spec": map[string]any{}}}, metav1.CreateOptions{})
+		if err == nil {
+			cr.Object["status"] = map[string]any{"phase": "Deployed", "targetKubeVirtVersion": "v1.9.0"}
+			_, err = res.UpdateStatus(ctx, cr, metav1.UpdateOptions{})
+		}
 		switch {
 		case apierrors.IsNotFound(err):
 			return false, err.Error(), nil // Established comes a moment before the resource is served

@@ -108,3 +108,9 @@ func Run(ctx context.Context, opts Options) (*Result, error) {
 	}
 	return &Result{Identity: s.Identity, Entry: e, Published: published, Objects: len(s.Objects), Digest: codec.Digest(text)}, nil
 }
+
+// Product is the operator's built-in product (operator.Options.Product):
+// the sample product with the native identifier.
+func Product(cfg *identity.Config) (*strategy.Strategy, error) {
+	return Sample(cfg, identity.Native)
+}

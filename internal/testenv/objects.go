@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -224,4 +225,34 @@ func (e *Env) PodUIDs(ctx context.Context, t testing.TB, ns string) map[string][
 		slices.Sort(v)
 	}
 	return out
+}
+
+// EnsureKubeVirtCRD creates KubeVirt's CRD (kubevirt.io/v1 KubeVirt), or
+// updates it to this form: any spec and status (the strategies do not
+// carry the CRD, virt-operator's own manifest does), with the status
+// subresource virt-operator writes through, and waits until it is served.
+func (e *Env) EnsureKubeVirtCRD(ctx context.Context, t testing.TB) {
+	t.Helper()
+	preserve := true
+	want := apiextensionsv1.CustomResourceDefinitionSpec{
+		Group: "kubevirt.io", Scope: apiextensionsv1.NamespaceScoped,
+		Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "kubevirts", Singular: "kubevirt", Kind: "KubeVirt", ListKind: "KubeVirtList", ShortNames: []string{"kv", "kvs"}},
+		Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+			Subresources: &apiextensionsv1.CustomResourceSubresources{Status: &apiextensionsv1.CustomResourceSubresourceStatus{}},
+			Schema:       &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}}}},
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: "kubevirts.kubevirt.io"}}
+	err := e.Client.Get(ctx, client.ObjectKeyFromObject(crd), crd)
+	switch {
+	case apierrors.IsNotFound(err):
+		crd.Spec = want
+		err = e.Client.Create(ctx, crd)
+	case err == nil && crd.Spec.Versions[0].Subresources == nil:
+		crd.Spec = want
+		err = e.Client.Update(ctx, crd)
+	}
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	e.WaitCRDEstablished(ctx, t, crd.Name)
 }

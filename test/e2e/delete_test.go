@@ -13,9 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 // createWidget creates a Widget of the sample product in the namespace.
@@ -63,7 +63,7 @@ func (e *e2e) waitGone(ctx context.Context, t *testing.T, name string) {
 // once: the rollout stops and the delete stages run, instead of waiting
 // for the step's deadline.
 func TestDeleteWhileDeploying(t *testing.T) {
-	e := setupWith(t, func(o *controller.Options) { o.StageDeadline = 30 * time.Minute })
+	e := setupWith(t, func(o *operator.Options) { o.StageDeadline = 30 * time.Minute })
 	ctx := t.Context()
 	spec := sampleSpec("v1.0.0")
 	spec.UninstallStrategy = v1alpha1.UninstallRemoveWorkloads

@@ -29,11 +29,12 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	sigsyaml "sigs.k8s.io/yaml"
 
-	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
+	"github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 const crdFile = "../../config/crd/bases/installstrategy.io_installations.yaml"
@@ -59,10 +60,10 @@ type e2e struct {
 	keyNS  string
 	// config, when set, is the operator's client configuration.
 	config *rest.Config
-	change func(*controller.Options)
+	change func(*operator.Options)
 	// reconciler is the running manager's Installation controller.
-	reconciler *controller.Reconciler
-	metrics    *controller.Metrics
+	reconciler *operator.Reconciler
+	metrics    *operator.Metrics
 	stop       func()
 }
 
@@ -129,20 +130,20 @@ func newE2E(t *testing.T) (*e2e, *runtime.Scheme) {
 }
 
 // setupWith is setup with changes to the controller's options.
-func setupWith(t *testing.T, change func(*controller.Options)) *e2e {
+func setupWith(t *testing.T, change func(*operator.Options)) *e2e {
 	t.Helper()
 	return setupConfig(t, change, nil)
 }
 
 // setupRecorded is setupWith with every request of the operator recorded.
-func setupRecorded(t *testing.T, change func(*controller.Options)) (*e2e, *applytest.Recorder) {
+func setupRecorded(t *testing.T, change func(*operator.Options)) (*e2e, *applytest.Recorder) {
 	t.Helper()
 	return setupRecordedMany(t, 1, change)
 }
 
 // setupRecordedMany is setupRecorded with n install namespaces watched by
 // the manager: e.ns and n-1 more (e.more).
-func setupRecordedMany(t *testing.T, n int, change func(*controller.Options)) (*e2e, *applytest.Recorder) {
+func setupRecordedMany(t *testing.T, n int, change func(*operator.Options)) (*e2e, *applytest.Recorder) {
 	t.Helper()
 	var rec *applytest.Recorder
 	e := setupNamespaces(t, n, change, func(cfg *rest.Config) *rest.Config {
@@ -154,14 +155,14 @@ func setupRecordedMany(t *testing.T, n int, change func(*controller.Options)) (*
 
 // setupConfig is setupWith with the operator's client configuration
 // changed by wrap (nil: as it is).
-func setupConfig(t *testing.T, change func(*controller.Options), wrap func(*rest.Config) *rest.Config) *e2e {
+func setupConfig(t *testing.T, change func(*operator.Options), wrap func(*rest.Config) *rest.Config) *e2e {
 	t.Helper()
 	return setupNamespaces(t, 1, change, wrap)
 }
 
 // setupNamespaces is setupConfig with n install namespaces watched by the
 // manager: e.ns and n-1 more (e.more).
-func setupNamespaces(t *testing.T, n int, change func(*controller.Options), wrap func(*rest.Config) *rest.Config) *e2e {
+func setupNamespaces(t *testing.T, n int, change func(*operator.Options), wrap func(*rest.Config) *rest.Config) *e2e {
 	t.Helper()
 	e, scheme := newE2E(t)
 	for range n - 1 {
@@ -209,20 +210,21 @@ func (e *e2e) startManager(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	opts := controller.Options{
-		Defaults:         controller.Defaults{Registry: "registry.example/sample"},
+	opts := operator.Options{
+		Defaults:         operator.Defaults{Registry: "registry.example/sample"},
 		ResyncPeriod:     time.Minute,
 		ProgressInterval: 500 * time.Millisecond,
 		Interval:         200 * time.Millisecond,
 		StageDeadline:    time.Minute,
-		Metrics:          controller.NewMetrics(),
+		Metrics:          operator.NewMetrics(),
 		KeyNamespace:     e.keyNS,
+		Product:          dump.Product,
 	}
 	if e.change != nil {
 		e.change(&opts)
 	}
 	e.metrics = opts.Metrics
-	r, err := controller.New(mgr, opts)
+	r, err := operator.New(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -385,7 +387,7 @@ func expectedIdentity(t *testing.T, ns, version string, cc *v1alpha1.CustomizeCo
 // for an Installation.
 func identityOf(t *testing.T, in *v1alpha1.Installation) (string, *identity.Config) {
 	t.Helper()
-	cfg, err := controller.ConfigFor(in, controller.Defaults{})
+	cfg, err := operator.ConfigFor(in, operator.Defaults{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 // waitDegraded waits until the Installation is Degraded with reason.
@@ -89,7 +89,7 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 // own configuration — a later attempt finds the strategy and the
 // Installation recovers to Deployed.
 func TestImageSourceDumpJobFails(t *testing.T) {
-	e := setupWith(t, func(o *controller.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) })
+	e := setupWith(t, func(o *operator.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) })
 	ctx := t.Context()
 	spec := sampleSpec("v1.0.0")
 	spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.0.0"}
@@ -127,7 +127,7 @@ func TestImageSourceDumpJobFails(t *testing.T) {
 // nothing: DumpJobFailed).
 func TestProductOfAnotherVersionIsDumped(t *testing.T) {
 	const image = "registry.example/sample/sample-operator:v1.0.0"
-	e := setupWith(t, func(o *controller.Options) {
+	e := setupWith(t, func(o *operator.Options) {
 		o.Defaults.Version = "v1.0.0"
 		o.OperatorImage = image
 	})

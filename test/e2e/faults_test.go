@@ -12,9 +12,9 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
 
@@ -51,7 +51,7 @@ func checkPlanClean(ctx context.Context, t *testing.T, e *e2e, version string) {
 	// The operator's certificate lifetimes, so that its certificates are
 	// the ones wanted.
 	caLife, serverLife := in.Spec.CertificateLifetimes()
-	p, err := reconcile.Plan(ctx, e.env.Config, s, reconcile.Options{Owner: controller.Owner(in), Observed: s.Identity,
+	p, err := reconcile.Plan(ctx, e.env.Config, s, reconcile.Options{Owner: operator.Owner(in), Observed: s.Identity,
 		Certificates: reconcile.CertOptions{CAValidity: caLife.Duration, CARenewBefore: caLife.RenewBefore,
 			CertValidity: serverLife.Duration, CertRenewBefore: serverLife.RenewBefore}})
 	if err != nil {

@@ -223,7 +223,7 @@ func idleWindow(reg *fleetRegistry, client string, interval time.Duration, idleP
 }
 
 // operatorAgent is the first word of the operator's User-Agent towards
-// registries (internal/controller's ociClient).
+// registries (pkg/operator's ociClient).
 const operatorAgent = "installstrategy-operator"
 
 // measureOCIFleet runs our side: one operator process watching every

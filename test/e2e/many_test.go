@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
 
@@ -119,8 +119,8 @@ func waitAllDeployed(ctx context.Context, tb testing.TB, c client.Client, namesp
 // not grow with the number of Installations.
 func TestManyInstallationsIdleResyncs(t *testing.T) {
 	const installations = 10
-	var metrics *controller.Metrics
-	e, rec := setupRecordedMany(t, installations, func(o *controller.Options) {
+	var metrics *operator.Metrics
+	e, rec := setupRecordedMany(t, installations, func(o *operator.Options) {
 		o.ResyncPeriod = 3 * time.Second
 		metrics = o.Metrics
 	})

@@ -10,10 +10,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/productdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -62,7 +62,7 @@ func TestProductThroughOperator(t *testing.T) {
 	first, last := p.Versions[0], p.Versions[len(p.Versions)-1]
 	e.create(ctx, t, p.Name, spec(first))
 	in := e.waitDeployed(ctx, t, p.Name, first)
-	owner := controller.Owner(in)
+	owner := operator.Owner(in)
 	inv, err := inventory.NewStore(e.env.Kube).Get(ctx, owner)
 	if err != nil || !inv.Exists() || len(inv.Entries) == 0 {
 		t.Fatalf("inventory of %s: %v %+v", owner, err, inv)

@@ -19,11 +19,11 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/images"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/certs"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 // TestRealCanaryCrashLoopStopsUpgrade runs the sample product's handler
@@ -88,9 +88,9 @@ func TestRealCanaryCrashLoopStopsUpgrade(t *testing.T) {
 // setupOnRealNode starts the operator, imports the sample's images into
 // the real node and creates the sample product at v1.0.0 with its handler
 // (and, with infra, its api and controller) placed on the real node.
-func setupOnRealNode(t *testing.T, infra bool, change ...func(*controller.Options)) (*e2e, *cluster.RealNode) {
+func setupOnRealNode(t *testing.T, infra bool, change ...func(*operator.Options)) (*e2e, *cluster.RealNode) {
 	t.Helper()
-	e := setupWith(t, func(o *controller.Options) {
+	e := setupWith(t, func(o *operator.Options) {
 		for _, c := range change {
 			c(o)
 		}
@@ -139,7 +139,7 @@ func onRealNode() *v1alpha1.NodePlacement {
 func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 	// The operator checks what sample-api's Service presents at every
 	// resync (see the end).
-	e, rn := setupOnRealNode(t, true, func(o *controller.Options) {
+	e, rn := setupOnRealNode(t, true, func(o *operator.Options) {
 		o.ResyncPeriod, o.ServedCertificateCheck = 2*time.Second, time.Nanosecond
 	})
 	ctx := t.Context()

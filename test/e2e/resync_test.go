@@ -15,10 +15,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 // An unchanged resync writes nothing, status included: over resyncs that
@@ -26,8 +26,8 @@ import (
 // all. (A resourceVersion cannot show it: the API server keeps it for an
 // update that changes nothing.)
 func TestUnchangedResyncWritesNoStatus(t *testing.T) {
-	var metrics *controller.Metrics
-	e, rec := setupRecorded(t, func(o *controller.Options) {
+	var metrics *operator.Metrics
+	e, rec := setupRecorded(t, func(o *operator.Options) {
 		o.ResyncPeriod = 2 * time.Second
 		metrics = o.Metrics
 	})
@@ -64,14 +64,14 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 
 // setupCounted starts an operator that resyncs hourly (no resync within a
 // test) and returns its metrics and a count of its reconciles so far.
-func setupCounted(t *testing.T) (*e2e, *controller.Metrics, func() float64) {
-	var metrics *controller.Metrics
-	e, _ := setupRecorded(t, func(o *controller.Options) {
+func setupCounted(t *testing.T) (*e2e, *operator.Metrics, func() float64) {
+	var metrics *operator.Metrics
+	e, _ := setupRecorded(t, func(o *operator.Options) {
 		o.ResyncPeriod = time.Hour
 		metrics = o.Metrics
 	})
 	return e, metrics, func() (n float64) {
-		for _, o := range controller.Outcomes {
+		for _, o := range operator.Outcomes {
 			n += testutil.ToFloat64(metrics.Reconciles.WithLabelValues(o))
 		}
 		return n
@@ -267,8 +267,8 @@ func TestInformersStartBeforeTheFirstRollout(t *testing.T) {
 // one GET each.
 func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
 	const resyncs = 3
-	var metrics *controller.Metrics
-	e, rec := setupRecorded(t, func(o *controller.Options) {
+	var metrics *operator.Metrics
+	e, rec := setupRecorded(t, func(o *operator.Options) {
 		o.ResyncPeriod = 3 * time.Second
 		metrics = o.Metrics
 	})

@@ -19,12 +19,12 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -409,7 +409,7 @@ func TestStoredProductTamperedAndKeyRotation(t *testing.T) {
 // stored strategy with that digest — not a newer one a ConfigMap editor
 // created for the same identifier — and signs it with its key.
 func TestDumpJobResultIsBoundToTheJob(t *testing.T) {
-	e := setupWith(t, func(o *controller.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) })
+	e := setupWith(t, func(o *operator.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) })
 	ctx := t.Context()
 	const user = "trudy"
 	trudy := e.configMapEditor(ctx, t, user)
@@ -513,7 +513,7 @@ func TestNoSigningKeyNothingApplied(t *testing.T) {
 	if _, err := env.Kube.CoreV1().Secrets(keyNS).Create(t.Context(), bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e := setupWith(t, func(o *controller.Options) { o.KeyNamespace = keyNS })
+	e := setupWith(t, func(o *operator.Options) { o.KeyNamespace = keyNS })
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonStrategyLoadFailed)

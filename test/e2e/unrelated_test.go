@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/installstrategy/installstrategy/internal/controller"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 // This test is in a file of its own, sorted after the others: run before
@@ -30,8 +30,8 @@ import (
 // ReplicaSets for them.)
 func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 	const unrelated = 2000
-	var metrics *controller.Metrics
-	e := setupWith(t, func(o *controller.Options) {
+	var metrics *operator.Metrics
+	e := setupWith(t, func(o *operator.Options) {
 		o.ResyncPeriod = 2 * time.Second
 		metrics = o.Metrics
 	})

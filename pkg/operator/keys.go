@@ -1,4 +1,4 @@
-package controller
+package operator
 
 import (
 	"time"
@@ -17,7 +17,6 @@ import (
 	crreconcile "sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -113,13 +112,5 @@ func (r *Reconciler) replaceKey(o client.Object) bool {
 
 // allInstallations lists every Installation the operator watches.
 func (r *Reconciler) allInstallations(ctx context.Context) []crreconcile.Request {
-	var list v1alpha1.InstallationList
-	if err := r.client.List(ctx, &list); err != nil {
-		return nil
-	}
-	out := make([]crreconcile.Request, 0, len(list.Items))
-	for _, in := range list.Items {
-		out = append(out, crreconcile.Request{NamespacedName: client.ObjectKeyFromObject(&in)})
-	}
-	return out
+	return r.requests(ctx, "")
 }

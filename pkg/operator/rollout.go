@@ -1,4 +1,4 @@
-package controller
+package operator
 
 import (
 	"context"
@@ -16,21 +16,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
-	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
-
-// sampleProduct generates the operator's own product.
-func sampleProduct(cfg *identity.Config) (*strategy.Strategy, error) {
-	return dump.Sample(cfg, identity.Native)
-}
 
 var workloadResources = map[string]schema.GroupVersionResource{
 	"Deployment":  {Group: "apps", Version: "v1", Resource: "deployments"},
@@ -46,7 +39,7 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 	return reconcile.Options{
 		Observed:       observedIdentity(in),
 		Owner:          Owner(in),
-		OwnerReference: &metav1.OwnerReference{APIVersion: v1alpha1.GroupVersion.String(), Kind: "Installation", Name: in.Name, UID: in.UID},
+		OwnerReference: &metav1.OwnerReference{APIVersion: r.res.GroupVersionKind().GroupVersion().String(), Kind: r.res.GroupVersionKind().Kind, Name: in.Name, UID: in.UID},
 		Adopt:          adoptPolicy(in.Spec.Adopt),
 		PruneCRDs:      in.Spec.PruneCRDs,
 		StageDeadline:  r.opts.StageDeadline,
@@ -75,11 +68,11 @@ var errDeletedMidRollout = errors.New("the installation is being deleted")
 // beingDeleted reports whether the Installation (as the manager's cache
 // has it) has a deletion timestamp.
 func (r *Reconciler) beingDeleted(ctx context.Context, in *v1alpha1.Installation) bool {
-	cur := &v1alpha1.Installation{}
+	cur := r.res.New()
 	if err := r.client.Get(ctx, client.ObjectKeyFromObject(in), cur); err != nil {
 		return apierrors.IsNotFound(err)
 	}
-	return cur.DeletionTimestamp != nil
+	return cur.GetDeletionTimestamp() != nil
 }
 
 // stageApply rolls the strategy out with reconcile.Run, keeping
@@ -353,12 +346,12 @@ func (r *Reconciler) recordRevision(ctx context.Context, s *State, rev v1alpha1.
 // namespace's Installations name, with the digests they ran with (read from
 // the cache), and the ConfigMaps their configMap sources name.
 func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([]store.Retain, error) {
-	var list v1alpha1.InstallationList
-	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	list, err := r.list(ctx, namespace)
+	if err != nil {
 		return nil, fmt.Errorf("list installations in %s: %w", namespace, err)
 	}
 	var out []store.Retain
-	for _, in := range list.Items {
+	for _, in := range list {
 		if in.Spec.StrategySourceType() == v1alpha1.StrategySourceConfigMap {
 			// A ConfigMap an Installation names is its author's, whatever
 			// it holds now (replaced by another version, it is refused,

@@ -1,4 +1,4 @@
-package controller
+package operator
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -65,6 +66,13 @@ const (
 // refreshes status every 2 seconds during a rollout, generates the sample
 // product in process and uses the reconciler's default deadlines.
 type Options struct {
+	// Resource is the kind reconciled; nil means InstallationResource.
+	Resource Resource
+	// Product generates the operator's built-in product for a
+	// configuration: the strategy of a view whose spec names no source
+	// (a generator in the binary, like virt-operator's). nil: such views
+	// fail to load, saying so.
+	Product func(cfg *identity.Config) (*strategy.Strategy, error)
 	// Defaults are the version and registry of Installations that name
 	// none.
 	Defaults Defaults
@@ -169,6 +177,7 @@ type Reconciler struct {
 	recorder recorder.EventRecorder
 	metrics  *Metrics
 	opts     Options
+	res      Resource
 }
 
 // New returns a Reconciler that uses the manager's clients and
@@ -187,7 +196,10 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		opts.KeyNamespace = DefaultKeyNamespace
 	}
 	r := &Reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), cfg: cfg, kube: kube, dyn: dyn,
-		recorder: mgr.GetEventRecorder(Name), opts: opts, warmed: make(chan struct{}), started: time.Now()}
+		recorder: mgr.GetEventRecorder(Name), opts: opts, res: opts.Resource, warmed: make(chan struct{}), started: time.Now()}
+	if r.res == nil {
+		r.res = InstallationResource()
+	}
 	st, err := store.NewForConfig(cfg, store.Options{Signer: operatorSigner{r}, Trusted: r.trustedStored,
 		Creating: func(cm *corev1.ConfigMap) { r.own.expect(createKey(cm)) },
 		Deleting: func(e store.Entry) { r.own.expect(deleteKey(e.UID)) }})
@@ -251,8 +263,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		return err
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		Named("installation").
-		For(&v1alpha1.Installation{}, builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
+		Named(strings.ToLower(r.res.GroupVersionKind().Kind)).
+		For(r.res.New(), builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
 		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged())).
 		// Workloads are watched through the informers the reconciler reads
 		// from, which hold only objects installations wrote: other
@@ -394,15 +406,7 @@ func isStrategyConfigMap(o client.Object) bool {
 }
 
 func (r *Reconciler) installationsOfNamespace(ctx context.Context, o client.Object) []crreconcile.Request {
-	var list v1alpha1.InstallationList
-	if err := r.client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
-		return nil
-	}
-	reqs := make([]crreconcile.Request, 0, len(list.Items))
-	for _, in := range list.Items {
-		reqs = append(reqs, crreconcile.Request{NamespacedName: types.NamespacedName{Namespace: in.Namespace, Name: in.Name}})
-	}
-	return reqs
+	return r.requests(ctx, o.GetNamespace())
 }
 
 // Stage is one named step of the reconcile pipeline. Run returns done when
@@ -415,11 +419,16 @@ type Stage struct {
 
 // State is what the stages of one reconcile share.
 type State struct {
-	// Installation is the object reconciled; its Status is written by the
-	// stages (under the state's lock while a rollout runs).
+	// Installation is the view of the object reconciled (Resource.View);
+	// its Status is written by the stages (under the state's lock while a
+	// rollout runs) and into the object by writeStatus.
 	Installation *v1alpha1.Installation
+	// Object is the object reconciled, as read at the start.
+	Object client.Object
 	// Config is the deployment configuration (stage config).
 	Config *identity.Config
+	// Algorithm computes the configuration's identifier (stage config).
+	Algorithm identity.Algorithm
 	// Target is the identity of the strategy to deploy.
 	Target strategy.Identity
 	// Strategy is the loaded, customised strategy (stage load).
@@ -439,7 +448,7 @@ type State struct {
 	// lastWrite is the object as this reconcile's last status write
 	// returned it: the next write starts from it instead of reading the
 	// object again (a conflict, someone else's write since, reads it).
-	lastWrite *v1alpha1.Installation
+	lastWrite client.Object
 }
 
 // Stages returns the pipeline of an Installation that is not being deleted.
@@ -468,25 +477,25 @@ func (r *Reconciler) DeleteStages() []Stage {
 // current returns the Installation from the cache, or from the API server
 // when the cached copy is not the version the operator last wrote or read
 // (see Reconciler.wrote).
-func (r *Reconciler) current(ctx context.Context, key client.ObjectKey) (*v1alpha1.Installation, error) {
-	in := &v1alpha1.Installation{}
-	if err := r.client.Get(ctx, key, in); err != nil {
+func (r *Reconciler) current(ctx context.Context, key client.ObjectKey) (client.Object, error) {
+	obj := r.res.New()
+	if err := r.client.Get(ctx, key, obj); err != nil {
 		return nil, err
 	}
-	if rv, ok := r.wrote.Load(key); !ok || rv == in.ResourceVersion {
-		return in, nil
+	if rv, ok := r.wrote.Load(key); !ok || rv == obj.GetResourceVersion() {
+		return obj, nil
 	}
-	if err := r.reader.Get(ctx, key, in); err != nil {
+	if err := r.reader.Get(ctx, key, obj); err != nil {
 		return nil, err
 	}
-	r.wrote.Store(key, in.ResourceVersion)
-	return in, nil
+	r.wrote.Store(key, obj.GetResourceVersion())
+	return obj, nil
 }
 
 // Reconcile runs the stages for one Installation.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
-	in, err := r.current(ctx, req.NamespacedName)
+	obj, err := r.current(ctx, req.NamespacedName)
 	if apierrors.IsNotFound(err) {
 		r.wrote.Delete(req.NamespacedName)
 		r.metrics.forget(req.Namespace, req.Name)
@@ -495,7 +504,14 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	s := &State{Installation: in, log: log, Outcome: "deployed", written: in.Status.DeepCopy()}
+	in, err := r.view(obj)
+	if err != nil {
+		// The author's object cannot be read as an installation: nothing
+		// is done until it changes.
+		log.Error(err, "not reconciled")
+		return ctrl.Result{}, nil
+	}
+	s := &State{Installation: in, Object: obj, log: log, Outcome: "deployed", written: in.Status.DeepCopy()}
 	start := time.Now()
 	defer func() { r.metrics.ReconcileSeconds.WithLabelValues(s.Outcome).Observe(time.Since(start).Seconds()) }()
 	stages := r.Stages()
@@ -538,6 +554,9 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 	status := s.Installation.Status.DeepCopy()
 	status.ObservedGeneration = s.Installation.Generation
 	key := client.ObjectKeyFromObject(s.Installation)
+	// The view SetStatus writes from: the spec and metadata of this
+	// reconcile, the status to write.
+	view := &v1alpha1.Installation{ObjectMeta: *s.Installation.ObjectMeta.DeepCopy(), Spec: *s.Installation.Spec.DeepCopy(), Status: *status}
 	s.mu.Unlock()
 	if s.written != nil && apiequality.Semantic.DeepEqual(*s.written, *status) {
 		return nil
@@ -545,25 +564,29 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 	known := s.lastWrite
 	s.lastWrite = nil
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		latest := &v1alpha1.Installation{}
-		if known != nil {
-			known.DeepCopyInto(latest)
-			known = nil
-		} else if err := r.reader.Get(ctx, key, latest); err != nil {
-			return err
+		latest := known
+		known = nil
+		if latest == nil {
+			latest = r.res.New()
+			if err := r.reader.Get(ctx, key, latest); err != nil {
+				return err
+			}
 		}
 		// s.written may be older than the object (someone else wrote
 		// it since): the object itself decides.
-		if apiequality.Semantic.DeepEqual(latest.Status, *status) {
-			r.wrote.Store(key, latest.ResourceVersion)
-			return nil
-		}
-		latest.Status = *status
-		if err := r.client.Status().Update(ctx, latest); err != nil {
+		next, changed, err := r.withStatus(latest, view)
+		if err != nil {
 			return err
 		}
-		r.wrote.Store(key, latest.ResourceVersion)
-		s.lastWrite = latest
+		if !changed {
+			r.wrote.Store(key, latest.GetResourceVersion())
+			return nil
+		}
+		if err := r.client.Status().Update(ctx, next); err != nil {
+			return err
+		}
+		r.wrote.Store(key, next.GetResourceVersion())
+		s.lastWrite = next
 		return nil
 	})
 	if apierrors.IsNotFound(err) {
@@ -578,7 +601,7 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 }
 
 func (r *Reconciler) event(in *v1alpha1.Installation, eventType, reason, action, note string, args ...any) {
-	r.recorder.Eventf(in, nil, eventType, reason, action, "%s", eventNote(fmt.Sprintf(note, args...)))
+	r.recorder.Eventf(r.ref(in), nil, eventType, reason, action, "%s", eventNote(fmt.Sprintf(note, args...)))
 }
 
 // maxEventNote is the API server's limit on an Event's note.
@@ -607,15 +630,18 @@ func (r *Reconciler) resync() time.Duration {
 
 // stageFinalizer puts the finalizer on the Installation.
 func (r *Reconciler) stageFinalizer(ctx context.Context, s *State) (bool, error) {
-	in := s.Installation
-	if controllerutil.ContainsFinalizer(in, v1alpha1.Finalizer) {
+	in, obj := s.Installation, s.Object
+	if controllerutil.ContainsFinalizer(obj, v1alpha1.Finalizer) {
 		return false, nil
 	}
-	controllerutil.AddFinalizer(in, v1alpha1.Finalizer)
-	if err := r.client.Update(ctx, in); err != nil {
+	obj = obj.DeepCopyObject().(client.Object)
+	controllerutil.AddFinalizer(obj, v1alpha1.Finalizer)
+	if err := r.client.Update(ctx, obj); err != nil {
 		return false, fmt.Errorf("add finalizer: %w", err)
 	}
-	r.wrote.Store(client.ObjectKeyFromObject(in), in.ResourceVersion)
+	s.Object = obj
+	in.Finalizers, in.ResourceVersion = obj.GetFinalizers(), obj.GetResourceVersion()
+	r.wrote.Store(client.ObjectKeyFromObject(obj), obj.GetResourceVersion())
 	return false, nil
 }
 
@@ -624,13 +650,12 @@ func (r *Reconciler) stageFinalizer(ctx context.Context, s *State) (bool, error)
 // lesser name). Installations set aside as AnotherInstallationActive count,
 // so one of them takes over when the active one goes.
 func (r *Reconciler) activeInstallation(ctx context.Context, namespace string) (*v1alpha1.Installation, error) {
-	var list v1alpha1.InstallationList
-	if err := r.client.List(ctx, &list, client.InNamespace(namespace)); err != nil {
+	list, err := r.list(ctx, namespace)
+	if err != nil {
 		return nil, fmt.Errorf("list installations of namespace %s: %w", namespace, err)
 	}
 	var winner *v1alpha1.Installation
-	for i := range list.Items {
-		c := &list.Items[i]
+	for _, c := range list {
 		if c.IsDeleting() {
 			continue
 		}
@@ -675,11 +700,12 @@ func (r *Reconciler) stageActive(ctx context.Context, s *State) (bool, error) {
 // stageConfig maps the spec onto the deployment configuration and computes
 // the target identity (native algorithm).
 func (r *Reconciler) stageConfig(_ context.Context, s *State) (bool, error) {
-	cfg, err := ConfigFor(s.Installation, r.opts.Defaults)
+	cfg, alg, err := r.config(s.Installation)
 	if err != nil {
 		return false, err
 	}
-	id, err := cfg.Identity(identity.Native)
+	s.Algorithm = alg
+	id, err := cfg.Identity(alg)
 	if err != nil {
 		return false, fmt.Errorf("identity: %w", err)
 	}
@@ -721,8 +747,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		return false, err
 	}
 	src := &v1alpha1.StrategyStatus{Source: in.Spec.StrategySourceType()}
-	cfg := s.Config
-	prepare := func(st *strategy.Strategy) error { return Prepare(st, in, cfg) }
+	prepare := func(st *strategy.Strategy) error { return Prepare(st, in) }
 	var loadErr error
 	loadedFrom := "" // the strategy load counter's source, once loaded
 	switch src.Source {
@@ -766,7 +791,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		}
 	case v1alpha1.StrategySourceImage:
 		src.Image = in.Spec.Strategy.Image
-		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Image: src.Image, ImagePullSecrets: pullSecretNames(&in.Spec), Generation: in.Generation, Customize: prepare})
+		res, err := r.loader.Load(ctx, loader.Request{Config: s.Config, Algorithm: s.Algorithm, Image: src.Image, ImagePullSecrets: pullSecretNames(&in.Spec), Generation: in.Generation, Customize: prepare})
 		if err == nil && res.Pending() {
 			r.metrics.StrategyLoads.WithLabelValues("job").Inc()
 			return r.pending(ctx, s, res)
@@ -848,7 +873,10 @@ func (r *Reconciler) pending(ctx context.Context, s *State, res *loader.Result) 
 // stored in the install namespace (so `kubectl installstrategy list` shows
 // it).
 func (r *Reconciler) product(ctx context.Context, cfg *identity.Config) (*strategy.Strategy, store.Entry, error) {
-	st, err := sampleProduct(cfg)
+	if r.opts.Product == nil {
+		return nil, store.Entry{}, fmt.Errorf("no strategy source: spec.strategy names none and the operator has no built-in product (Options.Product)")
+	}
+	st, err := r.opts.Product(cfg)
 	if err != nil {
 		return nil, store.Entry{}, fmt.Errorf("generate product %s: %w", cfg.Version, err)
 	}

@@ -1,4 +1,4 @@
-package controller
+package operator
 
 import (
 	"encoding/json"
@@ -11,20 +11,20 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // Prepare turns a loaded strategy, whatever its source (the built-in
 // product, a dump Job, a stored ConfigMap), into the one an Installation
-// deploys, in place: first the placement of cfg (ConfigFor's, from
-// spec.infra and spec.workloads) and the spec's pull secrets are put on
+// deploys, in place: first the placement of spec.infra and
+// spec.workloads (ConfigFor's; a Configurer's configuration may leave it
+// out, as KubeVirt's does) and the spec's pull secrets are put on
 // every pod template (pkg/placement), then the customizeComponents patches
 // are applied. Patches come last so a patch can override anything,
 // placement included (KubeVirt places after patching; see docs/NOTES.md).
-func Prepare(s *strategy.Strategy, in *v1alpha1.Installation, cfg *identity.Config) error {
-	spec := placement.Spec{Placement: cfg.Placement, ImagePullSecrets: pullSecretNames(&in.Spec)}
+func Prepare(s *strategy.Strategy, in *v1alpha1.Installation) error {
+	spec := placement.Spec{Placement: placementOf(&in.Spec), ImagePullSecrets: pullSecretNames(&in.Spec)}
 	if err := placement.Apply(s, spec); err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package controller
+package operator
 
 import (
 	"context"
@@ -228,7 +228,7 @@ func (r *Reconciler) stageRelease(ctx context.Context, s *State) (bool, error) {
 		return false, err
 	}
 	r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonDeleted, "Uninstall", "the product was removed")
-	latest := &v1alpha1.Installation{}
+	latest := r.res.New()
 	if err := r.reader.Get(ctx, client.ObjectKeyFromObject(in), latest); err != nil {
 		if apierrors.IsNotFound(err) {
 			return true, nil

@@ -1,9 +1,16 @@
-// Package controller owns the operator's Installation reconciler: a list of
-// named stages (finalizer, one active Installation per namespace, config and
-// identity, load, apply, garbage-collect strategies; and, on deletion,
-// uninstall) that turns an Installation into its product in the cluster and
-// reports progress in its status, with Kubernetes Events and Prometheus
-// metrics along the way.
+// Package operator is the public SDK for an operator that installs a
+// product from install strategies. The author supplies their custom
+// resource kind through Resource (how to read a view of an object, an
+// Installation, and write its status back), optionally Configurer (their
+// own deployment configuration and identifier, e.g. KubeVirt's deployment
+// ID), and Options.Product (the strategy generator in their binary). New
+// returns a controller-runtime reconciler and SetupWithManager registers
+// it. InstallationResource is our own Installation kind. The reconciler is
+// a list of named stages (finalizer, one active object per namespace,
+// config and identity, load, apply, garbage-collect strategies; and, on
+// deletion, uninstall) that turns each object into its product in the
+// cluster and reports progress in its status, with Kubernetes Events and
+// Prometheus metrics along the way. docs/EMBEDDING.md is the guide.
 //
 // The apply stage is reconcile.Run, which has the pipeline's inner stages:
 // it plans (steps in the kind table's order, workloads in waves by role),
@@ -13,7 +20,8 @@
 // is logged at --log-verbosity 1 ("step started", "step ready"), and
 // status.components shows the rollout while it waits.
 //
-// Decisions, where the API leaves room:
+// Decisions, where the API leaves room (an "Installation" below is the
+// view of an object of whatever kind is reconciled):
 //
 //   - Identity. The deployment configuration is the Installation's namespace,
 //     registry, image prefix and version (defaults: the operator's), with the
@@ -72,4 +80,4 @@
 //     did not make (a generation past the one it wrote or found, a
 //     deletion it neither pruned nor recreated) reconciles again at once;
 //     its own writes reconcile nothing more.
-package controller
+package operator

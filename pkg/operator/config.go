@@ -1,4 +1,4 @@
-package controller
+package operator
 
 import (
 	"strings"
@@ -77,13 +77,10 @@ func ConfigFor(in *v1alpha1.Installation, d Defaults) (*identity.Config, error) 
 	if id := spec.CustomizeComponents.Identifier(); id != "" {
 		props[CustomizeComponentsProperty] = id
 	}
-	placement := &identity.Placement{Infra: nodePlacement(spec.Infra), Workloads: nodePlacement(spec.Workloads)}
 	if len(props) > 0 {
 		cfg.AdditionalProperties = props
 	}
-	if !placement.IsZero() {
-		cfg.Placement = placement
-	}
+	cfg.Placement = placementOf(spec)
 	return cfg, nil
 }
 
@@ -94,6 +91,16 @@ func pullSecretNames(spec *v1alpha1.InstallationSpec) []string {
 		names = append(names, s.Name)
 	}
 	return names
+}
+
+// placementOf is the spec's infra and workloads placement, nil when it
+// has none.
+func placementOf(spec *v1alpha1.InstallationSpec) *identity.Placement {
+	p := &identity.Placement{Infra: nodePlacement(spec.Infra), Workloads: nodePlacement(spec.Workloads)}
+	if p.IsZero() {
+		return nil
+	}
+	return p
 }
 
 func nodePlacement(p *v1alpha1.NodePlacement) *identity.NodePlacement {

@@ -1,4 +1,4 @@
-package controller
+package operator
 
 import (
 	"strings"
@@ -10,7 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -112,7 +113,7 @@ func TestOwner(t *testing.T) {
 
 func sampleStrategy(t *testing.T) []*unstructured.Unstructured {
 	t.Helper()
-	s, err := sampleProduct(&identity.Config{Namespace: "ns", Registry: "r.example", Version: "v1.0.0"})
+	s, err := dump.Product(&identity.Config{Namespace: "ns", Registry: "r.example", Version: "v1.0.0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,12 +212,8 @@ func TestPrepare(t *testing.T) {
 			{ResourceKind: "Deployment", ResourceName: "sample-api", Type: "strategic", Patch: `{"spec":{"template":{"spec":{"nodeSelector":{"infra":"patched"}}}}}`},
 		}},
 	})
-	cfg, err := ConfigFor(in, Defaults{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := strategyOf(sampleStrategy(t))
-	if err := Prepare(s, in, cfg); err != nil {
+	if err := Prepare(s, in); err != nil {
 		t.Fatal(err)
 	}
 	podSpec := func(kind, name string) *corev1.PodSpec {

@@ -1,0 +1,73 @@
+// Command kubevirt-operator installs and upgrades KubeVirt from its own
+// KubeVirt custom resource with the installstrategy engine (pkg/operator):
+// a small operator author's operator, the tutorial of docs/EMBEDDING.md.
+//
+//	go run ./examples/kubevirt-operator --kubeconfig ~/.kube/config
+//
+// It reconciles every kubevirt.io/v1 KubeVirt: the strategy of the spec's
+// imageTag and imageRegistry comes from a dump Job of that release's
+// virt-operator image (as virt-operator gets it), is applied in the
+// engine's order with its rollout checks, canary and pruning, and the
+// KubeVirt's status is written as virt-operator writes it.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/go-logr/logr/funcr"
+
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	ctrl "sigs.k8s.io/controller-runtime"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/installstrategy/installstrategy/examples/kubevirt-operator/kubevirt"
+	"github.com/installstrategy/installstrategy/pkg/operator"
+)
+
+func main() {
+	var (
+		version, registry, keyNamespace, metricsAddr string
+	)
+	flag.StringVar(&version, "version", "v1.9.0", "KubeVirt version of a KubeVirt whose spec.imageTag is empty")
+	flag.StringVar(&registry, "registry", kubevirt.DefaultRegistry, "registry of a KubeVirt whose spec.imageRegistry is empty")
+	flag.StringVar(&keyNamespace, "key-namespace", "kubevirt-installstrategy", "namespace of the operator's signing key and trusted keys (only cluster administrators may write it; not KubeVirt's namespace)")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (0: none)")
+	verbosity := flag.Int("v", 0, "log verbosity (1: every rollout step)")
+	flag.Parse()
+	ctrl.SetLogger(funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, args) }, funcr.Options{Verbosity: *verbosity}))
+	if err := run(version, registry, keyNamespace, metricsAddr); err != nil {
+		fmt.Fprintln(os.Stderr, "kubevirt-operator:", err)
+		os.Exit(1)
+	}
+}
+
+func run(version, registry, keyNamespace, metricsAddr string) error {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return err
+	}
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr}})
+	if err != nil {
+		return fmt.Errorf("manager: %w", err)
+	}
+	defaults := operator.Defaults{Version: version, Registry: registry}
+	r, err := operator.New(mgr, operator.Options{
+		Resource:     kubevirt.Resource{Defaults: defaults},
+		Defaults:     defaults,
+		KeyNamespace: keyNamespace,
+	})
+	if err != nil {
+		return err
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
