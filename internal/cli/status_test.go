@@ -120,9 +120,8 @@ func TestClusterStatusKubeVirt(t *testing.T) {
 	id := kubevirtdata.ID(t, "v1.9.0")
 	kv.Object["status"] = map[string]any{"phase": "Deploying", "targetKubeVirtVersion": "v1.9.0", "targetKubeVirtRegistry": "quay.io/kubevirt", "targetDeploymentID": id,
 		"observedKubeVirtVersion": "v1.8.4", "conditions": []any{map[string]any{"type": "Progressing", "status": "True", "reason": "UpdateInProgress", "message": "updating"}}}
-	// KubeVirt's CRD has no status subresource: status is written with the
-	// object.
-	if _, err := res.Update(ctx, kv, metav1.UpdateOptions{}); err != nil {
+	// KubeVirt's CRD has the status subresource (testenv.EnsureKubeVirtCRD).
+	if _, err := res.UpdateStatus(ctx, kv, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	for i, target := range []bool{true, false} {
