@@ -498,6 +498,14 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 	return out, nil
 }
 
+// writesTemplate reports whether a prepared workload's pod template is
+// written as the strategy has it (not kept, see keepTemplate).
+func writesTemplate(prepared *unstructured.Unstructured) bool {
+	info, _ := kinds.Lookup(prepared.GroupVersionKind().GroupKind())
+	_, kept := prepared.GetAnnotations()[KeptTemplateAnnotation]
+	return info.PodTemplate != nil && !kept
+}
+
 // templateHeld reports whether live is a workload whose pod template holds
 // the one of the strategy object obj (see Additions; without the identity
 // annotations Prepare adds, so obj may be prepared already): workload is false for kinds without a pod
@@ -691,6 +699,18 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		// Whatever the write does, later reads ask the API server.
 		a.absent.Delete(keyOf(obj))
 		a.listed.Delete(keyOf(obj))
+	}
+	if res.Adopted && !a.opts.DryRun && writesTemplate(prepared) {
+		// An adopted workload whose pod template is replaced gets the
+		// strategy's template, not a mix of it and the previous
+		// installer's: its fields become ours before the write, so the
+		// write removes those the strategy does not set. A mix is a pod
+		// spec nobody wrote: virt-operator's required control-plane
+		// affinity beside the strategy's tolerations (an atomic list,
+		// replaced) schedules nowhere.
+		if live, err = a.takeFields(ctx, ri, live, live.GetLabels()[ManagedByLabel]); err != nil {
+			return res, fmt.Errorf("adopt %s: %w", ref, err)
+		}
 	}
 	out, fallback, err := a.write(ctx, ri, prepared, live)
 	if err != nil && isImmutable(err) && live != nil {

@@ -220,6 +220,46 @@ func TestAdoptTakesFieldOwnership(t *testing.T) {
 	}
 }
 
+// A workload that another installer placed (virt-operator: a required
+// control-plane affinity and its tolerations) is adopted with a new pod
+// template: the template becomes the strategy's, not the strategy's with
+// the previous installer's affinity left beside the strategy's
+// tolerations (a pod spec that schedules nowhere).
+func TestAdoptWritingTheTemplateLeavesNoPreviousPlacement(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+	theirs := &appsv1.Deployment{}
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deployment(t, ns, "controller", "example.com/r/controller:v1").Object, theirs); err != nil {
+		t.Fatal(err)
+	}
+	theirs.Labels = map[string]string{apply.ManagedByLabel: "virt-operator"}
+	theirs.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
+		{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	theirs.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
+		NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpExists}}}}}}}
+	if _, err := env.Kube.AppsV1().Deployments(ns).Create(ctx, theirs, metav1.CreateOptions{FieldManager: "virt-operator"}); err != nil {
+		t.Fatal(err)
+	}
+	ours := deployment(t, ns, "controller", "example.com/r/controller:v2")
+	if err := unstructured.SetNestedSlice(ours.Object, []any{map[string]any{"key": "CriticalAddonsOnly", "operator": "Exists"}}, "spec", "template", "spec", "tolerations"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := newApplier(t, env, apply.Options{Owner: testOwner, Identity: testID, Adopt: apply.AdoptAll})
+	if res := mustApply(t, a, ours, apply.ActionUpdate); !res.Adopted {
+		t.Errorf("not adopted: %+v", res)
+	}
+	live, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := live.Spec.Template.Spec
+	if pod.Affinity != nil || len(pod.Tolerations) != 1 || pod.Containers[0].Image != "example.com/r/controller:v2" {
+		t.Errorf("adopted template: affinity %+v, tolerations %+v, image %s; want the strategy's (no affinity, one toleration, v2)", pod.Affinity, pod.Tolerations, pod.Containers[0].Image)
+	}
+}
+
 func TestApplyFallsBackWhenServerSideApplyRejects(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
