@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/loader"
@@ -49,8 +50,10 @@ func (r *Reconciler) stageDeleting(ctx context.Context, s *State) (bool, error) 
 }
 
 // productWorkloads lists custom resources of the CRDs the Installation
-// installed, up to limit per CRD.
-func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner, limit int64) ([]unstructured.Unstructured, error) {
+// installed, up to max per CRD (0: all), leaving out those of the
+// strategy itself (KubeVirt's cluster instancetypes are custom resources
+// of its own CRDs): the uninstall removes those, they are not workloads.
+func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner, max int) ([]unstructured.Unstructured, error) {
 	var crds []unstructured.Unstructured
 	for _, sel := range []string{owner.Selector(), codec.ManagedByLabel + "=" + inventory.LegacyManagedBy(owner.Namespace, owner.Name)} {
 		l, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -77,14 +80,28 @@ func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner
 		if version == "" {
 			continue
 		}
-		list, err := r.dyn.Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: plural}).List(ctx, metav1.ListOptions{Limit: limit})
-		if err != nil {
+		ri := r.dyn.Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: plural})
+		found := 0
+		opts := metav1.ListOptions{Limit: 500}
+		for {
+			list, err := ri.List(ctx, opts)
 			if apierrors.IsNotFound(err) {
-				continue
+				break
 			}
-			return nil, fmt.Errorf("list %s.%s: %w", plural, group, err)
+			if err != nil {
+				return nil, fmt.Errorf("list %s.%s: %w", plural, group, err)
+			}
+			for _, cr := range list.Items {
+				if apply.IsOurs(&cr, owner) || (max > 0 && found == max) {
+					continue
+				}
+				out = append(out, cr)
+				found++
+			}
+			if opts.Continue = list.GetContinue(); opts.Continue == "" || (max > 0 && found == max) {
+				break
+			}
 		}
-		out = append(out, list.Items...)
 	}
 	return out, nil
 }
