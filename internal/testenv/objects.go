@@ -256,3 +256,34 @@ func (e *Env) EnsureKubeVirtCRD(ctx context.Context, t testing.TB) {
 	}
 	e.WaitCRDEstablished(ctx, t, crd.Name)
 }
+
+// WaitDiscoveryComplete waits until discovery answers for every API group
+// the cluster lists: an APIService just deleted can still be listed for a
+// moment ("stale GroupVersion discovery"), and a namespace deleted then
+// stays Terminating while the namespace controller backs off.
+func (e *Env) WaitDiscoveryComplete(ctx context.Context, t testing.TB) {
+	t.Helper()
+	WaitFor(ctx, t, "discovery complete", func(context.Context) (bool, string, error) {
+		_, _, err := e.Kube.Discovery().ServerGroupsAndResources()
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+}
+
+// ExpectPodsKept fails t for each owner of before (PodUIDs) whose pods in
+// ns were replaced since, except the owners named in except (e.g.
+// "DaemonSet/virt-handler").
+func (e *Env) ExpectPodsKept(ctx context.Context, t testing.TB, ns string, before map[string][]string, except ...string) {
+	t.Helper()
+	after := e.PodUIDs(ctx, t, ns)
+	for o, uids := range before {
+		if slices.Contains(except, o) {
+			continue
+		}
+		if !slices.Equal(after[o], uids) {
+			t.Errorf("pods of %s replaced: %v → %v", o, uids, after[o])
+		}
+	}
+}

@@ -45,6 +45,11 @@ func newKubeVirtEnv(t *testing.T) *kubevirtEnv {
 		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: kubevirtOwner, Wait: true}); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
+		// The namespace controller refuses to finish a deletion while
+		// discovery still lists the APIServices just removed ("stale
+		// GroupVersion discovery") and backs off for minutes: delete the
+		// namespace once discovery has caught up.
+		env.WaitDiscoveryComplete(ctx, t)
 		if err := env.Kube.CoreV1().Namespaces().Delete(ctx, "kubevirt", metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			t.Errorf("cleanup: %v", err)
 		}

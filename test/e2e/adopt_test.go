@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"context"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -35,15 +33,7 @@ func TestAdoptVirtOperatorKubeVirt(t *testing.T) {
 	e.create(ctx, t, "kubevirt", spec)
 	e.waitDeployed(ctx, t, "kubevirt", s.Identity.Version)
 
-	after := e.env.PodUIDs(ctx, t, "kubevirt")
-	for o, uids := range before {
-		if strings.HasPrefix(o, "DaemonSet/") {
-			continue
-		}
-		if !slices.Equal(after[o], uids) {
-			t.Errorf("pods of %s replaced: %v → %v", o, uids, after[o])
-		}
-	}
+	e.env.ExpectPodsKept(ctx, t, "kubevirt", before, "DaemonSet/virt-handler")
 	ds, err := e.env.Kube.AppsV1().Deployments("kubevirt").List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

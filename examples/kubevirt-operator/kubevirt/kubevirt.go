@@ -154,6 +154,14 @@ func (r Resource) View(obj client.Object) (*v1alpha1.Installation, error) {
 		Version: sp.ImageTag, Registry: sp.ImageRegistry,
 		ImagePullPolicy: sp.ImagePullPolicy, ImagePullSecrets: sp.ImagePullSecrets,
 		UninstallStrategy: v1alpha1.UninstallStrategy(sp.UninstallStrategy),
+		// virt-operator deletes KubeVirt's CRDs first when the CR goes
+		// (which is what uninstallStrategy guards against).
+		PruneCRDs: true,
+		// A KubeVirt CR claims its namespace's KubeVirt, as for
+		// virt-operator: objects of the strategy that no installation owns
+		// (virt-operator's, when this replaces it) are taken over in
+		// place. Another installation's objects are never adopted.
+		Adopt: true,
 	}
 	if sp.Infra != nil {
 		in.Spec.Infra = sp.Infra.NodePlacement
