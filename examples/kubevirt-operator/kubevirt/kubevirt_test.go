@@ -77,7 +77,8 @@ func TestViewMapsTheSpec(t *testing.T) {
 	s := in.Spec
 	if s.Version != "v1.9.0" || s.Registry != "r.example/kv" || s.ImagePullPolicy != "IfNotPresent" || len(s.ImagePullSecrets) != 1 ||
 		s.Infra.NodeSelector["infra"] != "yes" || len(s.Workloads.Tolerations) != 1 || s.UninstallStrategy != v1alpha1.UninstallRemoveWorkloads ||
-		s.CustomizeComponents.Patches[0].ResourceKind != "Deployment" || s.Strategy.Image != "r.example/kv/virt-operator:v1.9.0" {
+		s.CustomizeComponents.Patches[0].ResourceKind != "Deployment" || s.Strategy.Image != "r.example/kv/virt-operator:v1.9.0" ||
+		!s.PruneCRDs || !s.Adopt {
 		t.Errorf("view spec %+v", s)
 	}
 	if in.Name != "kubevirt" || in.Namespace != "kubevirt" || in.UID != "u1" {
