@@ -53,6 +53,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,6 +74,7 @@ type config struct {
 	nodes       int
 	out         string
 	operatorBin string   // ours; built from ./cmd/installstrategy-operator when empty
+	exampleBin  string   // examples/kubevirt-operator; built when empty
 	extraFlags  []string // more flags of ours (diagnostics, e.g. --log-verbosity=1)
 	settle      time.Duration
 	timeout     time.Duration
@@ -94,12 +96,16 @@ func run(ctx context.Context, args []string) error {
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
-	if c.operatorBin == "" {
-		bin, err := buildOperator(ctx, c.out)
-		if err != nil {
+	for _, b := range []struct {
+		side, pkg string
+		bin       *string
+	}{{sideOurs, "./cmd/installstrategy-operator", &c.operatorBin}, {sideExample, "./examples/kubevirt-operator", &c.exampleBin}} {
+		if *b.bin != "" || !c.has(b.side) {
+			continue
+		}
+		if *b.bin, err = buildBinary(ctx, c.out, b.pkg); err != nil {
 			return err
 		}
-		c.operatorBin = bin
 	}
 	results, err := runAll(ctx, c)
 	// Whatever was measured is reported, also after a failure.
@@ -118,7 +124,7 @@ func parseFlags(args []string) (*config, error) {
 	var scenarios, sides string
 	fs.IntVar(&c.rounds, "rounds", 2, "rounds of every scenario and side (the sides alternate which goes first)")
 	fs.StringVar(&scenarios, "scenarios", "install,upgrade", "scenarios to run: install (of --to), upgrade (--from, then --to)")
-	fs.StringVar(&sides, "sides", sideVirtOperator+","+sideOurs, "sides to run")
+	fs.StringVar(&sides, "sides", strings.Join(allSides, ","), "sides to run: "+strings.Join(allSides, ", ")+" (examples/kubevirt-operator)")
 	fs.StringVar(&c.from, "from", "v1.8.4", "KubeVirt version the upgrade starts from")
 	fs.StringVar(&c.to, "to", "v1.9.0", "KubeVirt version installed, and upgraded to")
 	fs.StringVar(&c.voBin, "vo-bin", "/tmp/vo-bin", "folder of the virt-operator-TAG binaries (../shared/tools/virtoperator/build.sh)")
@@ -129,6 +135,7 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.nodes, "nodes", 3, "kwok nodes of the cluster")
 	fs.StringVar(&c.out, "out", "_output/sidebyside", "folder for results.json, operator logs and metrics snapshots")
 	fs.StringVar(&c.operatorBin, "operator", "", "our operator binary; empty builds ./cmd/installstrategy-operator")
+	fs.StringVar(&c.exampleBin, "example", "", "the example operator's binary; empty builds ./examples/kubevirt-operator")
 	fs.Func("operator-flag", "one more flag of our operator (repeatable), e.g. --log-verbosity=1 to see its steps; figures of the report are with none", func(v string) error {
 		c.extraFlags = append(c.extraFlags, v)
 		return nil
@@ -171,8 +178,8 @@ func (c *config) check() error {
 		}
 	}
 	for _, s := range c.sides {
-		if s != sideVirtOperator && s != sideOurs {
-			errs = append(errs, fmt.Errorf("--sides: unknown %q (%s, %s)", s, sideVirtOperator, sideOurs))
+		if !slices.Contains(allSides, s) {
+			errs = append(errs, fmt.Errorf("--sides: unknown %q (%s)", s, strings.Join(allSides, ", ")))
 		}
 	}
 	for _, tag := range c.tags() {
@@ -190,14 +197,10 @@ func (c *config) check() error {
 	return errors.Join(errs...)
 }
 
-func (c *config) has(side string) bool {
-	for _, s := range c.sides {
-		if s == side {
-			return true
-		}
-	}
-	return false
-}
+// allSides are the sides in report order; virt-operator is the baseline.
+var allSides = []string{sideVirtOperator, sideOurs, sideExample}
+
+func (c *config) has(side string) bool { return slices.Contains(c.sides, side) }
 
 // tags are the KubeVirt versions the scenarios need.
 func (c *config) tags() []string {
