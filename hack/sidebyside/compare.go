@@ -180,15 +180,22 @@ func byType(list []any) (map[string]map[string]any, bool) {
 func printStatusComparison(w io.Writer, nameA, nameB string, rows []statusRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "field\t%s\t%s\t\twhy\n", nameA, nameB)
-	same := 0
+	same, times := 0, 0
 	for _, r := range rows {
 		verdict := "differs"
 		if r.Same {
 			verdict, same = "equal", same+1
 		}
+		if r.Same && timeField(r.Field) {
+			times++ // summed up below
+			continue
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", r.Field, clip(r.A, 48), clip(r.B, 48), verdict, r.Why)
 	}
 	tw.Flush()
+	if times > 0 {
+		fmt.Fprintf(w, "(%d condition timestamps set by both, not listed: each is the moment of its own operator's write)\n", times)
+	}
 	var unexplained []string
 	for _, r := range rows {
 		if !r.Same && r.Why == "unexplained" {

@@ -78,6 +78,7 @@ type config struct {
 	extraFlags  []string // more flags of ours (diagnostics, e.g. --log-verbosity=1)
 	settle      time.Duration
 	timeout     time.Duration
+	reportFrom  string // print the report of this results.json, run nothing
 }
 
 func main() { cmdmain.Run("sidebyside", run) }
@@ -89,6 +90,9 @@ func run(ctx context.Context, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if c.reportFrom != "" {
+		return reprint(os.Stdout, c.reportFrom)
 	}
 	if err := c.check(); err != nil {
 		return err
@@ -142,6 +146,7 @@ func parseFlags(args []string) (*config, error) {
 	})
 	fs.DurationVar(&c.settle, "settle", 30*time.Second, "idle window measured after done")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long a phase may take to reach done")
+	fs.StringVar(&c.reportFrom, "report", "", "print the report of an earlier run's results.json (e.g. after changing the status reasons) and run nothing")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -8,7 +9,30 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
+
+// reprint prints the report of a results.json that writeResults wrote.
+func reprint(w io.Writer, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Settings struct {
+			Rounds        int     `json:"rounds"`
+			Nodes         int     `json:"nodes"`
+			SettleSeconds float64 `json:"settleSeconds"`
+		} `json:"settings"`
+		Phases []phaseResult `json:"phases"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	s := doc.Settings
+	printReport(w, &config{rounds: s.Rounds, nodes: s.Nodes, settle: time.Duration(s.SettleSeconds * float64(time.Second))}, doc.Phases)
+	return nil
+}
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
