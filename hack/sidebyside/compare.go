@@ -31,24 +31,22 @@ func timeField(field string) bool {
 // and the example operator's, by field path or path prefix (the longest
 // prefix wins). A difference no reason covers is reported as unexplained.
 var statusReasons = map[string]string{
-	"operatorVersion": "virt-operator's binary version stamp; the example has no such field (its SetStatus writes none)",
-	"generations":     "virt-operator records the generation and a hash of each workload, webhook and admission policy it wrote, to skip unchanged ones; the engine keeps an applied hash per object instead, so the example writes none",
-	"observedGeneration": "the example writes the generation it reconciled (the SDK's view needs it to skip resyncs); " +
-		"virt-operator writes observedGeneration only with its own generations bookkeeping",
+	"operatorVersion": "virt-operator's binary version stamp; the example's SetStatus has no such field",
+	"generations":     "virt-operator's bookkeeping of the generation (and a hash) of each CRD, webhook, workload and policy it wrote, to skip unchanged ones; the engine keeps an applied hash on each object instead",
+	"observedGeneration": "each is its CR's metadata.generation: virt-operator's first pass Updates the whole typed object (to set the latest-api-version annotation), which writes the spec's empty structs back and makes generation 2; " +
+		"the example never writes the spec",
 	"outdatedVirtualMachineInstanceWorkloads": "virt-operator's workload-update controller counts VMIs on old launchers; the example has no workload updater",
-	"defaultArchitecture":                     "virt-operator's node architecture detection; not part of installing",
-	"conditions[Available].message":           "wording of each operator",
-	"conditions[Progressing].message":         "wording of each operator",
-	"conditions[Degraded].message":            "wording of each operator",
-	"conditions[Created].message":             "wording of each operator",
-	"conditions[Available].reason":            "reason names of each operator",
-	"conditions[Progressing].reason":          "reason names of each operator",
-	"conditions[Degraded].reason":             "reason names of each operator",
-	"conditions[Created].reason":              "reason names of each operator",
-	"conditions[Synchronized]":                "the SDK's own condition (KubeVirt's tools ignore types they do not know); SetStatus keeps every condition",
-	"conditions[CertificatesServed]":          "the SDK's own condition (KubeVirt's tools ignore types they do not know); SetStatus keeps every condition",
-	"observedDeploymentConfig":                "virt-operator's JSON of its whole KubeVirtDeploymentConfig; the example writes the fields of the identity (Config), not every field of virt-operator's struct",
-	"targetDeploymentConfig":                  "virt-operator's JSON of its whole KubeVirtDeploymentConfig; the example writes the fields of the identity (Config), not every field of virt-operator's struct",
+	"defaultArchitecture":                     "virt-operator records the architecture of its own node for new VMs; not part of installing, and the example does not do it",
+	"conditions[Available].message":           "wording: virt-operator writes sentences (\"All components are ready.\"), the engine lower-case phrases",
+	"conditions[Created].message":             "wording: virt-operator writes sentences, the engine lower-case phrases",
+	"conditions[Progressing].message":         "virt-operator repeats Available's message; the engine writes none on a condition that is False with nothing in progress",
+	"conditions[Degraded].message":            "virt-operator repeats Available's message; the engine writes none on a condition that is False with nothing wrong",
+	"conditions[Created].lastTransitionTime":  "virt-operator leaves Created's lastTransitionTime null (it sets lastProbeTime only); the example sets both",
+	"conditions[Synchronized]":                "the engine's own condition (every object applied as the strategy says); SetStatus keeps every condition of the view, KubeVirt's tools ignore types they do not know",
+	"conditions[CertificatesServed]": "the engine's own condition (the certificate each webhook Service presents is the one its Secret holds); SetStatus keeps every condition of the view. " +
+		"False here: the harness's stand-in virt-api serves the certificate it read from the Secret first, and the Secret was written again after that",
+	"observedDeploymentConfig (text)": "the same JSON fields and values, another key order: virt-operator marshals its struct (id, namespace, registry, …), the example a map (keys sorted)",
+	"targetDeploymentConfig (text)":   "the same JSON fields and values, another key order: virt-operator marshals its struct (id, namespace, registry, …), the example a map (keys sorted)",
 }
 
 // reasonFor is the reason of the longest matching path prefix.
@@ -64,8 +62,9 @@ func reasonFor(field string, reasons map[string]string) string {
 
 // compareStatus compares two KubeVirt statuses field by field: scalars by
 // value, conditions by type (their times by presence only: each is the
-// moment of its own operator's write), deployment configs (JSON strings)
-// by their fields, other lists by length. Each differing field carries
+// moment of its own operator's write; null counts as not set), deployment
+// configs (JSON strings) by their fields and as text, other lists by
+// length. Each differing field carries
 // the reason of reasons that covers it, or "unexplained". Rows are sorted
 // by field.
 func compareStatus(a, b map[string]any, reasons map[string]string) []statusRow {
@@ -91,7 +90,7 @@ func compareStatus(a, b map[string]any, reasons map[string]string) []statusRow {
 			vb = absent
 		}
 		r := statusRow{Field: f, A: va, B: vb, Same: oka == okb && va == vb}
-		if timeField(f) && oka && okb {
+		if timeField(f) && oka && okb && va != "null" && vb != "null" {
 			r.Same, r.Why = true, "set by both (times of each run's own writes, compared by presence)"
 		}
 		if !r.Same {
@@ -143,6 +142,8 @@ func flattenInto(out map[string]string, prefix string, v any) {
 			var m map[string]any
 			if json.Unmarshal([]byte(x), &m) == nil {
 				flattenInto(out, prefix, m)
+				// And the text itself, whose key order may differ.
+				out[prefix+" (text)"] = x
 				return
 			}
 		}

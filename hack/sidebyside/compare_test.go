@@ -18,7 +18,11 @@ func TestCompareStatus(t *testing.T) {
 		"observedDeploymentID": "26d9c187",
 		"operatorVersion":      "v1.9.0",
 		"conditions": []any{
-			cond("Available", "True", "AllComponentsReady", "All components are ready.", "2026-12-03T07:00:00Z"),
+			func() map[string]any {
+				c := cond("Available", "True", "AllComponentsReady", "All components are ready.", "2026-12-03T07:00:00Z")
+				c["lastProbeTime"] = nil
+				return c
+			}(),
 			cond("Degraded", "False", "AllComponentsReady", "All components are ready.", "2026-12-03T07:00:00Z"),
 		},
 		"generations":              []any{map[string]any{"name": "virt-api"}, map[string]any{"name": "virt-handler"}},
@@ -38,15 +42,17 @@ func TestCompareStatus(t *testing.T) {
 		"odd":                      "b",
 	}
 	reasons := map[string]string{
-		"operatorVersion":                 "version stamp",
-		"generations":                     "bookkeeping",
-		"observedGeneration":              "the SDK's",
-		"conditions[Available].message":   "wording",
-		"conditions[Degraded]":            "any Degraded field",
-		"conditions[Degraded].message":    "Degraded message, the longer prefix",
-		"conditions[Synchronized]":        "the SDK's condition",
-		"observedDeploymentConfig":        "whole struct",
-		"observedDeploymentConfig.passth": "not a path prefix: never used",
+		"operatorVersion":                     "version stamp",
+		"generations":                         "bookkeeping",
+		"observedGeneration":                  "the SDK's",
+		"conditions[Available].message":       "wording",
+		"conditions[Degraded]":                "any Degraded field",
+		"conditions[Degraded].message":        "Degraded message, the longer prefix",
+		"conditions[Synchronized]":            "the SDK's condition",
+		"observedDeploymentConfig":            "whole struct",
+		"observedDeploymentConfig (text)":     "key order",
+		"conditions[Available].lastProbeTime": "null is not set",
+		"observedDeploymentConfig.passth":     "not a path prefix: never used",
 	}
 	got := map[string]statusRow{}
 	for _, r := range compareStatus(vo, ex, reasons) {
@@ -67,6 +73,7 @@ func TestCompareStatus(t *testing.T) {
 		// Times are each run's own: equal when both are set.
 		{Field: "conditions[Available].lastTransitionTime", A: "2026-12-03T07:00:00Z", B: "2026-12-03T08:00:00Z", Same: true,
 			Why: "set by both (times of each run's own writes, compared by presence)"},
+		{Field: "conditions[Available].lastProbeTime", A: "null", B: "2026-12-03T08:00:00Z", Why: "null is not set"},
 		{Field: "conditions[Degraded].message", A: "All components are ready.", B: absent, Why: "Degraded message, the longer prefix"},
 		{Field: "conditions[Synchronized].status", A: absent, B: "True", Why: "the SDK's condition"},
 		{Field: "conditions[Synchronized].lastProbeTime", A: absent, B: "2026-12-03T08:00:00Z", Why: "the SDK's condition"},
@@ -75,6 +82,7 @@ func TestCompareStatus(t *testing.T) {
 		{Field: "observedDeploymentConfig.additionalProperties.HypervisorName", A: "kvm", B: "kvm", Same: true},
 		{Field: "observedDeploymentConfig.passthroughEnvVars", A: "{}", B: absent, Why: "whole struct"},
 		{Field: "observedDeploymentConfig.virtOperatorImage", A: absent, B: "quay.io/kubevirt/virt-operator:v1.9.0", Why: "whole struct"},
+		{Field: "observedDeploymentConfig (text)", A: vo["observedDeploymentConfig"].(string), B: ex["observedDeploymentConfig"].(string), Why: "key order"},
 		{Field: "odd", A: "a", B: "b", Why: "unexplained"},
 	} {
 		r, ok := got[want.Field]
@@ -101,7 +109,7 @@ func TestCompareStatus(t *testing.T) {
 	if strings.Contains(sb.String(), "conditions[Available].lastTransitionTime") {
 		t.Errorf("timestamps set by both are listed:\n%s", sb.String())
 	}
-	for _, want := range []string{"phase", "equal", "differs", "4 condition timestamps set by both", "13 of 26 fields equal", "unexplained differences: 1 (odd)"} {
+	for _, want := range []string{"phase", "equal", "differs", "3 condition timestamps set by both", "12 of 27 fields equal", "unexplained differences: 1 (odd)"} {
 		if !strings.Contains(sb.String(), want) {
 			t.Errorf("table has no %q:\n%s", want, sb.String())
 		}

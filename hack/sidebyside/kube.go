@@ -150,14 +150,13 @@ func (k *kube) untilCR(ctx context.Context, gvr schema.GroupVersionResource, don
 	return nil
 }
 
-// status is the .status of the custom resource kubevirt/kubevirt.
-func (k *kube) status(ctx context.Context, gvr schema.GroupVersionResource) (map[string]any, error) {
+// cr reads the custom resource kubevirt/kubevirt.
+func (k *kube) cr(ctx context.Context, gvr schema.GroupVersionResource) (*unstructured.Unstructured, error) {
 	u, err := k.dyn.Resource(gvr).Namespace(kubevirtNamespace).Get(ctx, crName, metav1.GetOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("read the status of %s %s/%s: %w", gvr.Resource, kubevirtNamespace, crName, err)
+		return nil, fmt.Errorf("read %s %s/%s: %w", gvr.Resource, kubevirtNamespace, crName, err)
 	}
-	st, _, _ := unstructured.NestedMap(u.Object, "status")
-	return st, nil
+	return u, nil
 }
 
 // writeYAML writes v as YAML.

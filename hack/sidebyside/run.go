@@ -320,10 +320,14 @@ func (m *measurer) measure(ctx context.Context, op *operatorProcess, name, tag s
 	r.IdleOwn, r.IdleAPI = settled.Own.minus(at.Own), settled.APIServer.minus(at.APIServer)
 	r.IdleSeconds = settled.At.Sub(at.At).Seconds()
 	r.Settled = *settled.Proc
-	if r.CRStatus, err = m.k.status(ctx, m.s.resource()); err != nil {
+	cr, err := m.k.cr(ctx, m.s.resource())
+	if err != nil {
 		return r, err
 	}
-	if err := writeYAML(filepath.Join(m.dir, name+"-"+tag+".status.yaml"), r.CRStatus); err != nil {
+	r.CRStatus, _, _ = unstructured.NestedMap(cr.Object, "status")
+	// The whole object: metadata (generation, managedFields) says who
+	// wrote what.
+	if err := writeYAML(filepath.Join(m.dir, name+"-"+tag+".cr.yaml"), cr.Object); err != nil {
 		return r, err
 	}
 	if m.dumps != nil {
