@@ -1,34 +1,45 @@
-// Command sidebyside measures KubeVirt's own virt-operator and the
-// installstrategy operator side by side (issue #13 b): both run as local
-// processes against a local cluster started for the run (real etcd,
-// kube-apiserver, controller-manager and scheduler, kwok nodes), from the
-// same KubeVirt strategy ConfigMap, and the run prints one table with both
-// sides and their ratios (the baseline is virt-operator).
+// Command sidebyside measures KubeVirt's own virt-operator, the
+// installstrategy operator (issue #13 b) and the example operator
+// examples/kubevirt-operator (issue #26: the SDK inside someone else's
+// operator) side by side: each runs as a local process against a local
+// cluster started for the run (real etcd, kube-apiserver,
+// controller-manager and scheduler, kwok nodes), from the same KubeVirt
+// strategy, and the run prints one table per phase with every side and
+// its ratio to virt-operator (the baseline), then the KubeVirt CR status
+// of virt-operator and of the example compared field by field.
 //
-//	sidebyside [--rounds N] [--scenarios install,upgrade] [--vo-bin DIR] [--kubevirt-src PREFIX] ...
+//	sidebyside [--rounds N] [--scenarios install,upgrade] [--sides virt-operator,installstrategy,example] ...
+//	sidebyside --report results.json
 //
 // Scenarios, each on a fresh cluster per side and round:
 //
-//   - install: the strategy ConfigMap of --to is stored, the operator
-//     started; measured from the creation of the custom resource (KubeVirt
-//     kubevirt/kubevirt, spec {}; Installation kubevirt/kubevirt naming the
-//     ConfigMap and its digest) until it reports done (virt-operator:
-//     condition Available=True; ours: phase Deployed, Available=True,
-//     observedVersion the target).
+//   - install: the strategy of --to is made available, the operator
+//     started; measured from the creation of the custom resource until it
+//     reports done. virt-operator: KubeVirt kubevirt/kubevirt, spec {},
+//     the strategy ConfigMap stored, done at condition Available=True at
+//     the version. installstrategy: Installation kubevirt/kubevirt naming
+//     the ConfigMap and its digest, done at phase Deployed, Available=True,
+//     observedVersion the target. example: the same KubeVirt and done as
+//     virt-operator; no ConfigMap stored: the harness does the work of its
+//     dump Job (dumpStandIn: the shipped strategy of the version the Job
+//     asks for, unsigned, its digest as the pod's termination message).
 //   - upgrade: --from installed as above (measured too), then the operator
-//     stopped, the --to ConfigMap stored (virt-operator: and its KubeVirt
-//     CRD applied; ours: the Installation's spec pointed at it), a new
+//     stopped, the --to strategy made available (virt-operator: its KubeVirt
+//     CRD applied and ConfigMap stored; ours: the ConfigMap stored and the
+//     Installation's spec pointed at it; example: the CRD applied), a new
 //     operator process started (virt-operator --to's binary; ours the same
-//     binary); measured from that process start until done at --to.
+//     binary; the example the same binary with --version --to); measured
+//     from that process start until done at --to.
 //
 // Per phase: wall time, the operator's own API requests (its client
 // counter from its /metrics: kubevirt_rest_client_requests_total or
 // rest_client_requests_total), the API server's apiserver_request_total
 // delta (every client: the operator, controller-manager, scheduler, kwok
-// and this harness's watches), peak RSS (VmHWM) and CPU seconds
-// (utime+stime) of the process, and the same counters over --settle after
-// done (idle). Every object of the strategy is then looked up: both sides
-// must have created the same objects.
+// and this harness's watches and stand-ins), peak RSS (VmHWM) and CPU
+// seconds (utime+stime) of the process, and the same counters over
+// --settle after done (idle). Every object of the strategy is then looked
+// up (every side must have created the same objects) and the custom
+// resource read.
 //
 // The sides share the cluster set-up: namespace kubevirt (labels of
 // KubeVirt's release manifest), the PriorityClass and KubeVirt CRD from
@@ -43,7 +54,8 @@
 //
 // Prerequisite: the virt-operator binaries, built by
 // ../shared/tools/virtoperator/build.sh (make virt-operator-build). See
-// docs/PERFORMANCE.md, "Side by side with virt-operator".
+// docs/PERFORMANCE.md, "Side by side with virt-operator", and
+// docs/EMBEDDING.md, "Compared with virt-operator".
 package main
 
 import (
