@@ -197,10 +197,13 @@ bench-fleet-run:
 
 # bench-virt-operator runs hack/sidebyside: KubeVirt's own virt-operator
 # (built from the release tags by ../shared/tools/virtoperator/build.sh:
-# make virt-operator-build KV_MIRROR=<git dir of kubevirt/kubevirt>) and our
-# operator, both as local processes, each on a fresh local cluster, from the
-# same strategy ConfigMaps; prints both sides and the ratios
-# (docs/PERFORMANCE.md, "Side by side with virt-operator"). Not in make test.
+# make virt-operator-build KV_MIRROR=<git dir of kubevirt/kubevirt>), our
+# operator and the example operator (examples/kubevirt-operator), each as a
+# local process on a fresh local cluster, from the same strategies; prints
+# every side, the ratios to virt-operator and the KubeVirt CR statuses of
+# virt-operator and the example compared (docs/PERFORMANCE.md, "Side by side
+# with virt-operator"; docs/EMBEDDING.md, "Compared with virt-operator").
+# Not in make test.
 VO_BIN ?= /tmp/vo-bin
 VO_SRC_PREFIX ?= /tmp/vo
 VO_FROM ?= v1.8.4

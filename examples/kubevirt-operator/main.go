@@ -15,6 +15,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/go-logr/logr/funcr"
 
@@ -36,15 +37,24 @@ func main() {
 	flag.StringVar(&keyNamespace, "key-namespace", "kubevirt-installstrategy", "namespace of the operator's signing key and trusted keys (only cluster administrators may write it; not KubeVirt's namespace)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (0: none)")
 	verbosity := flag.Int("v", 0, "log verbosity (1: every rollout step)")
+	dumpPodLabels := map[string]string{}
+	flag.Func("dump-pod-label", "KEY=VALUE label on the dump Jobs' pods (repeatable; e.g. what a cluster's policy selects on)", func(v string) error {
+		k, val, ok := strings.Cut(v, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("want KEY=VALUE, got %q", v)
+		}
+		dumpPodLabels[k] = val
+		return nil
+	})
 	flag.Parse()
 	ctrl.SetLogger(funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, args) }, funcr.Options{Verbosity: *verbosity}))
-	if err := run(version, registry, keyNamespace, metricsAddr); err != nil {
+	if err := run(version, registry, keyNamespace, metricsAddr, dumpPodLabels); err != nil {
 		fmt.Fprintln(os.Stderr, "kubevirt-operator:", err)
 		os.Exit(1)
 	}
 }
 
-func run(version, registry, keyNamespace, metricsAddr string) error {
+func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[string]string) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -59,9 +69,10 @@ func run(version, registry, keyNamespace, metricsAddr string) error {
 	}
 	defaults := operator.Defaults{Version: version, Registry: registry}
 	r, err := operator.New(mgr, operator.Options{
-		Resource:     kubevirt.Resource{Defaults: defaults},
-		Defaults:     defaults,
-		KeyNamespace: keyNamespace,
+		Resource:      kubevirt.Resource{Defaults: defaults},
+		Defaults:      defaults,
+		KeyNamespace:  keyNamespace,
+		DumpPodLabels: dumpPodLabels,
 	})
 	if err != nil {
 		return err

@@ -87,14 +87,24 @@ type helpers struct {
 	log    io.Writer
 }
 
-func startHelpers(ctx context.Context, kube kubernetes.Interface, bridgeOperatorWebhook bool, log io.Writer) *helpers {
+// startHelpers starts the fake virt-api, and the bridge to virt-operator's
+// webhook server and the dump stand-in when asked (dumps not nil).
+func startHelpers(ctx context.Context, kube kubernetes.Interface, bridgeOperatorWebhook bool, dumps *dumpStandIn, log io.Writer) *helpers {
 	ctx, cancel := context.WithCancel(ctx)
 	h := &helpers{cancel: cancel, failed: make(chan struct{}), log: log}
 	h.goRun(ctx, func(ctx context.Context) error { return h.fakeVirtAPI(ctx, kube) })
 	if bridgeOperatorWebhook {
 		h.goRun(ctx, func(ctx context.Context) error { return h.operatorWebhookBridge(ctx, kube) })
 	}
+	if dumps != nil {
+		h.goRun(ctx, func(ctx context.Context) error { return dumps.run(ctx, h.logf) })
+	}
 	return h
+}
+
+// logf writes one stamped line to the helpers' log.
+func (h *helpers) logf(format string, args ...any) {
+	fmt.Fprintf(h.log, "%s %s\n", time.Now().Format(time.RFC3339Nano), fmt.Sprintf(format, args...))
 }
 
 func (h *helpers) goRun(ctx context.Context, f func(context.Context) error) {

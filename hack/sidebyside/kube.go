@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -116,31 +117,16 @@ type storedStrategy struct {
 	text   []byte
 }
 
-// storeConfigMap creates the strategy ConfigMap of a file (KubeVirt's own,
+// storeConfigMap creates a shipped strategy ConfigMap (KubeVirt's own,
 // with generateName) in namespace kubevirt.
-func (k *kube) storeConfigMap(ctx context.Context, path string) (storedStrategy, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return storedStrategy{}, err
-	}
-	cms, err := codec.ReadConfigMaps(path, data)
-	if err != nil {
-		return storedStrategy{}, err
-	}
-	if len(cms) != 1 {
-		return storedStrategy{}, fmt.Errorf("%s: %d ConfigMaps, want 1", path, len(cms))
-	}
-	text, _, err := codec.Decode(cms[0], codec.DecodeOptions{})
-	if err != nil {
-		return storedStrategy{}, fmt.Errorf("%s: %w", path, err)
-	}
-	cm := cms[0].DeepCopy()
+func (k *kube) storeConfigMap(ctx context.Context, sh shippedStrategy) (storedStrategy, error) {
+	cm := sh.cm.DeepCopy()
 	cm.Namespace = kubevirtNamespace
 	created, err := k.cs.CoreV1().ConfigMaps(kubevirtNamespace).Create(ctx, cm, metav1.CreateOptions{})
 	if err != nil {
-		return storedStrategy{}, fmt.Errorf("create the strategy ConfigMap of %s: %w", path, err)
+		return storedStrategy{}, fmt.Errorf("create the strategy ConfigMap %s: %w", sh.identifier, err)
 	}
-	return storedStrategy{name: created.Name, digest: codec.Digest(text), text: text}, nil
+	return storedStrategy{name: created.Name, digest: codec.Digest(sh.text), text: sh.text}, nil
 }
 
 // untilCR watches the custom resource (one LIST and one WATCH) until done
@@ -148,16 +134,7 @@ func (k *kube) storeConfigMap(ctx context.Context, path string) (storedStrategy,
 func (k *kube) untilCR(ctx context.Context, gvr schema.GroupVersionResource, done func(*unstructured.Unstructured) (bool, string)) error {
 	ri := k.dyn.Resource(gvr).Namespace(kubevirtNamespace)
 	sel := fields.OneTermEqualSelector("metadata.name", crName).String()
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = sel
-			return ri.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = sel
-			return ri.Watch(ctx, o)
-		},
-	}
+	lw := selectedListWatch(ri.List, ri.Watch, func(o *metav1.ListOptions) { o.FieldSelector = sel })
 	last := "not created"
 	_, err := watchtools.UntilWithSync(ctx, lw, &unstructured.Unstructured{}, nil, func(ev watch.Event) (bool, error) {
 		u, ok := ev.Object.(*unstructured.Unstructured)
@@ -171,6 +148,40 @@ func (k *kube) untilCR(ctx context.Context, gvr schema.GroupVersionResource, don
 		return fmt.Errorf("%s %s/%s: %w; it last reported: %s", gvr.Resource, kubevirtNamespace, crName, err, last)
 	}
 	return nil
+}
+
+// cr reads the custom resource kubevirt/kubevirt.
+func (k *kube) cr(ctx context.Context, gvr schema.GroupVersionResource) (*unstructured.Unstructured, error) {
+	u, err := k.dyn.Resource(gvr).Namespace(kubevirtNamespace).Get(ctx, crName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("read %s %s/%s: %w", gvr.Resource, kubevirtNamespace, crName, err)
+	}
+	return u, nil
+}
+
+// writeYAML writes v as YAML.
+func writeYAML(path string, v any) error {
+	data, err := sigsyaml.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+// selectedListWatch lists and watches with a client's List and Watch, each
+// request's options changed by sel (a label or field selector).
+func selectedListWatch[L runtime.Object](list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error), sel func(*metav1.ListOptions)) *cache.ListWatch {
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			sel(&o)
+			return list(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			sel(&o)
+			return watchFn(ctx, o)
+		},
+	}
 }
 
 // objectCheck is what a lookup of every strategy object found.

@@ -1,34 +1,45 @@
-// Command sidebyside measures KubeVirt's own virt-operator and the
-// installstrategy operator side by side (issue #13 b): both run as local
-// processes against a local cluster started for the run (real etcd,
-// kube-apiserver, controller-manager and scheduler, kwok nodes), from the
-// same KubeVirt strategy ConfigMap, and the run prints one table with both
-// sides and their ratios (the baseline is virt-operator).
+// Command sidebyside measures KubeVirt's own virt-operator, the
+// installstrategy operator (issue #13 b) and the example operator
+// examples/kubevirt-operator (issue #26: the SDK inside someone else's
+// operator) side by side: each runs as a local process against a local
+// cluster started for the run (real etcd, kube-apiserver,
+// controller-manager and scheduler, kwok nodes), from the same KubeVirt
+// strategy, and the run prints one table per phase with every side and
+// its ratio to virt-operator (the baseline), then the KubeVirt CR status
+// of virt-operator and of the example compared field by field.
 //
-//	sidebyside [--rounds N] [--scenarios install,upgrade] [--vo-bin DIR] [--kubevirt-src PREFIX] ...
+//	sidebyside [--rounds N] [--scenarios install,upgrade] [--sides virt-operator,installstrategy,example] ...
+//	sidebyside --report results.json
 //
 // Scenarios, each on a fresh cluster per side and round:
 //
-//   - install: the strategy ConfigMap of --to is stored, the operator
-//     started; measured from the creation of the custom resource (KubeVirt
-//     kubevirt/kubevirt, spec {}; Installation kubevirt/kubevirt naming the
-//     ConfigMap and its digest) until it reports done (virt-operator:
-//     condition Available=True; ours: phase Deployed, Available=True,
-//     observedVersion the target).
+//   - install: the strategy of --to is made available, the operator
+//     started; measured from the creation of the custom resource until it
+//     reports done. virt-operator: KubeVirt kubevirt/kubevirt, spec {},
+//     the strategy ConfigMap stored, done at condition Available=True at
+//     the version. installstrategy: Installation kubevirt/kubevirt naming
+//     the ConfigMap and its digest, done at phase Deployed, Available=True,
+//     observedVersion the target. example: the same KubeVirt and done as
+//     virt-operator; no ConfigMap stored: the harness does the work of its
+//     dump Job (dumpStandIn: the shipped strategy of the version the Job
+//     asks for, unsigned, its digest as the pod's termination message).
 //   - upgrade: --from installed as above (measured too), then the operator
-//     stopped, the --to ConfigMap stored (virt-operator: and its KubeVirt
-//     CRD applied; ours: the Installation's spec pointed at it), a new
+//     stopped, the --to strategy made available (virt-operator: its KubeVirt
+//     CRD applied and ConfigMap stored; ours: the ConfigMap stored and the
+//     Installation's spec pointed at it; example: the CRD applied), a new
 //     operator process started (virt-operator --to's binary; ours the same
-//     binary); measured from that process start until done at --to.
+//     binary; the example the same binary with --version --to); measured
+//     from that process start until done at --to.
 //
 // Per phase: wall time, the operator's own API requests (its client
 // counter from its /metrics: kubevirt_rest_client_requests_total or
 // rest_client_requests_total), the API server's apiserver_request_total
 // delta (every client: the operator, controller-manager, scheduler, kwok
-// and this harness's watches), peak RSS (VmHWM) and CPU seconds
-// (utime+stime) of the process, and the same counters over --settle after
-// done (idle). Every object of the strategy is then looked up: both sides
-// must have created the same objects.
+// and this harness's watches and stand-ins), peak RSS (VmHWM) and CPU
+// seconds (utime+stime) of the process, and the same counters over
+// --settle after done (idle). Every object of the strategy is then looked
+// up (every side must have created the same objects) and the custom
+// resource read.
 //
 // The sides share the cluster set-up: namespace kubevirt (labels of
 // KubeVirt's release manifest), the PriorityClass and KubeVirt CRD from
@@ -43,7 +54,8 @@
 //
 // Prerequisite: the virt-operator binaries, built by
 // ../shared/tools/virtoperator/build.sh (make virt-operator-build). See
-// docs/PERFORMANCE.md, "Side by side with virt-operator".
+// docs/PERFORMANCE.md, "Side by side with virt-operator", and
+// docs/EMBEDDING.md, "Compared with virt-operator".
 package main
 
 import (
@@ -53,6 +65,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -73,9 +86,11 @@ type config struct {
 	nodes       int
 	out         string
 	operatorBin string   // ours; built from ./cmd/installstrategy-operator when empty
+	exampleBin  string   // examples/kubevirt-operator; built when empty
 	extraFlags  []string // more flags of ours (diagnostics, e.g. --log-verbosity=1)
 	settle      time.Duration
 	timeout     time.Duration
+	reportFrom  string // print the report of this results.json, run nothing
 }
 
 func main() { cmdmain.Run("sidebyside", run) }
@@ -88,18 +103,25 @@ func run(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	if c.reportFrom != "" {
+		return reprint(os.Stdout, c.reportFrom)
+	}
 	if err := c.check(); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
-	if c.operatorBin == "" {
-		bin, err := buildOperator(ctx, c.out)
-		if err != nil {
+	for _, b := range []struct {
+		side, pkg string
+		bin       *string
+	}{{sideOurs, "./cmd/installstrategy-operator", &c.operatorBin}, {sideExample, "./examples/kubevirt-operator", &c.exampleBin}} {
+		if *b.bin != "" || !c.has(b.side) {
+			continue
+		}
+		if *b.bin, err = buildBinary(ctx, c.out, b.pkg); err != nil {
 			return err
 		}
-		c.operatorBin = bin
 	}
 	results, err := runAll(ctx, c)
 	// Whatever was measured is reported, also after a failure.
@@ -118,7 +140,7 @@ func parseFlags(args []string) (*config, error) {
 	var scenarios, sides string
 	fs.IntVar(&c.rounds, "rounds", 2, "rounds of every scenario and side (the sides alternate which goes first)")
 	fs.StringVar(&scenarios, "scenarios", "install,upgrade", "scenarios to run: install (of --to), upgrade (--from, then --to)")
-	fs.StringVar(&sides, "sides", sideVirtOperator+","+sideOurs, "sides to run")
+	fs.StringVar(&sides, "sides", strings.Join(allSides, ","), "sides to run: "+strings.Join(allSides, ", ")+" (examples/kubevirt-operator)")
 	fs.StringVar(&c.from, "from", "v1.8.4", "KubeVirt version the upgrade starts from")
 	fs.StringVar(&c.to, "to", "v1.9.0", "KubeVirt version installed, and upgraded to")
 	fs.StringVar(&c.voBin, "vo-bin", "/tmp/vo-bin", "folder of the virt-operator-TAG binaries (../shared/tools/virtoperator/build.sh)")
@@ -129,12 +151,14 @@ func parseFlags(args []string) (*config, error) {
 	fs.IntVar(&c.nodes, "nodes", 3, "kwok nodes of the cluster")
 	fs.StringVar(&c.out, "out", "_output/sidebyside", "folder for results.json, operator logs and metrics snapshots")
 	fs.StringVar(&c.operatorBin, "operator", "", "our operator binary; empty builds ./cmd/installstrategy-operator")
+	fs.StringVar(&c.exampleBin, "example", "", "the example operator's binary; empty builds ./examples/kubevirt-operator")
 	fs.Func("operator-flag", "one more flag of our operator (repeatable), e.g. --log-verbosity=1 to see its steps; figures of the report are with none", func(v string) error {
 		c.extraFlags = append(c.extraFlags, v)
 		return nil
 	})
 	fs.DurationVar(&c.settle, "settle", 30*time.Second, "idle window measured after done")
 	fs.DurationVar(&c.timeout, "timeout", 10*time.Minute, "how long a phase may take to reach done")
+	fs.StringVar(&c.reportFrom, "report", "", "print the report of an earlier run's results.json (e.g. after changing the status reasons) and run nothing")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -171,8 +195,8 @@ func (c *config) check() error {
 		}
 	}
 	for _, s := range c.sides {
-		if s != sideVirtOperator && s != sideOurs {
-			errs = append(errs, fmt.Errorf("--sides: unknown %q (%s, %s)", s, sideVirtOperator, sideOurs))
+		if !slices.Contains(allSides, s) {
+			errs = append(errs, fmt.Errorf("--sides: unknown %q (%s)", s, strings.Join(allSides, ", ")))
 		}
 	}
 	for _, tag := range c.tags() {
@@ -190,14 +214,10 @@ func (c *config) check() error {
 	return errors.Join(errs...)
 }
 
-func (c *config) has(side string) bool {
-	for _, s := range c.sides {
-		if s == side {
-			return true
-		}
-	}
-	return false
-}
+// allSides are the sides in report order; virt-operator is the baseline.
+var allSides = []string{sideVirtOperator, sideOurs, sideExample}
+
+func (c *config) has(side string) bool { return slices.Contains(c.sides, side) }
 
 // tags are the KubeVirt versions the scenarios need.
 func (c *config) tags() []string {

@@ -89,4 +89,41 @@ func TestReportRatios(t *testing.T) {
 	if !strings.Contains(sb.String(), "0.45 (2.20x faster)") {
 		t.Errorf("report has no time ratio:\n%s", sb.String())
 	}
+
+	// A third side gets its own column and ratio; the KubeVirt statuses
+	// of virt-operator and the example are compared.
+	vo[0].CRStatus = map[string]any{"phase": "Deployed"}
+	ex := []phaseResult{{Side: sideExample, Phase: "install v1.9.0", Round: 1, TriggerToDone: 11, Own: counts{"POST": 360}, Settled: procStat{PeakRSSKiB: 150 << 10},
+		CRStatus: map[string]any{"phase": "Deployed"}}}
+	sb.Reset()
+	printReport(&sb, &config{rounds: 1, nodes: 3, settle: 30 * time.Second}, append(append(ex, us...), vo...))
+	head := ""
+	for _, line := range strings.Split(sb.String(), "\n") {
+		if strings.Contains(line, "ours/vo") {
+			head = line
+		}
+	}
+	if f := strings.Fields(head); len(f) != 5 || f[0] != sideVirtOperator || f[1] != sideOurs || f[2] != sideExample || f[4] != "example/vo" {
+		t.Errorf("heading %q: want the sides in report order, then ours/vo and example/vo", head)
+	}
+	for _, want := range []string{"0.45 (2.20x faster)  0.50 (2.00x faster)", "example: goals", "1 of 1 fields equal"} {
+		if !strings.Contains(sb.String(), want) {
+			t.Errorf("report has no %q:\n%s", want, sb.String())
+		}
+	}
+}
+
+func TestRotate(t *testing.T) {
+	sides := []string{"a", "b", "c"}
+	for n, want := range []string{"a b c", "b c a", "c a b", "a b c"} {
+		if got := strings.Join(rotate(sides, n), " "); got != want {
+			t.Errorf("rotate(%d) = %q, want %q", n, got, want)
+		}
+	}
+	if strings.Join(sides, " ") != "a b c" {
+		t.Errorf("rotate changed its input: %v", sides)
+	}
+	if rotate(nil, 1) != nil {
+		t.Error("rotate(nil) is not nil")
+	}
 }

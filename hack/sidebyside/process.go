@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"time"
 )
@@ -155,15 +156,15 @@ func portsFree(ports ...int) error {
 	return errors.Join(errs...)
 }
 
-// buildOperator builds our operator into dir.
-func buildOperator(ctx context.Context, dir string) (string, error) {
-	bin, err := absPath(dir, "installstrategy-operator")
+// buildBinary builds a main package of the repository into dir.
+func buildBinary(ctx context.Context, dir, pkg string) (string, error) {
+	bin, err := absPath(dir, filepath.Base(pkg))
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/installstrategy-operator")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/installstrategy-operator (run from the repository root): %v\n%s", err, out)
+		return "", fmt.Errorf("go build %s (run from the repository root): %v\n%s", pkg, err, out)
 	}
 	return bin, nil
 }

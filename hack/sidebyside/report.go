@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -8,7 +9,30 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 )
+
+// reprint prints the report of a results.json that writeResults wrote.
+func reprint(w io.Writer, path string) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	var doc struct {
+		Settings struct {
+			Rounds        int     `json:"rounds"`
+			Nodes         int     `json:"nodes"`
+			SettleSeconds float64 `json:"settleSeconds"`
+		} `json:"settings"`
+		Phases []phaseResult `json:"phases"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	s := doc.Settings
+	printReport(w, &config{rounds: s.Rounds, nodes: s.Nodes, settle: time.Duration(s.SettleSeconds * float64(time.Second))}, doc.Phases)
+	return nil
+}
 
 func mib(kib int64) float64 { return float64(kib) / 1024 }
 
@@ -63,17 +87,28 @@ func mean(v []float64) float64 {
 }
 
 // printReport prints one table per phase: every round of each side, their
-// means, and ours ÷ virt-operator's (the baseline) of the means.
+// means, and each side's mean ÷ virt-operator's (the baseline); then, for
+// each phase in which virt-operator and the example operator both wrote
+// the KubeVirt CR's status, the two statuses compared field by field.
 func printReport(w io.Writer, c *config, results []phaseResult) {
 	var phases []string
+	present := map[string]bool{}
 	for _, r := range results {
 		if !slices.Contains(phases, r.Phase) {
 			phases = append(phases, r.Phase)
 		}
+		present[r.Side] = true
 	}
-	fmt.Fprintf(w, "\nSide by side: virt-operator (baseline) and installstrategy, %d round(s), %d CPUs (%s), %d kwok nodes, idle window %s\n",
-		c.rounds, runtime.NumCPU(), cpuModel(), c.nodes, c.settle)
-	fmt.Fprintln(w, "done = virt-operator: KubeVirt Available=True at the version; installstrategy: Installation Deployed, Available=True, observedVersion the version")
+	var sides []string
+	for _, s := range allSides {
+		if present[s] {
+			sides = append(sides, s)
+		}
+	}
+	others := slices.DeleteFunc(slices.Clone(sides), func(s string) bool { return s == sideVirtOperator })
+	fmt.Fprintf(w, "\nSide by side: %s (baseline %s), %d round(s), %d CPUs (%s), %d kwok nodes, idle window %s\n",
+		strings.Join(sides, ", "), sideVirtOperator, c.rounds, runtime.NumCPU(), cpuModel(), c.nodes, c.settle)
+	fmt.Fprintln(w, "done = virt-operator and example (examples/kubevirt-operator): KubeVirt Available=True at the version; installstrategy: Installation Deployed, Available=True, observedVersion the version")
 	for _, ph := range phases {
 		by := map[string][]phaseResult{}
 		trigger := ""
@@ -85,20 +120,30 @@ func printReport(w io.Writer, c *config, results []phaseResult) {
 		}
 		fmt.Fprintf(w, "\n== %s (trigger: %s)\n", ph, trigger)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintf(tw, "\t%s\t%s\tours/vo\n", sideVirtOperator, sideOurs)
+		fmt.Fprintf(tw, "\t%s", strings.Join(sides, "\t"))
+		for _, o := range others {
+			fmt.Fprintf(tw, "\t%s/vo", ratioName(o))
+		}
+		fmt.Fprintln(tw)
 		for _, rw := range rows {
-			vo, us := values(by[sideVirtOperator], rw), values(by[sideOurs], rw)
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", rw.name, cell(vo, rw.unit), cell(us, rw.unit), ratio(vo, us, rw.time))
+			fmt.Fprintf(tw, "%s", rw.name)
+			for _, s := range sides {
+				fmt.Fprintf(tw, "\t%s", cell(values(by[s], rw), rw.unit))
+			}
+			for _, o := range others {
+				fmt.Fprintf(tw, "\t%s", ratio(values(by[sideVirtOperator], rw), values(by[o], rw), rw.time))
+			}
+			fmt.Fprintln(tw)
 		}
 		var loads []string
-		for _, side := range []string{sideVirtOperator, sideOurs} {
+		for _, side := range sides {
 			for _, r := range by[side] {
 				loads = append(loads, fmt.Sprintf("%s r%d: %s", side, r.Round, r.Load))
 			}
 		}
 		fmt.Fprintf(tw, "load average at done\t%s\n", strings.Join(loads, "; "))
 		tw.Flush()
-		for _, side := range []string{sideVirtOperator, sideOurs} {
+		for _, side := range sides {
 			var missing []string
 			for _, r := range by[side] {
 				for _, m := range r.Objects.Missing {
@@ -106,15 +151,42 @@ func printReport(w io.Writer, c *config, results []phaseResult) {
 						missing = append(missing, m)
 					}
 				}
+				for _, d := range r.Dumps {
+					fmt.Fprintf(w, "%s r%d dump stand-in: %s\n", side, r.Round, d)
+				}
 			}
 			if len(missing) > 0 {
 				fmt.Fprintf(w, "strategy objects %s did not create: %s\n", side, strings.Join(missing, ", "))
 			}
 		}
-		if len(by[sideVirtOperator]) > 0 && len(by[sideOurs]) > 0 {
-			fmt.Fprintln(w, goals(by[sideVirtOperator], by[sideOurs]))
+		for _, o := range others {
+			if len(by[sideVirtOperator]) > 0 && len(by[o]) > 0 {
+				fmt.Fprintf(w, "%s: %s\n", o, goals(by[sideVirtOperator], by[o]))
+			}
+		}
+		if a, b := firstStatus(by[sideVirtOperator]), firstStatus(by[sideExample]); a != nil && b != nil {
+			fmt.Fprintf(w, "\nKubeVirt CR status after the idle window, %s: virt-operator and example (round 1 of each)\n", ph)
+			printStatusComparison(w, sideVirtOperator, sideExample, compareStatus(a, b, statusReasons))
 		}
 	}
+}
+
+// ratioName is a side's name in a ratio column's heading.
+func ratioName(side string) string {
+	if side == sideOurs {
+		return "ours"
+	}
+	return side
+}
+
+// firstStatus is the CR status of the first round that has one.
+func firstStatus(rs []phaseResult) map[string]any {
+	for _, r := range rs {
+		if r.CRStatus != nil {
+			return r.CRStatus
+		}
+	}
+	return nil
 }
 
 func values(rs []phaseResult, rw row) []float64 {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/pkg/codec"
 )
 
 // phaseResult is one measured phase of one side in one round.
@@ -50,26 +51,35 @@ type phaseResult struct {
 	Objects   objectCheck `json:"objects"`
 	LogErrors int         `json:"logErrors"` // error lines in the operator's log
 	Status    string      `json:"status"`    // what the custom resource reported at done
-	Load      string      `json:"loadAverageAtDone"`
-	Log       string      `json:"log"`
+	// CRStatus is the custom resource's .status after the idle window.
+	CRStatus map[string]any `json:"crStatus,omitempty"`
+	// Dumps is what the dump stand-in did for this phase, times from the
+	// trigger.
+	Dumps []string `json:"dumps,omitempty"`
+	Load  string   `json:"loadAverageAtDone"`
+	Log   string   `json:"log"`
 }
 
 // runAll runs every round, scenario and side, each on a fresh cluster.
 func runAll(ctx context.Context, c *config) ([]phaseResult, error) {
-	ports := []int{8444, voMetricsPort, oursMetricsPort, oursProbePort}
+	ports := []int{8444, voMetricsPort, oursMetricsPort, oursProbePort, exampleMetricsPort}
 	if err := portsFree(ports...); err != nil {
 		return nil, err
+	}
+	shipped := map[string]shippedStrategy{}
+	for _, tag := range c.tags() {
+		sh, err := readShipped(c.configMapFile(tag))
+		if err != nil {
+			return nil, err
+		}
+		shipped[tag] = sh
 	}
 	var results []phaseResult
 	for round := 1; round <= c.rounds; round++ {
 		for _, sc := range c.scenarios {
-			sides := c.sides
-			if round%2 == 0 && len(sides) == 2 {
-				sides = []string{sides[1], sides[0]}
-			}
-			for _, name := range sides {
+			for _, name := range rotate(c.sides, round-1) {
 				fmt.Fprintf(os.Stderr, "== round %d, %s, %s (load average %s)\n", round, sc, name, loadAverage())
-				rs, err := runSide(ctx, c, newSide(c, name), sc, round)
+				rs, err := runSide(ctx, c, newSide(c, name), shipped, sc, round)
 				results = append(results, rs...)
 				if err != nil {
 					return results, fmt.Errorf("round %d, %s, %s: %w", round, sc, name, err)
@@ -84,9 +94,18 @@ func runAll(ctx context.Context, c *config) ([]phaseResult, error) {
 	return results, nil
 }
 
+// rotate is sides turned left by n: each round another side goes first.
+func rotate(sides []string, n int) []string {
+	if len(sides) == 0 {
+		return nil
+	}
+	n %= len(sides)
+	return append(append([]string(nil), sides[n:]...), sides[:n]...)
+}
+
 // runSide runs one scenario for one side on a cluster of its own, which it
 // always tears down.
-func runSide(ctx context.Context, c *config, s side, sc string, round int) (results []phaseResult, err error) {
+func runSide(ctx context.Context, c *config, s side, shipped map[string]shippedStrategy, sc string, round int) (results []phaseResult, err error) {
 	dir := filepath.Join(c.out, fmt.Sprintf("round%d-%s-%s", round, sc, s.name()))
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -136,7 +155,7 @@ func runSide(ctx context.Context, c *config, s side, sc string, round int) (resu
 	if err := s.prepare(ctx, k); err != nil {
 		return nil, fmt.Errorf("prepare %s: %w", s.name(), err)
 	}
-	stored, err := k.storeConfigMap(ctx, c.configMapFile(first))
+	stored, err := storeFor(ctx, k, s, shipped[first])
 	if err != nil {
 		return nil, err
 	}
@@ -145,10 +164,16 @@ func runSide(ctx context.Context, c *config, s side, sc string, round int) (resu
 		return nil, err
 	}
 	defer hlog.Close()
-	h := startHelpers(ctx, k.cs, s.bridgesWebhook(), hlog)
+	var dumps *dumpStandIn
+	if s.playsDump() {
+		if dumps, err = newDumpStandIn(k.cs, shipped); err != nil {
+			return nil, err
+		}
+	}
+	h := startHelpers(ctx, k.cs, s.bridgesWebhook(), dumps, hlog)
 	defer h.stop()
 	sc2 := newScraper(k.cs, dir)
-	m := &measurer{c: c, k: k, s: s, h: h, scr: sc2, dir: dir, kubeconfig: st.Kubeconfig}
+	m := &measurer{c: c, k: k, s: s, h: h, dumps: dumps, scr: sc2, dir: dir, kubeconfig: st.Kubeconfig}
 
 	// 10 s of the bare cluster, for scale.
 	idle0, err := sc2.take(ctx, "bare0", nil)
@@ -194,7 +219,7 @@ func runSide(ctx context.Context, c *config, s side, sc string, round int) (resu
 	if err := s.beforeStore(ctx, k, c.to); err != nil {
 		return results, err
 	}
-	next, err := k.storeConfigMap(ctx, c.configMapFile(c.to))
+	next, err := storeFor(ctx, k, s, shipped[c.to])
 	if err != nil {
 		return results, err
 	}
@@ -218,12 +243,23 @@ func runSide(ctx context.Context, c *config, s side, sc string, round int) (resu
 	return append(results, r), nil
 }
 
+// storeFor stores the shipped strategy for a side, unless the side gets it
+// from the dump stand-in; either way its text is what the object check
+// looks for.
+func storeFor(ctx context.Context, k *kube, s side, sh shippedStrategy) (storedStrategy, error) {
+	if s.playsDump() {
+		return storedStrategy{digest: codec.Digest(sh.text), text: sh.text}, nil
+	}
+	return k.storeConfigMap(ctx, sh)
+}
+
 // measurer measures phases of one side on one cluster.
 type measurer struct {
 	c          *config
 	k          *kube
 	s          side
 	h          *helpers
+	dumps      *dumpStandIn // nil unless the side plays dumps
 	scr        *scraper
 	dir        string
 	kubeconfig string
@@ -284,6 +320,24 @@ func (m *measurer) measure(ctx context.Context, op *operatorProcess, name, tag s
 	r.IdleOwn, r.IdleAPI = settled.Own.minus(at.Own), settled.APIServer.minus(at.APIServer)
 	r.IdleSeconds = settled.At.Sub(at.At).Seconds()
 	r.Settled = *settled.Proc
+	cr, err := m.k.cr(ctx, m.s.resource())
+	if err != nil {
+		return r, err
+	}
+	r.CRStatus, _, _ = unstructured.NestedMap(cr.Object, "status")
+	// The whole object: metadata (generation, managedFields) says who
+	// wrote what.
+	if err := writeYAML(filepath.Join(m.dir, name+"-"+tag+".cr.yaml"), cr.Object); err != nil {
+		return r, err
+	}
+	if m.dumps != nil {
+		for _, d := range m.dumps.dumps() {
+			if d.Seen.After(trigger) {
+				r.Dumps = append(r.Dumps, fmt.Sprintf("job %s seen +%.2f s, strategy stored +%.2f s, pod ended +%.2f s",
+					d.Job, d.Seen.Sub(trigger).Seconds(), d.Stored.Sub(trigger).Seconds(), d.Ended.Sub(trigger).Seconds()))
+			}
+		}
+	}
 	if r.Objects, err = m.k.checkObjects(ctx, text); err != nil {
 		return r, fmt.Errorf("check the strategy's objects: %w", err)
 	}

@@ -16,6 +16,7 @@ import (
 const (
 	sideVirtOperator = "virt-operator"
 	sideOurs         = "installstrategy"
+	sideExample      = "example" // examples/kubevirt-operator
 
 	scenarioInstall = "install"
 	scenarioUpgrade = "upgrade"
@@ -24,9 +25,10 @@ const (
 	kubevirtReg  = "quay.io/kubevirt"
 	ourNamespace = "installstrategy-system" // our operator's Lease and signing key
 
-	voMetricsPort   = 18186
-	oursMetricsPort = 18080
-	oursProbePort   = 18081
+	voMetricsPort      = 18186
+	oursMetricsPort    = 18080
+	oursProbePort      = 18081
+	exampleMetricsPort = 18082
 )
 
 // side is one operator and how it is asked for a KubeVirt version.
@@ -47,11 +49,17 @@ type side interface {
 	afterStore(ctx context.Context, k *kube, tag string, st storedStrategy) error
 	// bridgesWebhook: the side's own admission webhook needs the TCP bridge.
 	bridgesWebhook() bool
+	// playsDump: the harness stores no strategy ConfigMap for this side;
+	// it does the work of the side's dump Jobs instead (dumpStandIn).
+	playsDump() bool
 }
 
 func newSide(c *config, name string) side {
-	if name == sideVirtOperator {
+	switch name {
+	case sideVirtOperator:
 		return &virtOperator{c: c}
+	case sideExample:
+		return &example{virtOperator{c: c}}
 	}
 	return &ours{c: c}
 }
@@ -87,6 +95,7 @@ type virtOperator struct{ c *config }
 
 func (*virtOperator) name() string         { return sideVirtOperator }
 func (*virtOperator) bridgesWebhook() bool { return true }
+func (*virtOperator) playsDump() bool      { return false }
 
 func (*virtOperator) prepare(context.Context, *kube) error { return nil }
 
@@ -149,6 +158,7 @@ type ours struct{ c *config }
 
 func (*ours) name() string         { return sideOurs }
 func (*ours) bridgesWebhook() bool { return false }
+func (*ours) playsDump() bool      { return false }
 
 // prepare installs the Installation CRD and the operator's namespace, as
 // make deploy would.
@@ -204,4 +214,37 @@ func (o *ours) afterStore(ctx context.Context, k *kube, tag string, st storedStr
 	patch := fmt.Sprintf(`{"spec":{"version":%q,"strategy":{"configMap":{"name":%q,"digest":%q}}}}`, tag, st.name, st.digest)
 	_, err := k.dyn.Resource(o.resource()).Namespace(kubevirtNamespace).Patch(ctx, crName, types.MergePatchType, []byte(patch), metav1.PatchOptions{})
 	return err
+}
+
+// example is examples/kubevirt-operator, the SDK (pkg/operator) driving
+// KubeVirt's own KubeVirt CR: the same custom resource, CRDs, done
+// condition and upgrade steps as virtOperator. Its flags are as shipped
+// but for metrics on loopback, --version (the version of a KubeVirt whose
+// spec names none: virt-operator's own version, so spec {} asks each
+// binary for its release) and --dump-pod-label (see dumpLabels): its
+// strategy comes from a dump Job, whose work the harness does
+// (dumpStandIn). No webhook server of its own: KubeVirt's
+// virt-operator-validator, which the strategy installs, has no backend
+// (the harness neither updates nor deletes the CR after creating it).
+// Its signing key lives in kubevirt-installstrategy, which it makes.
+type example struct{ virtOperator }
+
+func (*example) name() string         { return sideExample }
+func (*example) bridgesWebhook() bool { return false }
+func (*example) playsDump() bool      { return true }
+
+func (e *example) process(tag, kubeconfig, logPath string) processSpec {
+	args := []string{"--kubeconfig", kubeconfig, "--version", tag,
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", exampleMetricsPort)}
+	for k, v := range dumpLabels {
+		args = append(args, "--dump-pod-label", k+"="+v)
+	}
+	return processSpec{
+		name: "kubevirt-operator (example) " + tag, path: e.c.exampleBin, logPath: logPath,
+		args: args,
+		env:  []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
+		// Logged once the caches are synced (no leader election).
+		readyLine: "Starting workers", metricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", exampleMetricsPort),
+		requestMetric: "rest_client_requests_total", requestLabel: "method", errorMarker: `"error"=`,
+	}
 }
