@@ -109,6 +109,10 @@ type Options struct {
 	// loader.Options).
 	DumpPodEnv       []corev1.EnvVar
 	DumpPodPlacement *identity.NodePlacement
+	// DumpPollInterval is how soon a pending dump Job is looked at again
+	// if no event of it came meanwhile (the Jobs are watched: a finished
+	// dump is loaded at once); 0 means loader.DefaultPollInterval.
+	DumpPollInterval time.Duration
 	// MaxConcurrentReconciles bounds parallel reconciles; 0 means 4.
 	MaxConcurrentReconciles int
 	// Metrics receive the operator's metrics; nil means DefaultMetrics.
@@ -210,7 +214,8 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	ld, err := loader.New(loader.Options{Store: st, Kube: kube, PodLabels: opts.DumpPodLabels, PodEnv: opts.DumpPodEnv, Placement: opts.DumpPodPlacement})
+	ld, err := loader.New(loader.Options{Store: st, Kube: kube, PodLabels: opts.DumpPodLabels, PodEnv: opts.DumpPodEnv, Placement: opts.DumpPodPlacement,
+		PollInterval: opts.DumpPollInterval})
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}
@@ -247,8 +252,9 @@ func (r *Reconciler) LiveCache() *apply.InformerCache { return r.live }
 
 // SetupWithManager registers the reconciler with the manager: it watches
 // Installations, strategy ConfigMaps of their namespaces, Deployments
-// and DaemonSets (spec changes and deletions, for drift), and the key
-// Secret and trusted keys ConfigMap of the key namespace (keyWatches).
+// and DaemonSets (spec changes and deletions, for drift), the key
+// Secret and trusted keys ConfigMap of the key namespace (keyWatches), and
+// the dump Jobs' status (dumpJobWatch).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	n := r.opts.MaxConcurrentReconciles
 	if n == 0 {
@@ -259,6 +265,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	byNamespace := handler.EnqueueRequestsFromMapFunc(r.installationsOfNamespace)
 	keys, err := r.keyWatches(mgr)
+	if err != nil {
+		return err
+	}
+	dumps, err := r.dumpJobWatch(mgr, byNamespace)
 	if err != nil {
 		return err
 	}
@@ -273,6 +283,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, r.workloadDrift())).
 		WatchesRawSource(keys[0]).
 		WatchesRawSource(keys[1]).
+		WatchesRawSource(dumps).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
 		Complete(r)
 }

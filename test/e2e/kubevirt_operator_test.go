@@ -83,7 +83,10 @@ func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, 
 	}
 	r, err := operator.New(mgr, operator.Options{
 		Resource: kubevirt.Resource{Defaults: defaults}, Defaults: defaults, KeyNamespace: keyNS, Metrics: operator.NewMetrics(),
-		DumpPodLabels:    testenv.BehaviourLabels(testenv.BehaviourAwaitResult),
+		DumpPodLabels: testenv.BehaviourLabels(testenv.BehaviourAwaitResult),
+		// A finished dump is loaded when its Job's watch says so: no
+		// test would finish if the operator waited for this poll.
+		DumpPollInterval: 30 * time.Minute,
 		ProgressInterval: 500 * time.Millisecond, Interval: 200 * time.Millisecond, StageDeadline: 2 * time.Minute,
 	})
 	if err != nil {
