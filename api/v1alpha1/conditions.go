@@ -69,6 +69,12 @@ const (
 	// ReasonAnotherInstallationActive: an older Installation in the same
 	// namespace is active; this one does nothing.
 	ReasonAnotherInstallationActive = "AnotherInstallationActive"
+	// ReasonClaimedByOther: the strategy's cluster-scoped objects (CRDs,
+	// ClusterRoles, webhooks) belong to another installation that still
+	// exists (an Installation in another namespace, or a plugin
+	// installation), named in the message; this one writes nothing and
+	// waits until that one is gone, then takes over what it left.
+	ReasonClaimedByOther = "ClaimedByOther"
 	// ReasonUninstallBlocked: uninstallStrategy is
 	// BlockUninstallIfWorkloadsExist and workloads still exist.
 	ReasonUninstallBlocked = "UninstallBlocked"

@@ -359,6 +359,11 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 					return fail(err)
 				}
 			}
+			if p.Blocked != "" {
+				// apply would refuse: it writes nothing while the claim holds.
+				fmt.Fprintf(o.streams.ErrOut, "apply would write nothing: %s\n", p.Blocked)
+				return &ExitError{Code: 1}
+			}
 			if n := planChanges(p); n > 0 {
 				fmt.Fprintf(o.streams.ErrOut, "%d objects would change\n", n)
 				return &ExitError{Code: 1}

@@ -74,6 +74,13 @@ type Options struct {
 	// no identity, which rollover checks look for: use it without waiting.
 	// The zero value annotates pod templates (see Prepare).
 	LeavePodTemplates bool
+	// Released holds objects whose installation labels name an
+	// installation that no longer exists (no inventory; see
+	// inventory.Store.Holder), by object, with that installation's
+	// "namespace/name": while the live object still names it, it is taken
+	// over (relabelled in place) instead of being a conflict. Nil takes
+	// nothing over.
+	Released map[strategy.ObjectRef]string
 }
 
 // Action is what the applier did (or, on a dry run, would do) to an object.
@@ -553,7 +560,9 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	}
 	claim := ClaimOf(live, a.opts.Owner)
 	_, owned := prepared.GetAnnotations()[AppliedHashAnnotation]
+	released := claim == inventory.ClaimOther && a.released(res.Ref, live)
 	switch {
+	case released:
 	case claim == inventory.ClaimOther:
 		res.Action = ActionConflict
 		res.Reason = conflictOf(res.Ref, live, claim).Error()
@@ -588,6 +597,8 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		}
 	case res.Shared:
 		res.Reason = "existing, not an installation's: the strategy's fields merged in, never deleted"
+	case released:
+		res.Reason = "taken over from installation " + inventory.OtherOwner(live.GetLabels()) + ", which no longer exists"
 	case claim == inventory.ClaimLegacy || claim == inventory.ClaimLegacyShared:
 		res.Reason = "relabelled for installation " + a.opts.Owner.String() + " (written by an older installstrategy)"
 	case live.GetAnnotations()[AppliedHashAnnotation] != prepared.GetAnnotations()[AppliedHashAnnotation]:
@@ -596,6 +607,14 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		res.Reason = "drift at " + changes[0].Path
 	}
 	return res
+}
+
+// released reports whether live, another installation's object, is one
+// Options.Released hands over: its labels still name the installation that
+// was found gone.
+func (a *Applier) released(ref strategy.ObjectRef, live *unstructured.Unstructured) bool {
+	gone, ok := a.opts.Released[ref]
+	return ok && gone == inventory.OtherOwner(live.GetLabels())
 }
 
 // fromWhom says who wrote an adopted object: its managed-by label and its

@@ -184,6 +184,24 @@ func TestApplyConflictWithUnmanagedObject(t *testing.T) {
 	if want := "belongs to installation " + testOwner.String(); !strings.Contains(err.Error(), want) {
 		t.Errorf("conflict %q does not say %q", err, want)
 	}
+
+	// Released (its installation is gone, pkg/reconcile's claim check):
+	// taken over, but only while its labels still name that installation.
+	ref := strategy.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: "settings"}
+	otherOwner := inventory.Owner{Namespace: ns, Name: "other"}
+	stale := a.WithOptions(apply.Options{Owner: otherOwner, Identity: testID, Released: map[strategy.ObjectRef]string{ref: ns + "/someone-else"}})
+	if _, err = stale.Apply(ctx, configMap(t, ns, "settings", map[string]string{"a": "other"})); !errors.As(err, &conflict) {
+		t.Fatalf("released for another installation: %v, want a conflict", err)
+	}
+	released := a.WithOptions(apply.Options{Owner: otherOwner, Identity: testID, Released: map[strategy.ObjectRef]string{ref: testOwner.String()}})
+	res = mustApply(t, released, configMap(t, ns, "settings", map[string]string{"a": "other"}), apply.ActionUpdate)
+	if want := "taken over from installation " + testOwner.String() + ", which no longer exists"; res.Reason != want {
+		t.Errorf("take-over reason %q, want %q", res.Reason, want)
+	}
+	live, _ = env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "settings", metav1.GetOptions{})
+	if live.Data["a"] != "other" || !otherOwner.Owns(live.Labels) {
+		t.Errorf("not taken over: %v %v", live.Labels, live.Data)
+	}
 }
 
 // An object installed with `kubectl apply --server-side` (field manager

@@ -28,6 +28,11 @@ const (
 	OwnerNameAnnotation = "installstrategy.io/installation"
 	// ObjectsKey is the data key holding the entries as JSON.
 	ObjectsKey = "objects"
+	// ReleasedAnnotation marks the inventory of an installation that was
+	// uninstalled but kept its CRDs: it still lists them (a later uninstall
+	// can remove them), but it no longer holds the product's cluster-scoped
+	// objects against another installation (see Store.Holder).
+	ReleasedAnnotation = "installstrategy.io/released"
 	// NamePrefix starts every inventory ConfigMap's name.
 	NamePrefix = "installstrategy-inventory-"
 )
@@ -47,6 +52,9 @@ type Inventory struct {
 	Entries map[strategy.ObjectRef]Entry
 	// Version is the target version recorded with the last write.
 	Version string
+	// Released is true for an installation uninstalled with its CRDs
+	// kept (ReleasedAnnotation); any other write clears it.
+	Released bool
 	// resourceVersion of the ConfigMap read, "" for a new inventory.
 	resourceVersion string
 	// ownerRefs of the ConfigMap read.
@@ -149,7 +157,8 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 	inv.resourceVersion = cm.ResourceVersion
 	inv.ownerRefs = cm.OwnerReferences
 	inv.Version = cm.Annotations[VersionAnnotation]
-	inv.stored = inv.Version + "\n" + cm.Data[ObjectsKey]
+	_, inv.Released = cm.Annotations[ReleasedAnnotation]
+	inv.stored = contentOf(inv.Version, inv.Released, cm.Data[ObjectsKey])
 	var entries []Entry
 	if data := cm.Data[ObjectsKey]; data != "" {
 		if err := json.Unmarshal([]byte(data), &entries); err != nil {
@@ -183,7 +192,7 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 	if err != nil {
 		return fmt.Errorf("inventory of %s: %w", o, err)
 	}
-	content := inv.Version + "\n" + string(data)
+	content := contentOf(inv.Version, inv.Released, string(data))
 	if inv.resourceVersion != "" && content == inv.stored {
 		return nil
 	}
@@ -197,6 +206,9 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 			OwnerReferences: inv.ownerRefs,
 		},
 		Data: map[string]string{ObjectsKey: string(data)},
+	}
+	if inv.Released {
+		cm.Annotations[ReleasedAnnotation] = "true"
 	}
 	if s.OwnerReference != nil && len(cm.OwnerReferences) == 0 {
 		cm.OwnerReferences = []metav1.OwnerReference{*s.OwnerReference}
@@ -218,6 +230,12 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 	inv.ownerRefs = out.OwnerReferences
 	inv.stored = content
 	return nil
+}
+
+// contentOf is what an inventory's ConfigMap holds, compared to skip a write
+// of the same.
+func contentOf(version string, released bool, objects string) string {
+	return fmt.Sprintf("%s\n%t\n%s", version, released, objects)
 }
 
 // Delete removes an owner's inventory (absent is fine).
@@ -247,4 +265,43 @@ func (s *Store) List(ctx context.Context, namespace string) ([]*Inventory, error
 		out = append(out, inv)
 	}
 	return out, nil
+}
+
+// Holder returns the installation whose inventory the installation labels
+// of an object name (NameLabel and NamespaceLabel, as Owner.Labels writes
+// them): ok is false when no such inventory exists — the installation is
+// gone (uninstalled, or its Installation deleted) and no longer holds what
+// it left labelled as its own, such as the CRDs an uninstall keeps. An
+// inventory an uninstall left for its kept CRDs (Inventory.Released) holds
+// nothing either.
+func (s *Store) Holder(ctx context.Context, labels map[string]string) (owner Owner, ok bool, err error) {
+	ns, name := labels[NamespaceLabel], labels[NameLabel]
+	if ns == "" || name == "" {
+		return Owner{}, false, nil
+	}
+	sel := fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s", ManagedByLabel, ManagedBy, NameLabel, name, NamespaceLabel, ns, InventoryLabel)
+	l, err := s.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
+	if err != nil {
+		return Owner{}, false, fmt.Errorf("inventory of installation %s/%s: %w", ns, name, err)
+	}
+	for _, cm := range l.Items {
+		if _, released := cm.Annotations[ReleasedAnnotation]; released || cm.DeletionTimestamp != nil {
+			continue
+		}
+		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[OwnerNameAnnotation], Kind: cm.Annotations[OwnerKindAnnotation]}
+		if o.Name == "" {
+			o.Name = name
+		}
+		return o, true, nil
+	}
+	return Owner{}, false, nil
+}
+
+// Describe names an owner with its kind, the way messages cite the holder
+// of a claim: "Installation ns/name" or "plugin installation ns/name".
+func (o Owner) Describe() string {
+	if o.kind() == KindInstallation {
+		return "Installation " + o.String()
+	}
+	return "plugin installation " + o.String()
 }

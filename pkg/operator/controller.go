@@ -56,6 +56,9 @@ const (
 	DefaultResyncPeriod     = 5 * time.Minute
 	DefaultProgressInterval = 2 * time.Second
 	DefaultErrorRequeue     = 10 * time.Second
+	// ClaimRequeue is how often an Installation whose cluster-scoped
+	// objects another installation holds (ClaimedByOther) looks again.
+	ClaimRequeue = 10 * time.Second
 	// DefaultServedCertificateCheck is how often, at most, a deployed
 	// Installation's Services are dialled to check the certificates they
 	// present (and after every rollout).
@@ -469,6 +472,7 @@ func (r *Reconciler) Stages() []Stage {
 		{"active", r.stageActive},
 		{"config", r.stageConfig},
 		{"load", r.stageLoad},
+		{"claim", r.stageClaim},
 		{"apply", r.stageApply},
 		{"gc", r.stageGC},
 	}

@@ -249,7 +249,7 @@ func TestStages(t *testing.T) {
 	for _, s := range r.Stages() {
 		names = append(names, s.Name)
 	}
-	if got := strings.Join(names, ","); got != "finalizer,active,config,load,apply,gc" {
+	if got := strings.Join(names, ","); got != "finalizer,active,config,load,claim,apply,gc" {
 		t.Errorf("stages %s", got)
 	}
 	names = nil

@@ -7,7 +7,9 @@
 // returns a controller-runtime reconciler and SetupWithManager registers
 // it. InstallationResource is our own Installation kind. The reconciler is
 // a list of named stages (finalizer, one active object per namespace,
-// config and identity, load, apply, garbage-collect strategies; and, on
+// config and identity, load, claim (the product's cluster-scoped objects
+// are not another live installation's: else ClaimedByOther, nothing
+// written), apply, garbage-collect strategies; and, on
 // deletion, uninstall) that turns each object into its product in the
 // cluster and reports progress in its status, with Kubernetes Events and
 // Prometheus metrics along the way. docs/EMBEDDING.md is the guide.

@@ -195,6 +195,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		s.Outcome = "error"
 		return false, runErr
 	}
+	var claimed *reconcile.ClaimedError
+	if errors.As(runErr, &claimed) {
+		// Claimed since the claim stage looked: nothing was written.
+		return true, r.waitForClaim(ctx, s, claimed)
+	}
 	if runErr != nil {
 		reason := v1alpha1.ReasonApplyFailed
 		var degraded *health.DegradedError

@@ -124,6 +124,11 @@ type Plan struct {
 	Steps    []Step            `json:"steps"`
 	// Prune lists objects to delete after the rollover, in deletion order.
 	Prune []Item `json:"prune,omitempty"`
+	// Blocked, when set, says why a reconcile would write nothing at all:
+	// the strategy's cluster-scoped objects are claimed by another
+	// installation (pkg/reconcile's ClaimedError). The steps still show
+	// what each object would do once the claim is released.
+	Blocked string `json:"blocked,omitempty"`
 }
 
 // PruneStep is the name of the step that deletes what the strategy no

@@ -23,6 +23,11 @@ func (p *Plan) Print(w io.Writer) error {
 	if _, err := fmt.Fprintf(w, "target %s (registry %q, identifier %q), observed %s: %s path\n", p.Target.Version, p.Target.Registry, p.Target.Identifier, obs, p.Path); err != nil {
 		return err
 	}
+	if p.Blocked != "" {
+		if _, err := fmt.Fprintf(w, "blocked: %s\n", p.Blocked); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tACTION\tOBJECT\tREASON")
 	line := func(step string, it Item) {

@@ -254,6 +254,11 @@ func (r *run) emit(e Event) {
 
 func (r *run) run(ctx context.Context) (*Result, error) {
 	s, opts := r.s, r.opts
+	// Before any write: the cluster-scoped objects are not another live
+	// installation's (see ClaimedError).
+	if err := r.claim(ctx); err != nil {
+		return r.res, err
+	}
 	if err := r.ensureNamespace(ctx, r.opts.Owner.Namespace); err != nil {
 		return r.res, err
 	}
@@ -263,6 +268,7 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	}
 	r.inv.Add(refs...)
 	r.inv.Version = s.Identity.Version
+	r.inv.Released = false
 	if err := r.invs.Write(ctx, r.inv); err != nil {
 		return r.res, err
 	}
@@ -457,12 +463,19 @@ func (r *run) ensureNamespace(ctx context.Context, ns string) error {
 }
 
 func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
-	var err error
+	p := r.res.Plan
+	var claimed *ClaimedError
+	err := r.claim(ctx)
+	switch {
+	case errors.As(err, &claimed):
+		p.Blocked = claimed.Error()
+	case err != nil:
+		return p, err
+	}
 	r.certs, err = newCertState(ctx, r, r.opts.Certificates, true)
 	if err != nil {
 		return nil, err
 	}
-	p := r.res.Plan
 	err = plan.Observe(ctx, r.a, p, r.s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, PruneCRDs: r.opts.PruneCRDs, Desired: r.certs.desired, Inventory: r.inv})
 	if r.opts.NoPrune {
 		p.Prune = nil

@@ -111,7 +111,9 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 		return deleted, fmt.Errorf("uninstall: %w", err)
 	}
 	if opts.KeepCRDs && len(inv.Entries) > 0 {
-		// The kept CRDs stay recorded, so a later uninstall can remove them.
+		// The kept CRDs stay recorded, so a later uninstall can remove them;
+		// another installation of the product may take them over.
+		inv.Released = true
 		if err := invs.Write(ctx, inv); err != nil && !apierrors.IsNotFound(err) {
 			return deleted, fmt.Errorf("uninstall: %w", err)
 		}

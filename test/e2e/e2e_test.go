@@ -309,17 +309,11 @@ func (e *e2e) installations(ctx context.Context) ([]v1alpha1.Installation, error
 
 func (e *e2e) create(ctx context.Context, t *testing.T, name string, spec v1alpha1.InstallationSpec) *v1alpha1.Installation {
 	t.Helper()
-	in := &v1alpha1.Installation{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}, Spec: spec}
-	if err := e.c.Create(ctx, in); err != nil {
-		t.Fatal(err)
-	}
-	return in
+	return e.createIn(ctx, t, e.ns, name, spec)
 }
 
 func (e *e2e) get(ctx context.Context, name string) (*v1alpha1.Installation, error) {
-	in := &v1alpha1.Installation{}
-	err := e.c.Get(ctx, client.ObjectKey{Namespace: e.ns, Name: name}, in)
-	return in, err
+	return e.getIn(ctx, e.ns, name)
 }
 
 func (e *e2e) update(ctx context.Context, t *testing.T, name string, f func(*v1alpha1.Installation)) {

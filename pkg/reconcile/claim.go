@@ -1,0 +1,142 @@
+package reconcile
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// ClaimedError reports that the strategy's cluster-scoped objects (CRDs,
+// ClusterRoles, webhooks...) are held by another installation that still
+// exists: one installation per cluster acts on them, so Run writes nothing
+// (no namespaced object, no inventory) until that one is gone.
+type ClaimedError struct {
+	// Holder is the installation that holds them.
+	Holder inventory.Owner
+	// Refs are the strategy's objects it holds, sorted.
+	Refs []strategy.ObjectRef
+}
+
+func (e *ClaimedError) Error() string {
+	more := ""
+	if n := len(e.Refs) - 1; n > 0 {
+		more = fmt.Sprintf(" and %d more cluster-scoped objects", n)
+	}
+	return fmt.Sprintf("claimed by %s: %s%s of the strategy belong to it; nothing applied until it is uninstalled", e.Holder.Describe(), e.Refs[0], more)
+}
+
+// checkClaims reads the live copies of the strategy's cluster-scoped
+// objects (discovery says which kinds are; kinds not served yet have no
+// live objects) before anything is written. Those labelled by another
+// installation whose inventory still exists make a *ClaimedError naming
+// it; those labelled by one that no longer exists are released: the
+// returned map (see apply.Options.Released) lets Run take them over.
+// Objects an older installstrategy labelled (legacy managed-by values)
+// cannot be traced to an inventory: they stay per-object conflicts.
+func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, error) {
+	var cluster []*unstructured.Unstructured
+	for _, o := range r.s.Objects {
+		m, err := r.a.Mapping(strategy.RefOf(o), o.GroupVersionKind().Version)
+		var notServed *apply.NotServedError
+		if errors.As(err, &notServed) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("claim check: %w", err)
+		}
+		if m.Scope.Name() == meta.RESTScopeNameRoot {
+			cluster = append(cluster, o)
+		}
+	}
+	if len(cluster) == 0 {
+		return nil, nil
+	}
+	a := r.a.Probe(ctx, cluster)
+	type holder struct{ namespace, name string }
+	type held struct {
+		ref    strategy.ObjectRef
+		labels map[string]string
+	}
+	byHolder := map[holder][]held{}
+	var holders []holder
+	for _, o := range cluster {
+		live, err := a.Get(ctx, o)
+		if err != nil {
+			return nil, fmt.Errorf("claim check: %w", err)
+		}
+		if live == nil || apply.ClaimOf(live, r.opts.Owner) != inventory.ClaimOther {
+			continue
+		}
+		l := live.GetLabels()
+		h := holder{l[inventory.NamespaceLabel], l[inventory.NameLabel]}
+		if h.name == "" {
+			continue // legacy labels
+		}
+		if _, seen := byHolder[h]; !seen {
+			holders = append(holders, h)
+		}
+		byHolder[h] = append(byHolder[h], held{strategy.RefOf(o), l})
+	}
+	sort.Slice(holders, func(i, j int) bool {
+		return holders[i].namespace+"/"+holders[i].name < holders[j].namespace+"/"+holders[j].name
+	})
+	var released map[strategy.ObjectRef]string
+	for _, h := range holders {
+		objs := byHolder[h]
+		owner, alive, err := r.invs.Holder(ctx, objs[0].labels)
+		if err != nil {
+			return nil, fmt.Errorf("claim check: %w", err)
+		}
+		refs := make([]strategy.ObjectRef, 0, len(objs))
+		for _, o := range objs {
+			refs = append(refs, o.ref)
+		}
+		sort.Slice(refs, func(i, j int) bool { return refs[i].Less(refs[j]) })
+		if alive {
+			return nil, &ClaimedError{Holder: owner, Refs: refs}
+		}
+		if released == nil {
+			released = map[strategy.ObjectRef]string{}
+		}
+		for _, ref := range refs {
+			released[ref] = inventory.OtherOwner(objs[0].labels)
+		}
+	}
+	return released, nil
+}
+
+// claim runs checkClaims and gives the run's applier the released objects.
+func (r *run) claim(ctx context.Context) error {
+	released, err := r.checkClaims(ctx)
+	if err != nil {
+		return err
+	}
+	if len(released) > 0 {
+		opts := r.a.Options()
+		opts.Released = released
+		r.a = r.a.WithOptions(opts)
+	}
+	return nil
+}
+
+// CheckClaims returns a *ClaimedError when the cluster-scoped objects of s
+// belong to another installation that still exists (Run would write
+// nothing), else nil; only opts.Owner is used. It writes nothing and reads
+// only those objects (from the cache, when the Reconciler has one) and the
+// inventory of an installation that labelled one of them.
+func (rc *Reconciler) CheckClaims(ctx context.Context, s *strategy.Strategy, opts Options) error {
+	if err := opts.Owner.Validate(); err != nil {
+		return fmt.Errorf("claim check: %w", err)
+	}
+	r := &run{opts: opts, s: s, a: rc.a.WithOptions(apply.Options{Owner: opts.Owner}), invs: inventory.NewStore(rc.kube)}
+	_, err := r.checkClaims(ctx)
+	return err
+}
