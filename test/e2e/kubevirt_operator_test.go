@@ -34,6 +34,7 @@ import (
 	"github.com/installstrategy/installstrategy/examples/kubevirt-operator/kubevirt"
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/operator"
@@ -340,8 +341,43 @@ func TestExampleKubeVirtOperatorTakesOverVirtOperator(t *testing.T) {
 	// virt-operator removed a volume the strategy has: virt-handler is
 	// rolled (docs/NOTES.md, the takeover's known gaps).
 	env.ExpectPodsKept(ctx, t, "kubevirt", pods, "DaemonSet/virt-handler")
-	k.setImageTag(ctx, t, "v1.9.0")
+	// The upgrade comes from a strategy ConfigMap of v1.9.0 in KubeVirt's
+	// own form, unsigned, as virt-operator's dump stores it, named on the
+	// CR with its digest pinned (what makes it trusted), not from a dump
+	// Job. (Its webhooks are failurePolicy Ignore, as in every KubeVirt
+	// test: kwok runs no virt-api to answer them.)
+	s190 := testenv.KubeVirtStrategy(t, "v1.9.0")
+	cm, err := codec.Encode(s190, codec.EncodeOptions{Format: codec.FormatKubeVirt, Namespace: "kubevirt"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, err := s190.Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := env.Kube.CoreV1().ConfigMaps("kubevirt").Create(ctx, cm, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = env.Kube.CoreV1().ConfigMaps("kubevirt").Delete(context.WithoutCancel(ctx), stored.Name, metav1.DeleteOptions{})
+	})
+	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
+		kubevirt.StrategyConfigMapAnnotation: stored.Name, kubevirt.StrategyDigestAnnotation: codec.Digest(text)}},
+		"spec": map[string]any{"imageTag": "v1.9.0"}})
+	if _, err := k.res.Patch(ctx, "kubevirt", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	checkKubeVirtStatus(t, "v1.9.0", k.waitVersion(ctx, t, "v1.9.0"))
+	jobs, err := env.Kube.BatchV1().Jobs("kubevirt").List(ctx, metav1.ListOptions{LabelSelector: loader.DumpJobLabel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range jobs.Items {
+		if cfg, err := identity.ParseConfig([]byte(loader.JobConfig(&j))); err == nil && cfg.Version == "v1.9.0" {
+			t.Errorf("dump Job %s for v1.9.0: it comes from the stored ConfigMap", j.Name)
+		}
+	}
 	kubeVirtGone(ctx, t, env, k.res, k.ns)
 }
 

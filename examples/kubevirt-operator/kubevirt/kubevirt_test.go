@@ -84,6 +84,12 @@ func TestViewMapsTheSpec(t *testing.T) {
 	if in.Name != "kubevirt" || in.Namespace != "kubevirt" || in.UID != "u1" {
 		t.Errorf("view metadata %+v", in.ObjectMeta)
 	}
+	u := kv(map[string]any{"imageTag": "v1.9.0"})
+	u.SetAnnotations(map[string]string{StrategyConfigMapAnnotation: "kubevirt-install-strategy-abcde", StrategyDigestAnnotation: "sha256:0123"})
+	if in, err := (Resource{}).View(u); err != nil || in.Spec.Strategy.Image != "" ||
+		*in.Spec.Strategy.ConfigMap != (v1alpha1.ConfigMapStrategySource{Name: "kubevirt-install-strategy-abcde", Digest: "sha256:0123"}) {
+		t.Errorf("annotated view: %+v, %v", in.Spec.Strategy, err)
+	}
 	if _, err := (Resource{}).View(kv(map[string]any{"imagePullSecrets": "not a list"})); err == nil {
 		t.Error("a spec of the wrong shape was viewed")
 	}
