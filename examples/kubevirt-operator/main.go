@@ -19,12 +19,17 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/installstrategy/installstrategy/examples/kubevirt-operator/kubevirt"
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -63,7 +68,15 @@ func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[
 	if err != nil {
 		return err
 	}
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr}})
+	// As docs/EMBEDDING.md recommends: cache only strategy ConfigMaps
+	// (others are read directly), without managed fields.
+	strategies, err := labels.Parse(codec.NativeStrategyLabel)
+	if err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}},
+			DefaultTransform: cache.TransformStripManagedFields()}})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
