@@ -302,6 +302,9 @@ print-only kind Plan (` + reportVersion + `); -o name prints the objects
 the reconcile would write (create, update, recreate, prune), one
 kind.group/name a line.
 
+When another installation still holds the product's cluster-scoped objects
+(see apply), the plan starts with a "blocked:" line naming it.
+
 --adopt-helm-release NAME plans the takeover of a Helm release (see apply):
 the release's deployed manifest is the strategy unless one is given, its
 objects are adopted, and what retiring the release would do follows the plan.
@@ -464,6 +467,12 @@ a TLS Secret keeps the certificate its installer issued while that is good and
 its CA is known (the CA joins the webhooks' bundle). A workload whose template
 lacks a field of the strategy gets the strategy's template, and the apply says
 which field.
+
+One installation at a time acts on a product's cluster-scoped objects (CRDs,
+ClusterRoles, webhooks): while another installation (an Installation or a
+plugin installation) that still exists holds them, apply writes nothing and
+fails naming it; once it is gone (uninstalled, or --keep-crds), what it left
+is taken over.
 
 --dry-run=server sends every object the reconcile would create or update as a
 server-side dry run (admission and validation run, nothing is stored) and
