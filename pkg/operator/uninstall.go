@@ -49,11 +49,18 @@ func (r *Reconciler) stageDeleting(ctx context.Context, s *State) (bool, error) 
 	return false, nil
 }
 
+// workload is a custom resource of the product and the resource it is
+// served as.
+type workload struct {
+	unstructured.Unstructured
+	resource schema.GroupVersionResource
+}
+
 // productWorkloads lists custom resources of the CRDs the Installation
 // installed, up to max per CRD (0: all), leaving out those of the
 // strategy itself (KubeVirt's cluster instancetypes are custom resources
 // of its own CRDs): the uninstall removes those, they are not workloads.
-func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner, max int) ([]unstructured.Unstructured, error) {
+func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner, max int) ([]workload, error) {
 	var crds []unstructured.Unstructured
 	for _, sel := range []string{owner.Selector(), codec.ManagedByLabel + "=" + inventory.LegacyManagedBy(owner.Namespace, owner.Name)} {
 		l, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{LabelSelector: sel})
@@ -62,7 +69,7 @@ func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner
 		}
 		crds = append(crds, l.Items...)
 	}
-	var out []unstructured.Unstructured
+	var out []workload
 	for _, crd := range crds {
 		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
 		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
@@ -80,11 +87,11 @@ func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner
 		if version == "" {
 			continue
 		}
-		ri := r.dyn.Resource(schema.GroupVersionResource{Group: group, Version: version, Resource: plural})
+		gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: plural}
 		found := 0
 		opts := metav1.ListOptions{Limit: 500}
-		for {
-			list, err := ri.List(ctx, opts)
+		for max == 0 || found < max {
+			list, err := r.dyn.Resource(gvr).List(ctx, opts)
 			if apierrors.IsNotFound(err) {
 				break
 			}
@@ -92,13 +99,12 @@ func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner
 				return nil, fmt.Errorf("list %s.%s: %w", plural, group, err)
 			}
 			for _, cr := range list.Items {
-				if apply.IsOurs(&cr, owner) || (max > 0 && found == max) {
-					continue
+				if !apply.IsOurs(&cr, owner) && (max == 0 || found < max) {
+					out = append(out, workload{cr, gvr})
+					found++
 				}
-				out = append(out, cr)
-				found++
 			}
-			if opts.Continue = list.GetContinue(); opts.Continue == "" || (max > 0 && found == max) {
+			if opts.Continue = list.GetContinue(); opts.Continue == "" {
 				break
 			}
 		}
@@ -148,38 +154,13 @@ func (r *Reconciler) stageWorkloads(ctx context.Context, s *State) (bool, error)
 		}
 	}
 	var errs []error
-	for i := range crs {
-		cr := &crs[i]
-		gvr := schema.GroupVersionResource{Group: cr.GroupVersionKind().Group, Version: cr.GroupVersionKind().Version}
-		// The plural is the CRD's; find it again from the list's kind.
-		plural, err := r.pluralOf(ctx, cr.GroupVersionKind().GroupKind())
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		gvr.Resource = plural
-		err = r.dyn.Resource(gvr).Namespace(cr.GetNamespace()).Delete(ctx, cr.GetName(), metav1.DeleteOptions{})
+	for _, cr := range crs {
+		err := r.dyn.Resource(cr.resource).Namespace(cr.GetNamespace()).Delete(ctx, cr.GetName(), metav1.DeleteOptions{})
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("delete %s %s/%s: %w", cr.GetKind(), cr.GetNamespace(), cr.GetName(), err))
 		}
 	}
 	return false, errors.Join(errs...)
-}
-
-func (r *Reconciler) pluralOf(ctx context.Context, gk schema.GroupKind) (string, error) {
-	crds, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return "", fmt.Errorf("list crds: %w", err)
-	}
-	for _, crd := range crds.Items {
-		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-		kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
-		if group == gk.Group && kind == gk.Kind {
-			plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
-			return plural, nil
-		}
-	}
-	return "", fmt.Errorf("no crd for %s", gk)
 }
 
 // stageUninstall deletes every object of the product (CRDs only with
