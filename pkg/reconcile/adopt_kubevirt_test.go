@@ -14,6 +14,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -158,6 +159,22 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 			if it.Action != apply.ActionUnchanged && it.Action != apply.ActionSkip {
 				t.Errorf("plan after adoption: %s %s %s %v", it.Ref, it.Action, it.Reason, it.Changes)
 			}
+		}
+	}
+
+	// Whichever object a plan prepares first, a workload that mounts only
+	// kept certificates gets no certificate hash (a workload prepared
+	// before its Secrets once did, and the plan wrote its template).
+	for _, o := range s.Objects {
+		if o.GetKind() != "Deployment" && o.GetKind() != "DaemonSet" {
+			continue
+		}
+		d, err := reconcile.DesiredFirst(ctx, env.Config, s, reconcile.Options{Observed: s.Identity, Owner: kubevirtOwner}, strategy.RefOf(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h, ok, _ := unstructured.NestedString(d.Object, "spec", "template", "metadata", "annotations", inventory.CertificateHashAnnotation); ok {
+			t.Errorf("%s prepared first: certificate hash %s, though it mounts only kept certificates", strategy.RefOf(o), h)
 		}
 	}
 

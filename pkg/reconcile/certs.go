@@ -362,6 +362,13 @@ func (c *certState) workload(ctx context.Context, o *unstructured.Unstructured, 
 			mounted = append(mounted, name)
 		}
 	}
+	// Each certificate is chosen first: whether it is kept is known only
+	// then, and a plan prepares workloads concurrently with the Secrets.
+	for _, name := range mounted {
+		if _, err := c.pair(ctx, o.GetNamespace(), name); err != nil {
+			return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+		}
+	}
 	c.mu.Lock()
 	allKept := true
 	for _, name := range mounted {

@@ -1,0 +1,35 @@
+package reconcile
+
+import (
+	"context"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/rest"
+
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// DesiredFirst returns the object a plan of s applies for ref, prepared
+// before any other object of s. A plan prepares its objects concurrently,
+// so any of them may be the first; this makes the order a test can rely
+// on.
+func DesiredFirst(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Options, ref strategy.ObjectRef) (*unstructured.Unstructured, error) {
+	rc, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := rc.newRun(ctx, s, opts)
+	if err != nil {
+		return nil, err
+	}
+	if r.certs, err = newCertState(ctx, r, r.opts.Certificates, true); err != nil {
+		return nil, err
+	}
+	for _, o := range s.Objects {
+		if strategy.RefOf(o) == ref {
+			return r.certs.desired(ctx, o)
+		}
+	}
+	return nil, fmt.Errorf("%s is not in the strategy", ref)
+}
