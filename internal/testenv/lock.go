@@ -1,6 +1,8 @@
 package testenv
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -19,10 +21,14 @@ const (
 
 // Lock takes an exclusive lock on a file of that name in the temporary
 // folder, across test binaries, until the test ends: tests that install
-// objects with fixed cluster-scoped names take it so they never run at once.
+// objects with fixed cluster-scoped names take it so they never run at once
+// on one cluster. The file is the cluster's (named after the kubeconfig of
+// KubeconfigEnv): tests on two clusters (make test's shards) do not wait
+// for each other.
 func Lock(t testing.TB, name string) {
 	t.Helper()
-	f, err := os.OpenFile(filepath.Join(os.TempDir(), name), os.O_CREATE|os.O_RDWR, 0o600)
+	sum := sha256.Sum256([]byte(os.Getenv(KubeconfigEnv)))
+	f, err := os.OpenFile(filepath.Join(os.TempDir(), name+"."+hex.EncodeToString(sum[:6])), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		t.Fatalf("lock %s: %v", name, err)
 	}
