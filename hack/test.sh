@@ -80,22 +80,13 @@ teardown() {
 trap teardown EXIT
 trap 'log interrupted; exit 130' INT TERM
 
-# Both clusters start at once; the second without the real node (there is
-# one per machine).
-if ((shards == 2)); then
-	log "starting the second test cluster in ${second} (no real node)"
-	"${localcluster}" up --state-dir "${second}" --real-node=false >"${second}.env" 2>"${second}.up.log" &
-	second_up=$!
-fi
 log "starting the test cluster in ${state}"
 env_lines="$("${localcluster}" up --state-dir "${state}")"
+# The second cluster starts after the first (free ports are picked at
+# start), without the real node (there is one per machine).
 if ((shards == 2)); then
-	if ! wait "${second_up}"; then
-		cat "${second}.up.log" >&2
-		log "the second test cluster did not start"
-		exit 1
-	fi
-	second_env="$(cat "${second}.env")"
+	log "starting the second test cluster in ${second} (no real node)"
+	second_env="$("${localcluster}" up --state-dir "${second}" --real-node=false)"
 fi
 for s in "${states[@]}"; do
 	for f in "${s}"/pids/*.pid; do pids+=("$(cat "${f}")"); done
