@@ -195,6 +195,29 @@ bench-fleet-run:
 	INSTALLSTRATEGY_FLEET_SIZES='$(BENCH_FLEET_SIZES)' INSTALLSTRATEGY_FLEET_INTERVAL='$(BENCH_FLEET_INTERVAL)' \
 		$(GO) test -run='^$$' -bench='^BenchmarkOCIFleet$$' -benchtime=1x -timeout=60m -v ./test/e2e
 
+# bench-scale: the cost curves of issue #24 on a cluster of its own (not in
+# make test). BenchmarkApply's synthetic product at each size of
+# BENCH_SCALE_OBJECTS ConfigMaps applied by kubectl --server-side, Helm 4 and
+# the plugin (every size printed as ratios against the other two in the same
+# run), then BenchmarkManyInstallations at each size of
+# BENCH_SCALE_INSTALLATIONS (every size against one Installation in the same
+# run). Long: kubectl applies at client-go's 5 requests per second (about
+# 3.5 minutes per 1,000 objects, so ~70 minutes for 20,000), and 1,000
+# Installations deploy 16,000 objects. Smaller curves: e.g.
+# make bench-scale BENCH_SCALE_OBJECTS=1000,5000 BENCH_SCALE_INSTALLATIONS=10,100
+BENCH_SCALE_OBJECTS ?= 1000,5000,20000
+BENCH_SCALE_INSTALLATIONS ?= 10,100,1000
+.PHONY: bench-scale
+bench-scale:
+	@TEST_TARGETS=bench-scale-run TEST_CLUSTER_STATE_DIR="$(CURDIR)/_output/bench-scale" hack/test.sh
+
+.PHONY: bench-scale-run
+bench-scale-run:
+	INSTALLSTRATEGY_BENCH_SYNTHETIC_SIZES='$(BENCH_SCALE_OBJECTS)' \
+		$(GO) test -run='^$$' -bench='^BenchmarkApply$$/^synthetic-' -benchtime=1x -timeout=600m -v ./pkg/reconcile
+	INSTALLSTRATEGY_MANY_INSTALLATIONS='$(BENCH_SCALE_INSTALLATIONS)' \
+		$(GO) test -run='^$$' -bench='^BenchmarkManyInstallations$$' -benchtime=1x -timeout=600m -v ./test/e2e
+
 # bench-virt-operator runs hack/sidebyside: KubeVirt's own virt-operator
 # (built from the release tags by ../shared/tools/virtoperator/build.sh:
 # make virt-operator-build KV_MIRROR=<git dir of kubevirt/kubevirt>), our

@@ -38,7 +38,8 @@ import (
 // empty cluster (untimed). Products: the objects of the KubeVirt v1.9.0
 // strategy that kubectl can apply to this cluster (found by one untimed
 // kubectl apply of the whole strategy; Helm refuses a chart whose kinds the
-// cluster does not serve), and a synthetic product of 5,000 ConfigMaps.
+// cluster does not serve), and a synthetic product of 5,000 ConfigMaps (or of each size of
+// INSTALLSTRATEGY_BENCH_SYNTHETIC_SIZES: the cost curve of make bench-scale).
 // Helm gets the plugin's default client limits (HELM_QPS=1000,
 // HELM_BURST_LIMIT=1000); kubectl has no flag for them and keeps
 // client-go's 5 QPS.
@@ -84,11 +85,33 @@ func BenchmarkApply(b *testing.B) {
 		s.Identity = strategy.Identity{Version: res.Chart.Version}
 		newApplyProduct(b, env, kubectl, ns, s).compare(b, ours, helm)
 	})
-	b.Run("synthetic-5000", func(b *testing.B) {
-		const ns = "bench-apply-synthetic"
-		p := newApplyProduct(b, env, kubectl, ns, syntheticStrategy(ns, 5000))
-		p.compare(b, ours, helm)
-	})
+	for _, n := range syntheticSizes(b) {
+		b.Run(fmt.Sprintf("synthetic-%d", n), func(b *testing.B) {
+			const ns = "bench-apply-synthetic"
+			p := newApplyProduct(b, env, kubectl, ns, syntheticStrategy(ns, n))
+			p.compare(b, ours, helm)
+		})
+	}
+}
+
+// syntheticSizes are the sizes of BenchmarkApply's synthetic products:
+// INSTALLSTRATEGY_BENCH_SYNTHETIC_SIZES, comma-separated numbers of
+// ConfigMaps (make bench-scale: 1000,5000,20000), else 5,000.
+func syntheticSizes(b *testing.B) []int {
+	b.Helper()
+	v := os.Getenv("INSTALLSTRATEGY_BENCH_SYNTHETIC_SIZES")
+	if v == "" {
+		return []int{5000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("INSTALLSTRATEGY_BENCH_SYNTHETIC_SIZES=%q: want numbers of ConfigMaps separated by commas", v)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // applyProduct is one product of BenchmarkApply: its objects, written as

@@ -43,14 +43,15 @@ type manyFigures struct {
 // and Installations of testenv.NamespacedProduct (16 objects, 4 pods each
 // on kwok), one per namespace, from their stored ConfigMaps pinned by
 // digest. For 1 Installation (the baseline) and
-// INSTALLSTRATEGY_MANY_INSTALLATIONS (default 100), each with a fresh
+// each size of INSTALLSTRATEGY_MANY_INSTALLATIONS (default 100; a comma
+// list such as 10,100,1000 gives a curve), each with a fresh
 // operator, it reports the time from the first create until every
 // Installation is Deployed, the operator's peak RSS (VmHWM of
 // /proc/PID/status), its CPU seconds while deploying and over one idle
 // minute, and its API requests (client-go's rest_client_requests_total
 // from its /metrics) and resyncs over that minute, counted from two
-// resync periods after all are Deployed. The "ratio" sub-benchmark divides
-// the many by the one: per-installation ratios near 1 mean the cost grows
+// resync periods after all are Deployed. Each "ratio-N" sub-benchmark divides
+// the N by the one: per-installation ratios near 1 mean the cost grows
 // linearly, below 1 that it is shared. One round is minutes of work:
 // run with -benchtime 1x. INSTALLSTRATEGY_MANY_OPERATOR_FLAGS adds flags
 // to the operator's (e.g. "--max-concurrent-reconciles 16 --kube-api-qps
@@ -59,20 +60,18 @@ type manyFigures struct {
 //
 //	go test -run '^$' -bench ManyInstallations -benchtime 1x -timeout 60m ./test/e2e
 func BenchmarkManyInstallations(b *testing.B) {
-	many := envInt(b, "INSTALLSTRATEGY_MANY_INSTALLATIONS", 100, 2)
+	sizes := envInts(b, "INSTALLSTRATEGY_MANY_INSTALLATIONS", []int{100}, 2)
 	env := testenv.New(b)
 	lockSample(b) // the operator watches every namespace: no e2e test may run beside it
 	installCRD(b.Context(), b, env)
-	var one, lots manyFigures
-	for _, bc := range []struct {
-		n   int
-		out *manyFigures
-	}{{1, &one}, {many, &lots}} {
-		if !b.Run(fmt.Sprintf("installations-%d", bc.n), func(b *testing.B) {
+	figures := map[int]*manyFigures{}
+	for _, n := range append([]int{1}, sizes...) {
+		f := &manyFigures{}
+		figures[n] = f
+		if !b.Run(fmt.Sprintf("installations-%d", n), func(b *testing.B) {
 			for range b.N {
-				*bc.out = measureMany(b, env, bc.n)
+				*f = measureMany(b, env, n)
 			}
-			f := *bc.out
 			b.ReportMetric(0, "ns/op")
 			b.ReportMetric(f.deploy.Seconds(), "s-to-deployed")
 			b.ReportMetric(f.peakRSS, "MB-peak-rss")
@@ -90,18 +89,44 @@ func BenchmarkManyInstallations(b *testing.B) {
 			b.Fatal("a size failed")
 		}
 	}
-	b.Run("ratio", func(b *testing.B) {
-		per := float64(lots.installations) / float64(one.installations)
-		b.ReportMetric(0, "ns/op")
-		b.ReportMetric(lots.deploy.Seconds()/one.deploy.Seconds()/per, "deploy-time-per-inst-ratio")
-		b.ReportMetric(lots.peakRSS/one.peakRSS, "peak-rss-ratio")
-		b.ReportMetric((lots.peakRSS-one.peakRSS)/float64(lots.installations-one.installations), "MB-rss/extra-inst")
-		b.ReportMetric(lots.idleRequests/one.idleRequests/per, "idle-req-per-inst-ratio")
-		b.ReportMetric(lots.idleCPU/one.idleCPU/per, "idle-cpu-per-inst-ratio")
-		b.Logf("%d vs %d installations: deployed in %.1f s vs %.1f s, peak RSS %.1f MB vs %.1f MB, %.0f vs %.0f requests per idle minute (%.0f vs %.0f resyncs), %.2f vs %.2f CPU s per idle minute",
-			lots.installations, one.installations, lots.deploy.Seconds(), one.deploy.Seconds(), lots.peakRSS, one.peakRSS,
-			lots.idleRequests, one.idleRequests, lots.resyncs, one.resyncs, lots.idleCPU, one.idleCPU)
-	})
+	// One ratio per size against the single Installation of this run: the
+	// cost curve (make bench-scale runs 10, 100 and 1,000).
+	one := figures[1]
+	for _, n := range sizes {
+		lots := figures[n]
+		b.Run(fmt.Sprintf("ratio-%d", n), func(b *testing.B) {
+			per := float64(lots.installations) / float64(one.installations)
+			b.ReportMetric(0, "ns/op")
+			b.ReportMetric(lots.deploy.Seconds()/one.deploy.Seconds()/per, "deploy-time-per-inst-ratio")
+			b.ReportMetric(lots.peakRSS/one.peakRSS, "peak-rss-ratio")
+			b.ReportMetric((lots.peakRSS-one.peakRSS)/float64(lots.installations-one.installations), "MB-rss/extra-inst")
+			b.ReportMetric(lots.idleRequests/one.idleRequests/per, "idle-req-per-inst-ratio")
+			b.ReportMetric((lots.idleRequests/lots.resyncs)/(one.idleRequests/one.resyncs), "req-per-resync-ratio")
+			b.ReportMetric(lots.idleCPU/one.idleCPU/per, "idle-cpu-per-inst-ratio")
+			b.Logf("%d vs %d installations: deployed in %.1f s vs %.1f s, peak RSS %.1f MB vs %.1f MB, %.0f vs %.0f requests per idle minute (%.0f vs %.0f resyncs), %.2f vs %.2f CPU s per idle minute",
+				lots.installations, one.installations, lots.deploy.Seconds(), one.deploy.Seconds(), lots.peakRSS, one.peakRSS,
+				lots.idleRequests, one.idleRequests, lots.resyncs, one.resyncs, lots.idleCPU, one.idleCPU)
+		})
+	}
+}
+
+// envInts is the comma-separated whole numbers in the environment variable
+// name, def when it is unset; a value below least fails the benchmark.
+func envInts(b *testing.B, name string, def []int, least int) []int {
+	b.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < least {
+			b.Fatalf("%s=%q: want numbers of at least %d, separated by commas", name, v, least)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 // envInt is the whole number in the environment variable name, def when
