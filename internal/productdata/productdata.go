@@ -1,13 +1,16 @@
 // Package productdata gives tests the unedited upstream install manifests
 // of other projects kept in shared/testdata/products beside the repository
-// (or in the folder named by INSTALLSTRATEGY_PRODUCTS_TESTDATA): one folder
-// per product, one VERSION.yaml per release. Tests loop over whatever is
-// there, so a product added to the folder is tested without a code change.
+// (or in the folder named by INSTALLSTRATEGY_PRODUCTS_TESTDATA), and those
+// the repository keeps itself in internal/productdata/testdata (each with
+// its source in the README there): one folder per product, one
+// VERSION.yaml per release. Tests loop over whatever is there, so a product
+// added to either folder is tested without a code change.
 package productdata
 
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -37,11 +40,46 @@ func Dir(tb testing.TB) string {
 	return shareddata.Dir(tb, "products", "INSTALLSTRATEGY_PRODUCTS_TESTDATA")
 }
 
-// All returns every product of the folder with at least one version, by
-// name.
+// All returns every product with at least one version, by name: the
+// shared folder's (Dir) and the repository's own (RepoDir). A product of
+// the shared folder hides the repository's of the same name.
 func All(tb testing.TB) []Product {
 	tb.Helper()
-	root := Dir(tb)
+	out := products(tb, Dir(tb))
+	for _, p := range products(tb, RepoDir(tb)) {
+		if !slices.ContainsFunc(out, func(q Product) bool { return q.Name == p.Name }) {
+			out = append(out, p)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	if len(out) == 0 {
+		tb.Fatalf("products testdata: no product in %s or %s", Dir(tb), RepoDir(tb))
+	}
+	return out
+}
+
+// RepoDir returns the folder of the products the repository keeps itself,
+// internal/productdata/testdata of the module (found by walking up from
+// the working directory to go.mod).
+func RepoDir(tb testing.TB) string {
+	tb.Helper()
+	wd, err := os.Getwd()
+	if err != nil {
+		tb.Fatalf("products testdata: %v", err)
+	}
+	for dir := wd; ; dir = filepath.Dir(dir) {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return filepath.Join(dir, "internal", "productdata", "testdata")
+		}
+		if filepath.Dir(dir) == dir {
+			tb.Fatalf("products testdata: no go.mod above %s", wd)
+		}
+	}
+}
+
+// products returns the products of one folder.
+func products(tb testing.TB, root string) []Product {
+	tb.Helper()
 	entries, err := os.ReadDir(root)
 	if err != nil {
 		tb.Fatalf("products testdata: %v", err)
@@ -63,9 +101,6 @@ func All(tb testing.TB) []Product {
 		if len(p.Versions) > 0 {
 			out = append(out, p)
 		}
-	}
-	if len(out) == 0 {
-		tb.Fatalf("products testdata: no product in %s", root)
 	}
 	return out
 }

@@ -375,6 +375,7 @@ func fakeNode(i int) *corev1.Node {
 				"kubernetes.io/os":       "linux",
 				"kubernetes.io/arch":     "amd64",
 				"type":                   "kwok",
+				FakeNodeLabel:            "true",
 			},
 		},
 	}

@@ -48,6 +48,11 @@ const (
 	// tolerate it away from it.
 	RealNodeLabel = "installstrategy.io/real-node"
 	RealNodeTaint = "installstrategy.io/real-node"
+	// FakeNodeLabel (value "true") marks every kwok node. With a real
+	// node, pods and DaemonSets that tolerate its taint without choosing
+	// their node get it as node selector (realnodepolicy.go), so they stay
+	// on the fake nodes.
+	FakeNodeLabel = "installstrategy.io/fake-node"
 	// RealNodeAPIPort is the port on the bridge's host address that the
 	// kernel forwards (DNAT) to the API server on loopback, for pods that
 	// are not hostNetwork.
@@ -271,6 +276,11 @@ func (u *upper) startRealNode(ctx context.Context) error {
 		return err
 	}
 
+	// Before the node registers: no pod that did not ask for it may be
+	// placed there.
+	if err := u.keepProductsOffRealNode(ctx); err != nil {
+		return err
+	}
 	if err := makeSharedMount(d.kubelet); err != nil {
 		return err
 	}
