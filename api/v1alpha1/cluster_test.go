@@ -133,8 +133,8 @@ func TestInstallationCRDInCluster(t *testing.T) {
 			raw  string // a raw spec, for values Go's types cannot express
 			want string
 		}{
-			{name: "two strategy sources", spec: v1alpha1.InstallationSpec{Strategy: &v1alpha1.StrategySource{Image: "quay.io/x/op:v1", ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: "s"}}}, want: "exactly one of product, image, configMap or oci must be set"},
-			{name: "empty strategy", spec: v1alpha1.InstallationSpec{Strategy: &v1alpha1.StrategySource{}}, want: "exactly one of product, image, configMap or oci must be set"},
+			{name: "two strategy sources", spec: v1alpha1.InstallationSpec{Strategy: &v1alpha1.StrategySource{Image: "quay.io/x/op:v1", ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: "s"}}}, want: "exactly one of product, image, configMap, oci or helm must be set"},
+			{name: "empty strategy", spec: v1alpha1.InstallationSpec{Strategy: &v1alpha1.StrategySource{}}, want: "exactly one of product, image, configMap, oci or helm must be set"},
 			{name: "product and image", spec: v1alpha1.InstallationSpec{Strategy: &v1alpha1.StrategySource{Product: &v1alpha1.ProductStrategySource{}, Image: "x"}}, want: "exactly one of"},
 			{name: "unknown uninstallStrategy", spec: v1alpha1.InstallationSpec{UninstallStrategy: "DeleteEverything"}, want: `spec.uninstallStrategy: Unsupported value: "DeleteEverything"`},
 			{name: "unknown patch type", spec: v1alpha1.InstallationSpec{CustomizeComponents: &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{{ResourceKind: "Deployment", ResourceName: "a", Type: "xml", Patch: "{}"}}}}, want: "spec.customizeComponents.patches[0].type: Unsupported value"},

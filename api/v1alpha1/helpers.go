@@ -99,6 +99,8 @@ func (s *InstallationSpec) StrategySourceType() StrategySourceType {
 		return StrategySourceConfigMap
 	case s.Strategy.OCI != nil:
 		return StrategySourceOCI
+	case s.Strategy.Helm != nil:
+		return StrategySourceHelm
 	default:
 		return StrategySourceProduct
 	}

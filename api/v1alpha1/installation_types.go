@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -160,12 +161,15 @@ const (
 	StrategySourceConfigMap StrategySourceType = "ConfigMap"
 	// StrategySourceOCI is a strategy artifact in an OCI registry.
 	StrategySourceOCI StrategySourceType = "OCI"
+	// StrategySourceHelm is a Helm chart in an OCI registry, rendered by
+	// the operator.
+	StrategySourceHelm StrategySourceType = "Helm"
 )
 
 // StrategySource says where the install strategy comes from. Exactly one
 // of its members is set.
 //
-// +kubebuilder:validation:XValidation:rule="[has(self.product), has(self.image), has(self.configMap), has(self.oci)].filter(x, x).size() == 1",message="exactly one of product, image, configMap or oci must be set"
+// +kubebuilder:validation:XValidation:rule="[has(self.product), has(self.image), has(self.configMap), has(self.oci), has(self.helm)].filter(x, x).size() == 1",message="exactly one of product, image, configMap, oci or helm must be set"
 type StrategySource struct {
 	// Product selects the strategy of the operator's own built-in product,
 	// generated in process (or dumped by the operator's own image when the
@@ -187,6 +191,68 @@ type StrategySource struct {
 	// installstrategy publish oci://...`).
 	// +optional
 	OCI *OCIStrategySource `json:"oci,omitempty"`
+	// Helm is a Helm chart in an OCI registry that the operator renders
+	// (client-only, as helm template does) with values given here.
+	// +optional
+	Helm *HelmStrategySource `json:"helm,omitempty"`
+}
+
+// HelmStrategySource is a Helm chart in an OCI registry (pushed with helm
+// push), rendered by the operator with the values of this Installation
+// only. The chart is rendered only when its manifest digest is pinned
+// here, or when a cosign signature by a trusted key binds that digest to
+// the product (and spec.version, when set), as for an OCI source. Its
+// strategy's version is spec.version, else the chart's version; its
+// identifier hashes the chart's digest and the values, so changing the
+// values is a new strategy.
+type HelmStrategySource struct {
+	// Chart is oci://HOST/REPOSITORY/CHART:TAG or
+	// oci://HOST/REPOSITORY/CHART@sha256:DIGEST, the form helm itself
+	// takes for OCI charts.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:validation:Pattern=`^oci://[^\s]+$`
+	// +required
+	Chart string `json:"chart"`
+	// Digest pins the chart: the "sha256:" digest of its OCI manifest. A
+	// pinned chart is rendered without a signature; a tag that moves
+	// elsewhere is refused.
+	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
+	// +optional
+	Digest string `json:"digest,omitempty"`
+	// Product is the product the signature must name; empty means the
+	// chart's name (the repository's last path element).
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Product string `json:"product,omitempty"`
+	// SecretRef names a kubernetes.io/dockerconfigjson Secret in the
+	// install namespace with the registry's credentials; empty pulls
+	// anonymously.
+	// +optional
+	SecretRef *corev1.LocalObjectReference `json:"secretRef,omitempty"`
+	// Interval is how often the tag is resolved again; 0 means 5 minutes.
+	// +optional
+	Interval *metav1.Duration `json:"interval,omitempty"`
+	// Insecure allows plain HTTP to the registry.
+	// +optional
+	Insecure bool `json:"insecure,omitempty"`
+	// ReleaseName is .Release.Name; empty means the chart's name.
+	// +kubebuilder:validation:MaxLength=53
+	// +optional
+	ReleaseName string `json:"releaseName,omitempty"`
+	// KubeVersion is .Capabilities.KubeVersion (e.g. v1.33.0); empty
+	// means Helm's default. The render never asks the cluster.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	KubeVersion string `json:"kubeVersion,omitempty"`
+	// Values are the chart's values (as a values file would give them),
+	// merged over the chart's values.yaml. They come from here only: no
+	// Secret or ConfigMap is read for values.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:validation:Type=object
+	// +optional
+	Values *apiextensionsv1.JSON `json:"values,omitempty"`
 }
 
 // OCIStrategySource is a strategy artifact in an OCI registry. The
@@ -496,6 +562,12 @@ type StrategyRevision struct {
 	// for source OCI.
 	// +optional
 	OCI string `json:"oci,omitempty"`
+	// Chart is the chart it was rendered from (HOST/REPOSITORY@DIGEST),
+	// for source Helm; ValuesDigest the "sha256:" digest of the values.
+	// +optional
+	Chart string `json:"chart,omitempty"`
+	// +optional
+	ValuesDigest string `json:"valuesDigest,omitempty"`
 	// Source is the kind of source it came from.
 	// +optional
 	Source StrategySourceType `json:"source,omitempty"`
@@ -506,7 +578,7 @@ type StrategyRevision struct {
 // StrategyStatus records the strategy an Installation is deploying.
 type StrategyStatus struct {
 	// Source is the kind of source the strategy came from.
-	// +kubebuilder:validation:Enum=Product;Image;ConfigMap;OCI
+	// +kubebuilder:validation:Enum=Product;Image;ConfigMap;OCI;Helm
 	// +optional
 	Source StrategySourceType `json:"source,omitempty"`
 	// OCI is the artifact the strategy was pulled from, for source OCI:
@@ -514,6 +586,13 @@ type StrategyStatus struct {
 	// the reference's registry could not be reached).
 	// +optional
 	OCI string `json:"oci,omitempty"`
+	// Chart is the chart the strategy was rendered from, for source Helm:
+	// HOST/REPOSITORY@sha256:DIGEST; ValuesDigest is the "sha256:" digest
+	// of the values it was rendered with.
+	// +optional
+	Chart string `json:"chart,omitempty"`
+	// +optional
+	ValuesDigest string `json:"valuesDigest,omitempty"`
 	// VerifiedBy says why the strategy was trusted: the trusted key whose
 	// signature verified it, or "pinned digest".
 	// +optional

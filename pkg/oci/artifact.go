@@ -128,10 +128,29 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Artifact, error) {
 		limit = codec.DefaultMaxDecodedBytes
 	}
 	ld := m.Layers[0]
+	gz, err := c.readLayer(ctx, ref, r, ld, limit)
+	if err != nil {
+		return nil, err
+	}
+	text, err := codec.Gunzip(gz, limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s: layer %s: %w", ref, ld.Digest, err)
+	}
+	meta := metaOf(m.Annotations)
+	if got := codec.Digest(text); meta.Digest != got {
+		return nil, fmt.Errorf("%s: the text hashes to %s, the manifest records %q: %w", ref, got, meta.Digest, codec.ErrDigestMismatch)
+	}
+	return &Artifact{Reference: r.Context().Digest(desc.Digest.String()).String(), Repository: r.Context().String(),
+		Digest: desc.Digest.String(), Meta: meta, Text: text, LayerBytes: ld.Size}, nil
+}
+
+// readLayer downloads the layer ld of the manifest r names, refusing one
+// over limit bytes and checking its size and digest.
+func (c *Client) readLayer(ctx context.Context, ref string, r name.Reference, ld v1.Descriptor, limit int64) ([]byte, error) {
 	if ld.Size > limit {
 		return nil, fmt.Errorf("%s: layer %s is %d bytes, over the limit of %d", ref, ld.Digest, ld.Size, limit)
 	}
-	layer, err := remote.Layer(r.Context().Digest(ld.Digest.String()), opts...)
+	layer, err := remote.Layer(r.Context().Digest(ld.Digest.String()), c.remote(ctx)...)
 	if err != nil {
 		return nil, refError(ref, "pull layer", err)
 	}
@@ -151,16 +170,7 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Artifact, error) {
 	if sum, _, _ := v1.SHA256(bytes.NewReader(gz)); sum != ld.Digest {
 		return nil, fmt.Errorf("%s: layer %s: the bytes hash to %s", ref, ld.Digest, sum)
 	}
-	text, err := codec.Gunzip(gz, limit)
-	if err != nil {
-		return nil, fmt.Errorf("%s: layer %s: %w", ref, ld.Digest, err)
-	}
-	meta := metaOf(m.Annotations)
-	if got := codec.Digest(text); meta.Digest != got {
-		return nil, fmt.Errorf("%s: the text hashes to %s, the manifest records %q: %w", ref, got, meta.Digest, codec.ErrDigestMismatch)
-	}
-	return &Artifact{Reference: r.Context().Digest(desc.Digest.String()).String(), Repository: r.Context().String(),
-		Digest: desc.Digest.String(), Meta: meta, Text: text, LayerBytes: ld.Size}, nil
+	return gz, nil
 }
 
 // strategyManifest returns the manifest of a strategy artifact, or an
@@ -182,14 +192,20 @@ func strategyManifest(desc *remote.Descriptor) (*v1.Manifest, error) {
 		}
 		return nil, fmt.Errorf("%w: artifact type %s (want %s)", ErrNotStrategy, what, ArtifactType)
 	}
+	return oneLayer(m, LayerMediaType, ErrNotStrategy)
+}
+
+// oneLayer keeps the manifest's one layer of mediaType, or returns an
+// error wrapping notKind when it has none or several.
+func oneLayer(m *v1.Manifest, mediaType types.MediaType, notKind error) (*v1.Manifest, error) {
 	var layers []v1.Descriptor
 	for _, l := range m.Layers {
-		if l.MediaType == LayerMediaType {
+		if l.MediaType == mediaType {
 			layers = append(layers, l)
 		}
 	}
 	if len(layers) != 1 {
-		return nil, fmt.Errorf("%w: %d layers of media type %s, want 1", ErrNotStrategy, len(layers), LayerMediaType)
+		return nil, fmt.Errorf("%w: %d layers of media type %s, want 1", notKind, len(layers), mediaType)
 	}
 	m.Layers = layers
 	return m, nil

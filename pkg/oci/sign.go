@@ -283,7 +283,12 @@ func Verify(sigs []Signature, digest string, ring *trust.KeyRing) ([]Verified, e
 // signatures must bind it to what e asks (see trust.Statement.Check) and
 // to what its own annotations claim. The error is a *trust.UntrustedError.
 func Check(a *Artifact, verified []Verified, e trust.Expect) (Verified, error) {
-	claims := StatementOf(a)
+	return CheckClaims(StatementOf(a), verified, e)
+}
+
+// CheckClaims is Check of an artifact that claims claims (a chart's: its
+// expected product, its version, its archive's digest).
+func CheckClaims(claims trust.Statement, verified []Verified, e trust.Expect) (Verified, error) {
 	var errs []error
 	for _, v := range verified {
 		if v.Statement != claims {

@@ -168,8 +168,11 @@ type Reconciler struct {
 	drifts sync.Map
 	// warmed is closed once warmer has started the kind table's informers.
 	warmed chan struct{}
-	// oci caches pulled artifacts and registry clients (OCI sources).
+	// oci caches pulled artifacts and registry clients (OCI and Helm
+	// sources).
 	oci ociArtifacts
+	// charts caches the renders of Helm sources' charts.
+	charts renderedCharts
 	// keyCache holds the key Secret and trusted keys ConfigMap
 	// (keyWatches); nil until SetupWithManager.
 	keyCache cache.Cache
@@ -786,23 +789,25 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		}
 		s.Strategy, s.Target = st, st.Identity
 		src.ConfigMap, src.Digest = loaded.Entry.String(), loaded.Digest
-	case v1alpha1.StrategySourceOCI:
-		l, err := r.loadOCI(ctx, in)
+	case v1alpha1.StrategySourceOCI, v1alpha1.StrategySourceHelm:
+		label := strings.ToLower(string(src.Source))
+		l, err := r.loadRemote(ctx, in)
 		if err != nil {
 			if loadErr = err; errors.As(err, new(*trust.UntrustedError)) {
-				r.metrics.UntrustedStrategies.WithLabelValues("oci").Inc()
+				r.metrics.UntrustedStrategies.WithLabelValues(label).Inc()
 			}
 			break
 		}
-		loadedFrom = "oci"
+		loadedFrom = label
 		if err := prepare(l.strategy); err != nil {
 			loadErr = err
 			break
 		}
 		s.Strategy, s.Target = l.strategy, l.strategy.Identity
-		src.OCI, src.Digest, src.VerifiedBy = l.ref, l.digest, l.verifiedBy
+		src.Digest, src.VerifiedBy = l.digest, l.verifiedBy
+		l.record(src)
 		if l.fresh {
-			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonStrategyPulled, "Load", "pulled %s (%s %s), %s", l.ref, l.meta.Product, l.meta.Version, l.verifiedBy)
+			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonStrategyPulled, "Load", "%s", l.pulled)
 		}
 	case v1alpha1.StrategySourceImage:
 		src.Image = in.Spec.Strategy.Image

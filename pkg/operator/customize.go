@@ -6,6 +6,7 @@ import (
 
 	jsonpatch "github.com/evanphx/json-patch/v5"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/yaml"
@@ -14,6 +15,19 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
+
+// builtinKinds are the kinds a strategic merge patch may patch: client-go's
+// built-in kinds, in a scheme of our own. client-go's global scheme is not
+// used: a library may add to it (Helm's SDK adds CustomResourceDefinitions
+// in an init function), and what a patch may do must not depend on which
+// packages are linked.
+var builtinKinds = func() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err) // client-go's own types: cannot fail
+	}
+	return s
+}()
 
 // Prepare turns a loaded strategy, whatever its source (the built-in
 // product, a dump Job, a stored ConfigMap), into the one an Installation
@@ -80,7 +94,7 @@ func patchObject(obj *unstructured.Unstructured, typ v1alpha1.PatchType, patch [
 			return nil, err
 		}
 	case v1alpha1.StrategicMergePatchType:
-		typed, err := clientgoscheme.Scheme.New(obj.GroupVersionKind())
+		typed, err := builtinKinds.New(obj.GroupVersionKind())
 		if err != nil {
 			return nil, fmt.Errorf("strategic merge patch needs a built-in kind: %w", err)
 		}

@@ -46,8 +46,10 @@ type pulled struct {
 	a    *oci.Artifact
 	sigs []oci.Signature
 	// trusted is set once a signature verified: the signatures are then
-	// not read again (only re-verified against the current keys). Several
-	// Installations may judge one artifact at once.
+	// not read again (only re-verified against the current keys), until
+	// a judgement refuses them (a trusted key's signature for another
+	// product or version), so that one pushed since is read at the next
+	// poll. Several Installations may judge one artifact at once.
 	trusted atomic.Bool
 }
 
@@ -70,16 +72,43 @@ func (c *ociArtifacts) put(ref string, p *pulled) {
 	c.artifacts[ref] = p
 }
 
+// remoteSource is what an OCI or a Helm source says of where its artifact
+// is and how to read it; both share the registry clients, the cache, the
+// pull and the signature read.
+type remoteSource struct {
+	// what names the source in errors ("oci source", "helm source").
+	what string
+	// refs are the reference, then its mirrors.
+	refs []string
+	// Digest pins the artifact; empty means a signature must bind it.
+	Digest    string
+	SecretRef *corev1.LocalObjectReference
+	Insecure  bool
+	// Reference is refs[0].
+	Reference string
+	// kind keys the cache ("strategy" or "chart"), and pull reads one
+	// artifact of the kind at a reference.
+	kind string
+	pull func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error)
+}
+
+// ociSource is the remote source of an OCI strategy source.
+func ociSource(src *v1alpha1.OCIStrategySource) remoteSource {
+	return remoteSource{what: "oci source", refs: append([]string{src.Reference}, src.Mirrors...), Reference: src.Reference,
+		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "strategy",
+		pull: func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error) { return c.Pull(ctx, ref) }}
+}
+
 // client returns the registry client of the source's credentials: the
 // pull Secret's content (by namespace, name and resourceVersion) or
 // anonymous.
-func (r *Reconciler) ociClient(ctx context.Context, namespace string, src *v1alpha1.OCIStrategySource) (*oci.Client, error) {
+func (r *Reconciler) ociClient(ctx context.Context, namespace string, src remoteSource) (*oci.Client, error) {
 	key := fmt.Sprintf("anonymous insecure=%t", src.Insecure)
 	var keychain authn.Keychain
 	if src.SecretRef != nil && src.SecretRef.Name != "" {
 		sec, err := r.kube.CoreV1().Secrets(namespace).Get(ctx, src.SecretRef.Name, metav1.GetOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("oci source %s: pull secret %s/%s: %w", src.Reference, namespace, src.SecretRef.Name, err)
+			return nil, fmt.Errorf("%s %s: pull secret %s/%s: %w", src.what, src.Reference, namespace, src.SecretRef.Name, err)
 		}
 		key = fmt.Sprintf("%s/%s@%s insecure=%t", namespace, sec.Name, sec.ResourceVersion, src.Insecure)
 		r.oci.mu.Lock()
@@ -89,7 +118,7 @@ func (r *Reconciler) ociClient(ctx context.Context, namespace string, src *v1alp
 			return c, nil
 		}
 		if keychain, err = k8schain.NewFromPullSecrets(ctx, []corev1.Secret{*sec}); err != nil {
-			return nil, fmt.Errorf("oci source %s: pull secret %s/%s: %w", src.Reference, namespace, sec.Name, err)
+			return nil, fmt.Errorf("%s %s: pull secret %s/%s: %w", src.what, src.Reference, namespace, sec.Name, err)
 		}
 	}
 	r.oci.mu.Lock()
@@ -110,11 +139,11 @@ func (r *Reconciler) ociClient(ctx context.Context, namespace string, src *v1alp
 
 // productOf is the product an OCI source expects: spec's, else the
 // repository's last path element (oci.DefaultProduct).
-func productOf(src *v1alpha1.OCIStrategySource, c *oci.Client) string {
-	if src.Product != "" {
-		return src.Product
+func productOf(product, reference string, c *oci.Client) string {
+	if product != "" {
+		return product
 	}
-	r, err := c.Parse(src.Reference)
+	r, err := c.Parse(reference)
 	if err != nil {
 		return "" // the pull named the reference's error already
 	}
@@ -132,65 +161,94 @@ func pinnedRef(ref, digest string) string {
 	return repo + "@" + digest
 }
 
-// ociLoaded is a strategy pulled from an OCI source and trusted.
-type ociLoaded struct {
+// remoteLoaded is a strategy from a registry (an OCI artifact, or a
+// rendered Helm chart), trusted.
+type remoteLoaded struct {
 	strategy *strategy.Strategy
-	// ref is REPOSITORY@DIGEST of the artifact; digest its text's.
-	ref, digest string
-	// verifiedBy says why it was trusted.
-	verifiedBy string
+	// digest is the strategy text's; verifiedBy says why it was trusted.
+	digest, verifiedBy string
 	// fresh is set when the artifact was downloaded by this load (not
-	// served from the cache).
-	fresh bool
-	meta  oci.Meta
+	// served from the cache); pulled then says what, for the event.
+	fresh  bool
+	pulled string
+	// record fills the source's own fields of status.strategy.
+	record func(*v1alpha1.StrategyStatus)
+}
+
+// loadRemote loads the Installation's OCI or Helm source.
+func (r *Reconciler) loadRemote(ctx context.Context, in *v1alpha1.Installation) (*remoteLoaded, error) {
+	if in.Spec.StrategySourceType() == v1alpha1.StrategySourceHelm {
+		return r.loadHelm(ctx, in)
+	}
+	return r.loadOCI(ctx, in)
 }
 
 // loadOCI resolves, pulls (unless cached) and judges the Installation's OCI
-// source: the reference first, then each mirror while the registry cannot
-// be reached. Nothing is returned of an artifact that fails a check; an
+// source. Nothing is returned of an artifact that fails a check; an
 // untrusted one is a *trust.UntrustedError.
-func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*ociLoaded, error) {
-	src := in.Spec.Strategy.OCI
-	c, err := r.ociClient(ctx, in.Namespace, src)
+func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*remoteLoaded, error) {
+	p, c, ring, fresh, ref, err := r.fetchRemote(ctx, in, ociSource(in.Spec.Strategy.OCI))
 	if err != nil {
 		return nil, err
 	}
-	ring, err := r.trustedKeys(ctx)
+	l, err := r.judgeOCI(in, c, ring, p)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("oci source %s: %w", ref, err)
+	}
+	l.fresh = fresh
+	return l, nil
+}
+
+// fetchRemote resolves and pulls (unless cached) the source's artifact,
+// with its signatures when its digest is not pinned: the reference first,
+// then each mirror while the registry cannot be reached. It returns the
+// client, the key ring it was judged by, whether this call downloaded it,
+// and the reference it came from.
+func (r *Reconciler) fetchRemote(ctx context.Context, in *v1alpha1.Installation, src remoteSource) (p *pulled, c *oci.Client, ring *trust.KeyRing, fresh bool, from string, err error) {
+	c, err = r.ociClient(ctx, in.Namespace, src)
+	if err != nil {
+		return nil, nil, nil, false, "", err
+	}
+	ring, err = r.trustedKeys(ctx)
+	if err != nil {
+		return nil, nil, nil, false, "", err
 	}
 	var errs []error
-	for _, ref := range append([]string{src.Reference}, src.Mirrors...) {
-		p, fresh, err := r.pullOCI(ctx, c, ring, ref, src.Digest)
+	for _, ref := range src.refs {
+		p, fresh, err := r.pullOCI(ctx, c, ring, src, ref)
 		if err != nil {
 			if src.Digest != "" {
-				err = fmt.Errorf("oci source %s (pinned %s): %w", ref, src.Digest, err)
+				err = fmt.Errorf("%s %s (pinned %s): %w", src.what, ref, src.Digest, err)
 			}
 			errs = append(errs, err)
 			var untrusted *trust.UntrustedError
-			if errors.As(err, &untrusted) || errors.Is(err, oci.ErrNotStrategy) || errors.Is(err, codec.ErrDigestMismatch) {
+			if errors.As(err, &untrusted) || errors.Is(err, oci.ErrNotStrategy) || errors.Is(err, oci.ErrNotChart) || errors.Is(err, codec.ErrDigestMismatch) {
 				// What the registry serves is wrong: a mirror of the same
 				// tag is no fallback for that.
-				return nil, errors.Join(errs...)
+				return nil, nil, nil, false, "", errors.Join(errs...)
 			}
 			continue
 		}
-		l, err := r.judgeOCI(in, c, ring, p)
-		if err != nil {
-			return nil, fmt.Errorf("oci source %s: %w", ref, err)
-		}
-		l.fresh = fresh
-		return l, nil
+		return p, c, ring, fresh, ref, nil
 	}
-	return nil, errors.Join(errs...)
+	return nil, nil, nil, false, "", errors.Join(errs...)
 }
 
 // pullOCI returns the artifact ref names (by the pinned digest when one is
 // set), from the cache when its digest was pulled before. Reconciles that
 // want one digest at once share one pull (and one signature read); only
 // the one that pulled reports fresh.
-func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.KeyRing, ref, pinned string) (*pulled, bool, error) {
+func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.KeyRing, src remoteSource, ref string) (*pulled, bool, error) {
+	pinned := src.Digest
 	digest := pinned
+	if pinned != "" && !strings.Contains(ref, "@") {
+		// A pinned tag is still resolved: a tag moved elsewhere is
+		// refused (the pin and the tag no longer name one artifact). A
+		// tag that cannot be resolved is no reason to refuse the pin.
+		if d, err := c.Resolve(ctx, ref); err == nil && d != pinned {
+			return nil, false, &trust.UntrustedError{Err: fmt.Errorf("%s: the tag now resolves to %s, not the pinned digest %s", ref, d, pinned)}
+		}
+	}
 	if digest == "" {
 		d, err := c.Resolve(ctx, ref)
 		if err != nil {
@@ -198,7 +256,7 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.Key
 		}
 		digest = d
 	}
-	byDigest := pinnedRef(ref, digest)
+	byDigest := src.kind + " " + pinnedRef(ref, digest)
 	if p := r.oci.get(byDigest); p != nil && (pinned != "" || p.trusted.Load()) {
 		return p, false, nil
 	}
@@ -213,7 +271,7 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.Key
 			return p, nil
 		}
 		if p == nil {
-			a, err := c.Pull(ctx, byDigest)
+			a, err := src.pull(ctx, c, pinnedRef(ref, digest))
 			if err != nil {
 				return nil, err
 			}
@@ -248,7 +306,7 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.Key
 // artifact's digest to the expected product, to spec.version when set,
 // and to a version no older than the deployed one (unless
 // spec.allowDowngrade).
-func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *trust.KeyRing, p *pulled) (*ociLoaded, error) {
+func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *trust.KeyRing, p *pulled) (*remoteLoaded, error) {
 	src := in.Spec.Strategy.OCI
 	a := p.a
 	verifiedBy := "pinned digest"
@@ -257,9 +315,10 @@ func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *tr
 		if err != nil {
 			return nil, &trust.UntrustedError{Err: err}
 		}
-		v, err := oci.Check(a, verified, trust.Expect{Product: productOf(src, c), Version: in.Spec.Version,
+		v, err := oci.Check(a, verified, trust.Expect{Product: productOf(src.Product, src.Reference, c), Version: in.Spec.Version,
 			Digest: codec.Digest(a.Text), Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade})
 		if err != nil {
+			p.trusted.Store(false) // read the signatures again next time
 			return nil, err
 		}
 		verifiedBy = "signed by " + v.Key
@@ -269,7 +328,9 @@ func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *tr
 		return nil, fmt.Errorf("artifact %s: manifests: %w", a.Reference, err)
 	}
 	st.Identity = strategy.Identity{Version: a.Meta.Version, Registry: a.Meta.Registry, Identifier: a.Meta.Identifier}
-	return &ociLoaded{strategy: st, ref: a.Reference, digest: codec.Digest(a.Text), verifiedBy: verifiedBy, meta: a.Meta}, nil
+	return &remoteLoaded{strategy: st, digest: codec.Digest(a.Text), verifiedBy: verifiedBy,
+		pulled: fmt.Sprintf("pulled %s (%s %s), %s", a.Reference, a.Meta.Product, a.Meta.Version, verifiedBy),
+		record: func(s *v1alpha1.StrategyStatus) { s.OCI = a.Reference }}, nil
 }
 
 // trustedKeys is the key ring strategies from outside the operator are
@@ -314,11 +375,17 @@ func (r *Reconciler) trustedKeysConfigMap(ctx context.Context) (*trust.KeyRing, 
 // when shorter.
 func (r *Reconciler) pollInterval(in *v1alpha1.Installation) time.Duration {
 	d := r.resync()
-	if in.Spec.StrategySourceType() != v1alpha1.StrategySourceOCI {
+	var i *metav1.Duration
+	switch in.Spec.StrategySourceType() {
+	case v1alpha1.StrategySourceOCI:
+		i = in.Spec.Strategy.OCI.Interval
+	case v1alpha1.StrategySourceHelm:
+		i = in.Spec.Strategy.Helm.Interval
+	default:
 		return d
 	}
 	iv := DefaultOCIInterval
-	if i := in.Spec.Strategy.OCI.Interval; i != nil && i.Duration > 0 {
+	if i != nil && i.Duration > 0 {
 		iv = i.Duration
 	}
 	return min(d, iv)

@@ -331,6 +331,12 @@ func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
 		return true, r.recordRevision(ctx, s, v1alpha1.StrategyRevision{Version: s.Target.Version, Registry: s.Target.Registry,
 			Identifier: s.Target.Identifier, Digest: st.Digest, OCI: st.OCI, Source: st.Source, DeployedAt: metav1.Now().Rfc3339Copy()})
 	}
+	if st := s.Installation.Status.Strategy; st != nil && st.Source == v1alpha1.StrategySourceHelm && st.Chart != "" {
+		// A chart's render is stored nowhere: the history names the
+		// chart and the values it was rendered with.
+		return true, r.recordRevision(ctx, s, v1alpha1.StrategyRevision{Version: s.Target.Version, Identifier: s.Target.Identifier,
+			Digest: st.Digest, Chart: st.Chart, ValuesDigest: st.ValuesDigest, Source: st.Source, DeployedAt: metav1.Now().Rfc3339Copy()})
+	}
 	return true, nil
 }
 

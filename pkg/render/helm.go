@@ -1,6 +1,7 @@
 package render
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -187,6 +188,50 @@ func Helm(ctx context.Context, ref string, opts HelmOptions) (*HelmResult, error
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", ref, err)
 	}
+	return renderChart(ctx, ref, loaded, vals, opts)
+}
+
+// HelmArchive renders a packaged chart (.tgz bytes) as Helm does a
+// client-only install (helm template): nothing is sent to a cluster,
+// Helm's lookup function finds nothing and its DNS function is off. The
+// values are vals alone (no file, no --set, no environment): what the
+// caller gives, on top of the chart's own values.yaml. name names the
+// chart in errors. The render stops waiting at ctx's deadline.
+func HelmArchive(ctx context.Context, name string, archive []byte, vals map[string]any, opts HelmOptions) (*HelmResult, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	loaded, err := loader.LoadArchive(bytes.NewReader(archive))
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", name, err)
+	}
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("render chart %s: %w", name, context.Cause(ctx))
+	}
+	type result struct {
+		res *HelmResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// Helm's template engine does not watch ctx: a render past the
+		// deadline is left to finish in the background.
+		res, err := renderChart(ctx, name, loaded, vals, opts)
+		done <- result{res, err}
+	}()
+	select {
+	case r := <-done:
+		return r.res, r.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("render chart %s: %w", name, context.Cause(ctx))
+	}
+}
+
+// renderChart checks a loaded chart and renders it with vals.
+func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*HelmResult, error) {
 	chrt, ok := loaded.(*chartv2.Chart)
 	if !ok {
 		return nil, fmt.Errorf("load chart %s: a %T chart, want apiVersion v1 or v2", ref, loaded)

@@ -26,11 +26,7 @@ import (
 // all. (A resourceVersion cannot show it: the API server keeps it for an
 // update that changes nothing.)
 func TestUnchangedResyncWritesNoStatus(t *testing.T) {
-	var metrics *operator.Metrics
-	e, rec := setupRecorded(t, func(o *operator.Options) {
-		o.ResyncPeriod = 2 * time.Second
-		metrics = o.Metrics
-	})
+	e, rec, metrics := setupResyncing(t)
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	in := e.waitDeployed(ctx, t, "sample", "v1.0.0")
@@ -45,11 +41,8 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec.Reset()
-	rv, start := in.ResourceVersion, testutil.ToFloat64(deployed)
-	testenv.WaitFor(ctx, t, "two resyncs", func(context.Context) (bool, string, error) {
-		n := testutil.ToFloat64(deployed)
-		return n >= start+2, fmt.Sprintf("%v deployed reconciles", n), nil
-	})
+	rv := in.ResourceVersion
+	waitResyncs(ctx, t, deployed, 2)
 	in, err = e.get(ctx, "sample")
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +53,27 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 	if in.ResourceVersion != rv {
 		t.Errorf("resyncs of a deployed Installation wrote it: resourceVersion %s -> %s; status now %s", rv, in.ResourceVersion, describe(in))
 	}
+}
+
+// setupResyncing starts an operator that resyncs every 2 seconds and
+// records its requests.
+func setupResyncing(t *testing.T) (*e2e, *applytest.Recorder, *operator.Metrics) {
+	var metrics *operator.Metrics
+	e, rec := setupRecorded(t, func(o *operator.Options) {
+		o.ResyncPeriod = 2 * time.Second
+		metrics = o.Metrics
+	})
+	return e, rec, metrics
+}
+
+// waitResyncs waits until the counter of reconciles has grown by n.
+func waitResyncs(ctx context.Context, t *testing.T, reconciles prometheus.Counter, n float64) {
+	t.Helper()
+	start := testutil.ToFloat64(reconciles)
+	testenv.WaitFor(ctx, t, fmt.Sprintf("%v resyncs", n), func(context.Context) (bool, string, error) {
+		got := testutil.ToFloat64(reconciles)
+		return got >= start+n, fmt.Sprintf("%v reconciles", got), nil
+	})
 }
 
 // setupCounted starts an operator that resyncs hourly (no resync within a

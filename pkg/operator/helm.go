@@ -1,0 +1,180 @@
+package operator
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
+)
+
+// Bounds of a chart the operator renders: the chart runs as templates in
+// the operator's process, so its size and its render time are capped.
+const (
+	// MaxChartBytes is the largest chart archive (compressed) pulled.
+	MaxChartBytes = oci.DefaultMaxChartBytes
+	// HelmRenderTimeout bounds one render.
+	HelmRenderTimeout = 30 * time.Second
+	// maxRenderedCharts bounds the render cache.
+	maxRenderedCharts = 64
+)
+
+// helmSource is the remote source of a Helm source.
+func helmSource(src *v1alpha1.HelmStrategySource) remoteSource {
+	return remoteSource{what: "helm source", refs: []string{src.Chart}, Reference: src.Chart,
+		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "chart",
+		pull: func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error) {
+			return c.PullChart(ctx, ref, MaxChartBytes)
+		}}
+}
+
+// renderedCharts caches renders by chart digest and inputs (a chart's
+// render is a function of them), so a resync renders nothing again.
+type renderedCharts struct {
+	mu   sync.Mutex
+	done map[string]*rendered
+}
+
+type rendered struct {
+	res *render.HelmResult
+	err error
+}
+
+// loadHelm resolves, pulls (unless cached) and judges the chart of the
+// Installation's Helm source exactly as an OCI source's artifact (same
+// clients, cache, pins and signatures), then renders it client-only with
+// the Installation's values. Nothing is rendered of an untrusted chart
+// (a *trust.UntrustedError).
+func (r *Reconciler) loadHelm(ctx context.Context, in *v1alpha1.Installation) (*remoteLoaded, error) {
+	src := in.Spec.Strategy.Helm
+	p, c, ring, fresh, ref, err := r.fetchRemote(ctx, in, helmSource(src))
+	if err != nil {
+		return nil, err
+	}
+	a := p.a
+	product := productOf(src.Product, src.Chart, c)
+	verifiedBy := "pinned digest"
+	if src.Digest == "" {
+		v, err := judgeChart(a, p.sigs, ring, product, in)
+		if err != nil {
+			p.trusted.Store(false) // read the signatures again next time
+			return nil, fmt.Errorf("helm source %s: %w", ref, err)
+		}
+		verifiedBy = "signed by " + v.Key
+	} else if in.Spec.Version != "" && in.Spec.Version != a.Meta.Version {
+		return nil, fmt.Errorf("helm source %s (pinned %s): chart %s is version %s, spec.version asks for %s", ref, src.Digest, a.Meta.Product, a.Meta.Version, in.Spec.Version)
+	}
+	vals, valuesDigest, err := chartValues(src)
+	if err != nil {
+		return nil, fmt.Errorf("helm source %s: %w", ref, err)
+	}
+	opts := render.HelmOptions{ReleaseName: src.ReleaseName, Namespace: in.Namespace, KubeVersion: src.KubeVersion}
+	res, err := r.renderChart(ctx, a, vals, valuesDigest, opts)
+	if err != nil {
+		return nil, fmt.Errorf("helm source %s: %w", ref, err)
+	}
+	st, _, err := strategy.Parse(res.Manifests, strategy.ParseOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("helm source %s: rendered manifests: %w", ref, err)
+	}
+	st.Identity = strategy.Identity{Version: res.Chart.Version, Identifier: chartIdentifier(a.Digest, valuesDigest, opts)}
+	return &remoteLoaded{strategy: st, digest: codec.Digest(res.Manifests), verifiedBy: verifiedBy, fresh: fresh,
+		pulled: fmt.Sprintf("pulled chart %s (%s %s), %s; %s", a.Reference, res.Chart.Name, res.Chart.Version, verifiedBy, hookSummary(res.Hooks)),
+		record: func(s *v1alpha1.StrategyStatus) { s.Chart, s.ValuesDigest = a.Reference, valuesDigest }}, nil
+}
+
+// judgeChart is the trust policy of an unpinned chart, the OCI source's:
+// a signature by a trusted key must name the chart's manifest digest and
+// bind it to product, to the chart's version and archive digest, to
+// spec.version when set, and to a version no older than the deployed one
+// (unless spec.allowDowngrade). The error is a *trust.UntrustedError.
+func judgeChart(a *oci.Artifact, sigs []oci.Signature, ring *trust.KeyRing, product string, in *v1alpha1.Installation) (oci.Verified, error) {
+	verified, err := oci.Verify(sigs, a.Digest, ring)
+	if err != nil {
+		return oci.Verified{}, &trust.UntrustedError{Err: err}
+	}
+	claims := trust.Statement{Product: product, Version: a.Meta.Version, Digest: codec.Digest(a.Text)}
+	return oci.CheckClaims(claims, verified, trust.Expect{Product: product, Version: in.Spec.Version, Digest: claims.Digest,
+		Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade})
+}
+
+// chartValues decodes the source's values and returns them with the
+// digest of their canonical JSON (keys sorted), which is "" for none.
+func chartValues(src *v1alpha1.HelmStrategySource) (map[string]any, string, error) {
+	vals := map[string]any{}
+	if src.Values == nil || len(src.Values.Raw) == 0 {
+		return vals, "", nil
+	}
+	if err := json.Unmarshal(src.Values.Raw, &vals); err != nil {
+		return nil, "", fmt.Errorf("spec.strategy.helm.values: %w", err)
+	}
+	if vals == nil { // "null"
+		return map[string]any{}, "", nil
+	}
+	canonical, err := json.Marshal(vals)
+	if err != nil {
+		return nil, "", fmt.Errorf("spec.strategy.helm.values: %w", err)
+	}
+	return vals, codec.Digest(canonical), nil
+}
+
+// chartIdentifier is the deployment identifier of a chart's render: a hash
+// of the chart's manifest digest and every render input, so another chart
+// or other values are another strategy.
+func chartIdentifier(chartDigest, valuesDigest string, opts render.HelmOptions) string {
+	sum := sha256.Sum256([]byte(strings.Join([]string{chartDigest, valuesDigest, opts.ReleaseName, opts.Namespace, opts.KubeVersion}, "\n")))
+	return "helm-" + hex.EncodeToString(sum[:8])
+}
+
+// renderChart renders a trusted chart with a timeout, or returns the
+// cached render of the same chart digest and inputs (errors included: a
+// render is deterministic).
+func (r *Reconciler) renderChart(ctx context.Context, a *oci.Artifact, vals map[string]any, valuesDigest string, opts render.HelmOptions) (*render.HelmResult, error) {
+	key := chartIdentifier(a.Digest, valuesDigest, opts)
+	c := &r.charts
+	c.mu.Lock()
+	hit := c.done[key]
+	c.mu.Unlock()
+	if hit != nil {
+		return hit.res, hit.err
+	}
+	rctx, cancel := context.WithTimeout(ctx, HelmRenderTimeout)
+	defer cancel()
+	res, err := render.HelmArchive(rctx, a.Reference, a.Text, vals, opts)
+	if ctx.Err() != nil {
+		return nil, err // the reconcile's end, not the chart's fault: not cached
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil || len(c.done) >= maxRenderedCharts {
+		c.done = map[string]*rendered{}
+	}
+	c.done[key] = &rendered{res: res, err: err}
+	return res, err
+}
+
+// hookSummary says what became of the chart's hooks, for the pull event.
+func hookSummary(hooks []render.Hook) string {
+	if len(hooks) == 0 {
+		return "no hooks"
+	}
+	kept, dropped := 0, 0
+	for _, h := range hooks {
+		if h.Action == render.HookKept {
+			kept++
+		} else {
+			dropped++
+		}
+	}
+	return fmt.Sprintf("%d hooks kept as objects, %d dropped", kept, dropped)
+}
