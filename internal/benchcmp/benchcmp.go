@@ -120,6 +120,12 @@ type Process struct {
 	Requests int
 	// Objects is how many objects it applied.
 	Objects int
+	// Failed, set by a peer's Run, says the program ran and failed to do
+	// its work (e.g. Helm timing out at a size the API server cannot take
+	// at its rate): the comparison records the failure, with the time and
+	// memory it took, instead of stopping, and reports no ratio against
+	// it. Our own side fails the benchmark instead.
+	Failed error
 }
 
 // RunProcess runs cmd to its end and returns its wall time and peak
@@ -151,7 +157,8 @@ type ProcessSide struct {
 // not the setup between runs), requests/op, peak-RSS-MB and objects, then
 // "ratio", which reports for every side but the last (ours) NAME-x-speedup
 // (its time ÷ ours), NAME-requests-ratio (ours ÷ its) and NAME-rss-ratio
-// (ours ÷ its), each side taken at its fastest round so far.
+// (ours ÷ its), each side taken at its fastest round so far; a peer that
+// failed (Process.Failed) gets NAME-failed instead.
 func CompareProcesses(b *testing.B, sides ...ProcessSide) {
 	b.Helper()
 	best := make([]Process, len(sides))
@@ -165,9 +172,19 @@ func CompareProcesses(b *testing.B, sides ...ProcessSide) {
 				last = s.Run(b)
 				total += last.Elapsed
 				peak = max(peak, last.MaxRSS)
+				if last.Failed != nil {
+					best[i] = last
+					break
+				}
 				if best[i].Elapsed == 0 || last.Elapsed < best[i].Elapsed {
 					best[i] = last
 				}
+			}
+			if last.Failed != nil {
+				if i == len(sides)-1 {
+					b.Fatalf("%s failed: %v", s.Name, last.Failed)
+				}
+				b.Logf("%s failed after %.1f s (peak RSS %.1f MB, %d requests): %v", s.Name, last.Elapsed.Seconds(), float64(last.MaxRSS)/1e6, last.Requests, last.Failed)
 			}
 			b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/op")
 			b.ReportMetric(float64(last.Requests), "requests/op")
@@ -179,17 +196,50 @@ func CompareProcesses(b *testing.B, sides ...ProcessSide) {
 		}
 	}
 	b.Run("ratio", func(b *testing.B) {
-		ours := best[len(best)-1]
-		b.ReportMetric(0, "ns/op")
-		for i, s := range sides[:len(sides)-1] {
-			base := best[i]
-			b.ReportMetric(float64(base.Elapsed)/float64(ours.Elapsed), s.Name+"-x-speedup")
-			b.ReportMetric(float64(ours.Requests)/float64(base.Requests), s.Name+"-requests-ratio")
-			b.ReportMetric(float64(ours.MaxRSS)/float64(base.MaxRSS), s.Name+"-rss-ratio")
-		}
+		names := make([]string, len(sides))
 		for i, s := range sides {
-			p := best[i]
-			b.Logf("fastest round of %s: %.2f s, %d requests, peak RSS %.1f MB, %d objects", s.Name, p.Elapsed.Seconds(), p.Requests, float64(p.MaxRSS)/1e6, p.Objects)
+			names[i] = s.Name
+		}
+		b.ReportMetric(0, "ns/op")
+		metrics, lines := processRatios(names, best)
+		for _, m := range metrics {
+			b.ReportMetric(m.value, m.unit)
+		}
+		for _, l := range lines {
+			b.Log(l)
 		}
 	})
+}
+
+type metric struct {
+	value float64
+	unit  string
+}
+
+// processRatios is CompareProcesses' "ratio": the metrics of ours (the
+// last) against every other side, and a line per side.
+func processRatios(names []string, best []Process) ([]metric, []string) {
+	var metrics []metric
+	ours := best[len(best)-1]
+	for i, name := range names[:len(names)-1] {
+		base := best[i]
+		if base.Failed != nil {
+			metrics = append(metrics, metric{1, name + "-failed"})
+			continue
+		}
+		metrics = append(metrics,
+			metric{float64(base.Elapsed) / float64(ours.Elapsed), name + "-x-speedup"},
+			metric{float64(ours.Requests) / float64(base.Requests), name + "-requests-ratio"},
+			metric{float64(ours.MaxRSS) / float64(base.MaxRSS), name + "-rss-ratio"})
+	}
+	var lines []string
+	for i, name := range names {
+		p := best[i]
+		if p.Failed != nil {
+			lines = append(lines, fmt.Sprintf("%s failed after %.2f s, %d requests, peak RSS %.1f MB: %v", name, p.Elapsed.Seconds(), p.Requests, float64(p.MaxRSS)/1e6, p.Failed))
+			continue
+		}
+		lines = append(lines, fmt.Sprintf("fastest round of %s: %.2f s, %d requests, peak RSS %.1f MB, %d objects", name, p.Elapsed.Seconds(), p.Requests, float64(p.MaxRSS)/1e6, p.Objects))
+	}
+	return metrics, lines
 }
