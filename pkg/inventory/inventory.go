@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -28,6 +29,15 @@ const (
 	OwnerNameAnnotation = "installstrategy.io/installation"
 	// ObjectsKey is the data key holding the entries as JSON.
 	ObjectsKey = "objects"
+	// ObjectsGzipKey is the binaryData key holding the entries as gzip'd
+	// JSON instead, when their JSON is longer than CompressAbove: an
+	// installation of 20,000 objects lists about 1.4 MB of JSON, more than
+	// one ConfigMap may hold, and less than 100 KB compressed.
+	ObjectsGzipKey = "objects.gz"
+	// CompressAbove is the length of the entries' JSON above which the
+	// inventory stores them compressed (ObjectsGzipKey); at or below it
+	// they stay readable with kubectl (ObjectsKey).
+	CompressAbove = 256 << 10
 	// ReleasedAnnotation marks the inventory of an installation that was
 	// uninstalled but kept its CRDs: it still lists them (a later uninstall
 	// can remove them), but it no longer holds the product's cluster-scoped
@@ -158,11 +168,20 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 	inv.ownerRefs = cm.OwnerReferences
 	inv.Version = cm.Annotations[VersionAnnotation]
 	_, inv.Released = cm.Annotations[ReleasedAnnotation]
-	inv.stored = contentOf(inv.Version, inv.Released, cm.Data[ObjectsKey])
+	data, key := cm.Data[ObjectsKey], "data."+ObjectsKey
+	if gz, ok := cm.BinaryData[ObjectsGzipKey]; ok {
+		key = "binaryData." + ObjectsGzipKey
+		text, err := codec.Gunzip(gz, maxObjectsJSON)
+		if err != nil {
+			return nil, fmt.Errorf("inventory of %s: configmap %s/%s: %s: %w", o, cm.Namespace, cm.Name, key, err)
+		}
+		data = string(text)
+	}
+	inv.stored = contentOf(inv.Version, inv.Released, data)
 	var entries []Entry
-	if data := cm.Data[ObjectsKey]; data != "" {
+	if data != "" {
 		if err := json.Unmarshal([]byte(data), &entries); err != nil {
-			return nil, fmt.Errorf("inventory of %s: configmap %s/%s: data.%s: %w", o, cm.Namespace, cm.Name, ObjectsKey, err)
+			return nil, fmt.Errorf("inventory of %s: configmap %s/%s: %s: %w", o, cm.Namespace, cm.Name, key, err)
 		}
 	}
 	for _, e := range entries {
@@ -170,6 +189,11 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 	}
 	return inv, nil
 }
+
+// maxObjectsJSON bounds the decompressed entries of an inventory (about
+// 300,000 objects), so a crafted ConfigMap cannot make a reader allocate
+// without limit.
+const maxObjectsJSON = 32 << 20
 
 // VersionAnnotation records the version of the strategy last recorded.
 const VersionAnnotation = "installstrategy.io/version"
@@ -205,7 +229,15 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 			ResourceVersion: inv.resourceVersion,
 			OwnerReferences: inv.ownerRefs,
 		},
-		Data: map[string]string{ObjectsKey: string(data)},
+	}
+	if len(data) > CompressAbove {
+		gz, err := codec.Gzip(data)
+		if err != nil {
+			return fmt.Errorf("inventory of %s: %w", o, err)
+		}
+		cm.BinaryData = map[string][]byte{ObjectsGzipKey: gz}
+	} else {
+		cm.Data = map[string]string{ObjectsKey: string(data)}
 	}
 	if inv.Released {
 		cm.Annotations[ReleasedAnnotation] = "true"
