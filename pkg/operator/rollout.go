@@ -167,6 +167,9 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			r.event(in, corev1.EventTypeNormal, "Pruned", "Prune", "deleted %s", e.Ref)
 		case reconcile.EventCanary:
 			r.event(in, corev1.EventTypeNormal, "Canary", "Rollout", "%s: %s", e.Ref, e.Reason)
+		case reconcile.EventStaleCache:
+			s.log.Info("stale cache", "step", e.Step, "object", e.Ref.String(), "reason", e.Reason)
+			r.event(in, corev1.EventTypeWarning, "StaleCache", "Rollout", "%s: %s", e.Ref, e.Reason)
 		case reconcile.EventStepStarted:
 			s.log.V(1).Info("step started", "step", e.Step)
 		case reconcile.EventStepReady:

@@ -1,12 +1,20 @@
 package reconcile_test
 
 import (
+	"context"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // A Reconciler reading from the informer cache: an upgrade still waits
@@ -75,5 +83,88 @@ func TestCachedReconcilerUpgradeAndIdleRun(t *testing.T) {
 	// the installation's, so not cached) are read; objects are not.
 	if len(reads) > 6 {
 		t.Errorf("idle run made %d reads, want at most 6", len(reads))
+	}
+}
+
+// stalledInformer is a LaggingCache that also says which versions its
+// informer stored, as apply.InformerCache does (the applier trusts a copy
+// at or after its own last write): those of the informer below, up to a
+// frozen object's frozen copy (resourceVersions of one etcd grow as
+// numbers, which this test double relies on). So it behaves as an informer
+// that saw the write and then stopped.
+type stalledInformer struct {
+	*applytest.LaggingCache
+	inner *apply.InformerCache
+}
+
+func (c stalledInformer) Seen(gvk schema.GroupVersionKind, namespace, name, rv string) bool {
+	frozen, ok, err := c.Cached(context.Background(), gvk, namespace, name)
+	if err != nil || !ok {
+		return false
+	}
+	at, err1 := strconv.ParseUint(frozen.GetResourceVersion(), 10, 64)
+	asked, err2 := strconv.ParseUint(rv, 10, 64)
+	return err1 == nil && err2 == nil && asked <= at && c.inner.Seen(gvk, namespace, name, rv)
+}
+
+// A cache that stops following a workload in the middle of its rollout
+// (an informer whose watch hangs, as seen after an etcd restart): the
+// step's wait finds the API server's copy newer than the cached one,
+// reads that object from the API server from then on, and the upgrade
+// finishes instead of failing at the step's deadline (and again at every
+// retry, the cache still frozen).
+func TestWaitOutlivesAStaleCache(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx := t.Context()
+	inner := applytest.StartCache(t, se.cfg)
+	lag := stalledInformer{applytest.NewLaggingCache(inner), inner}
+	base, err := reconcile.New(se.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := base.WithCache(lag)
+	v1, v2 := sample(t, se.ns, "v1.0.0"), sample(t, se.ns, "v1.1.0")
+	res, err := rc.Run(ctx, v1, se.options(t))
+	assertRolledOver(t, se, res, err)
+
+	i := slices.IndexFunc(v2.Objects, func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "Deployment" && o.GetName() == "sample-controller"
+	})
+	if i < 0 {
+		t.Fatal("the sample has no Deployment sample-controller")
+	}
+	ctl := v2.Objects[i]
+	// New pods count as available 4 s after they are ready: the rollout
+	// of two replicas (one surge pod at a time) takes 8 s or more, so the
+	// cache surely stops while it runs.
+	if err := unstructured.SetNestedField(ctl.Object, int64(4), "spec", "minReadySeconds"); err != nil {
+		t.Fatal(err)
+	}
+	lag.FreezeWhen(ctl, func(u *unstructured.Unstructured) bool { return u.GetGeneration() >= 2 })
+	opts := se.options(t)
+	opts.Observed = v1.Identity
+	opts.StageDeadline = time.Minute
+	opts.ConfirmEvery = 2 * time.Second
+	var stale []reconcile.Event
+	log := opts.OnEvent
+	opts.OnEvent = func(e reconcile.Event) {
+		if e.Type == reconcile.EventStaleCache {
+			stale = append(stale, e)
+		}
+		log(e)
+	}
+	res, err = rc.Run(ctx, v2, opts)
+	frozen, _, _ := lag.Cached(ctx, ctl.GroupVersionKind(), ctl.GetNamespace(), ctl.GetName())
+	if !lag.Frozen(ctl) || frozen.GetGeneration() < 2 {
+		t.Fatal("the cache never held the controller's new generation: nothing was tested")
+	}
+	if st, _, _ := unstructured.NestedInt64(frozen.Object, "status", "availableReplicas"); st >= 2 {
+		if up, _, _ := unstructured.NestedInt64(frozen.Object, "status", "updatedReplicas"); up >= 2 {
+			t.Fatal("the cache stopped at a copy already rolled out: nothing was tested")
+		}
+	}
+	assertRolledOver(t, se, res, err)
+	if len(stale) != 1 || stale[0].Ref != strategy.RefOf(ctl) || !strings.Contains(stale[0].Reason, "read from the API server") {
+		t.Errorf("stale-cache events %+v, want one for %s", stale, strategy.RefOf(ctl))
 	}
 }

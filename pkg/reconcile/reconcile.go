@@ -77,6 +77,11 @@ type Options struct {
 	StageDeadline time.Duration
 	// Interval is the polling interval of waits; 0 means 1 second.
 	Interval time.Duration
+	// ConfirmEvery is how long a wait trusts a cached copy that does not
+	// change before it reads the object from the API server (see
+	// EventStaleCache); 0 means a tenth of StageDeadline, at least ten
+	// Intervals.
+	ConfirmEvery time.Duration
 	// Parallelism bounds concurrent writes within a step; 0 means 8.
 	Parallelism int
 	// Certificates tunes certificate generation for empty TLS Secrets.
@@ -136,6 +141,10 @@ const (
 	// EventProgress: a round of a step's wait; Progress holds the health
 	// of every object the step waits for.
 	EventProgress EventType = "Progress"
+	// EventStaleCache: during a step's wait the cache's copy of Ref
+	// stayed behind the API server's (Reason says how); the wait reads
+	// that object from the API server from then on.
+	EventStaleCache EventType = "StaleCache"
 )
 
 // Event is one piece of progress of Run.
@@ -734,6 +743,87 @@ func (r *run) reapplying(step plan.Step, get health.Getter) health.Getter {
 	}
 }
 
+// confirming returns get, checking what it gives against the API server
+// when an object's copy has stayed at one resourceVersion for
+// ConfirmEvery: a cache whose informer stopped following the cluster (its
+// watch seen to hang for minutes after an etcd restart) would otherwise
+// show a not-ready copy until the step's deadline, and the retry after it
+// would read the same copy. Once the API server's copy differs from the
+// one get gave, that object is read from the API server for the rest of
+// the wait. A wait on an object that does not change (a rollout waiting
+// for pods) costs one read per object per ConfirmEvery.
+func (r *run) confirming(step plan.Step, get health.Getter) health.Getter {
+	direct := r.a.Direct()
+	every := r.confirmEvery()
+	type copySeen struct {
+		rv     string
+		since  time.Time
+		direct bool
+	}
+	var mu sync.Mutex
+	seen := map[strategy.ObjectRef]*copySeen{}
+	return func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		ref := strategy.RefOf(obj)
+		mu.Lock()
+		s := seen[ref]
+		if s == nil {
+			s = &copySeen{}
+			seen[ref] = s
+		}
+		useDirect := s.direct
+		mu.Unlock()
+		if useDirect {
+			return direct.Get(ctx, obj)
+		}
+		got, err := get(ctx, obj)
+		if err != nil || got == nil {
+			return got, err
+		}
+		now := time.Now()
+		mu.Lock()
+		if rv := got.GetResourceVersion(); rv != s.rv {
+			s.rv, s.since = rv, now
+			mu.Unlock()
+			return got, nil
+		}
+		due := now.Sub(s.since) >= every
+		mu.Unlock()
+		if !due {
+			return got, nil
+		}
+		fresh, err := direct.Get(ctx, obj)
+		if err != nil {
+			// The copy at hand is checked; the API server is asked again
+			// next round.
+			return got, nil
+		}
+		stale := fresh == nil || fresh.GetResourceVersion() != got.GetResourceVersion()
+		mu.Lock()
+		s.since = now
+		s.direct = stale
+		mu.Unlock()
+		if stale {
+			reason := "the API server has none"
+			if fresh != nil {
+				reason = "the API server has resourceVersion " + fresh.GetResourceVersion()
+			}
+			r.emit(Event{Type: EventStaleCache, Step: step.Name, Ref: ref,
+				Reason: fmt.Sprintf("the cache held resourceVersion %s unchanged for %s, %s; read from the API server for the rest of the wait", got.GetResourceVersion(), every, reason)})
+		}
+		return fresh, nil
+	}
+}
+
+// confirmEvery is how long a copy may stay unchanged during a wait before
+// the API server is asked (see confirming): Options.ConfirmEvery, or a
+// tenth of the step's deadline and at least ten polls.
+func (r *run) confirmEvery() time.Duration {
+	if r.opts.ConfirmEvery > 0 {
+		return r.opts.ConfirmEvery
+	}
+	return max(r.opts.StageDeadline/10, 10*r.opts.Interval)
+}
+
 // getter reads live objects for the health checks. A Job this run wrote
 // that is gone was removed by its ttlSecondsAfterFinished, which only
 // happens once it finished: its Events (Completed, or a failure) say how.
@@ -836,7 +926,7 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 		return nil
 	}
 	progress := func(st []health.Status) { r.emit(Event{Type: EventProgress, Step: step.Name, Progress: st}) }
-	if err := r.checker.Wait(ctx, r.reapplying(step, r.getter(results)), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress}); err != nil {
+	if err := r.checker.Wait(ctx, r.reapplying(step, r.confirming(step, r.getter(results))), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress}); err != nil {
 		return err
 	}
 	// Jobs that completed are recorded with their applied hash: a resync

@@ -20,7 +20,9 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -65,6 +67,8 @@ type e2e struct {
 	reconciler *operator.Reconciler
 	metrics    *operator.Metrics
 	stop       func()
+	// cache is the running manager's cache (what the operator reads).
+	cache cache.Cache
 }
 
 func installCRD(ctx context.Context, t testing.TB, env *testenv.Env) {
@@ -232,6 +236,7 @@ func (e *e2e) startManager(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.reconciler = r
+	e.cache = mgr.GetCache()
 	mctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -334,6 +339,32 @@ func describe(in *v1alpha1.Installation) string {
 	return b.String()
 }
 
+// reportOnFailure logs the workloads of the test's namespace, live and as
+// the operator's cache holds them, when the test has failed: deferred by
+// the waits, so a wait that times out says whether the cluster's rollout
+// or the operator's view of it stopped.
+func (e *e2e) reportOnFailure(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if !t.Failed() {
+		return
+	}
+	var cached testenv.CachedReader
+	if c := e.cache; c != nil && e.stop != nil {
+		cached = func(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: name}, u)
+			if apierrors.IsNotFound(err) {
+				return nil, nil
+			}
+			return u, err
+		}
+	}
+	t.Log(testenv.WorkloadReport(ctx, e.env.Kube, e.ns, cached))
+}
+
 // waitDeployed waits until the Installation's current generation is
 // deployed at version.
 func (e *e2e) waitDeployed(ctx context.Context, t *testing.T, name, version string) *v1alpha1.Installation {
@@ -347,6 +378,7 @@ func (e *e2e) waitDeployed(ctx context.Context, t *testing.T, name, version stri
 func (e *e2e) waitDeployedWhile(ctx context.Context, t *testing.T, name, version string, check func()) *v1alpha1.Installation {
 	t.Helper()
 	var last *v1alpha1.Installation
+	defer e.reportOnFailure(ctx, t)
 	testenv.WaitFor(ctx, t, name+" deployed at "+version, func(ctx context.Context) (bool, string, error) {
 		if check != nil {
 			check()
