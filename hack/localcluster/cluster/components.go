@@ -436,17 +436,18 @@ func checkReady(ctx context.Context, kubeconfig string) error {
 }
 
 // serviceCIDROf is the service CIDR of the cluster in dir (its absolute
-// state directory): a /24 in the loopback range, since the API server
-// dials ClusterIPs for webhooks and aggregated APIs and, with no
-// kube-proxy here, any other range would send that traffic off the
-// machine. Each state directory has its own (127.100.0.0 to
-// 127.199.255.0, by a hash of the path), so that clusters running side by
-// side on one machine do not give the same ClusterIP to their Services: a
-// helper serving one cluster's webhook on its ClusterIP would answer the
-// other's API server.
+// state directory): a /20 in the loopback range (4,094 Services: 1,000
+// Installations of a product with two Services need 2,000; a /24 ran out
+// at 126), since the API server dials ClusterIPs for webhooks and
+// aggregated APIs and, with no kube-proxy here, any other range would send
+// that traffic off the machine. Each state directory has its own (one of
+// 1,600 from 127.100.0.0 to 127.199.240.0, by a hash of the path), so that
+// clusters running side by side on one machine do not give the same
+// ClusterIP to their Services: a helper serving one cluster's webhook on
+// its ClusterIP would answer the other's API server.
 func serviceCIDROf(dir string) string {
 	b, c := serviceNet(dir)
-	return fmt.Sprintf("127.%d.%d.0/24", b, c)
+	return fmt.Sprintf("127.%d.%d.0/20", b, c)
 }
 
 // serviceIPOf is the first address of serviceCIDROf(dir): the kubernetes
@@ -460,5 +461,5 @@ func serviceNet(dir string) (b, c int) {
 	h := fnv.New32a()
 	h.Write([]byte(dir))
 	sum := h.Sum32()
-	return 100 + int(sum%100), int(sum/100) % 256
+	return 100 + int(sum%100), int(sum/100) % 16 * 16
 }
