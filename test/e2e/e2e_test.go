@@ -339,15 +339,11 @@ func describe(in *v1alpha1.Installation) string {
 	return b.String()
 }
 
-// reportOnFailure logs the workloads of the test's namespace, live and as
-// the operator's cache holds them, when the test has failed: deferred by
-// the waits, so a wait that times out says whether the cluster's rollout
-// or the operator's view of it stopped.
-func (e *e2e) reportOnFailure(ctx context.Context, t *testing.T) {
+// reportWorkloads logs the workloads of the test's namespace, live and as
+// the operator's cache holds them: a wait that times out calls it, so it
+// says whether the cluster's rollout or the operator's view of it stopped.
+func (e *e2e) reportWorkloads(ctx context.Context, t *testing.T) {
 	t.Helper()
-	if !t.Failed() {
-		return
-	}
 	var cached testenv.CachedReader
 	if c := e.cache; c != nil && e.stop != nil {
 		cached = func(ctx context.Context, gvk schema.GroupVersionKind, ns, name string) (*unstructured.Unstructured, error) {
@@ -378,7 +374,12 @@ func (e *e2e) waitDeployed(ctx context.Context, t *testing.T, name, version stri
 func (e *e2e) waitDeployedWhile(ctx context.Context, t *testing.T, name, version string, check func()) *v1alpha1.Installation {
 	t.Helper()
 	var last *v1alpha1.Installation
-	defer e.reportOnFailure(ctx, t)
+	waited := false
+	defer func() {
+		if !waited {
+			e.reportWorkloads(ctx, t)
+		}
+	}()
 	testenv.WaitFor(ctx, t, name+" deployed at "+version, func(ctx context.Context) (bool, string, error) {
 		if check != nil {
 			check()
@@ -390,6 +391,7 @@ func (e *e2e) waitDeployedWhile(ctx context.Context, t *testing.T, name, version
 		last = in
 		return in.IsDeployed() && in.Status.ObservedVersion == version, describe(in), nil
 	})
+	waited = true
 	return last
 }
 

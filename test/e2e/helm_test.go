@@ -99,7 +99,10 @@ func TestHelmSource(t *testing.T) {
 		in.Spec.Strategy.Helm.Values = &apiextensionsv1.JSON{Raw: []byte(`{"controller":{"logLevel":"debug"}}`)}
 	})
 	if err := pollInstallation(ctx, e, "lb", func(in *v1alpha1.Installation) bool {
-		return in.IsDeployed() && in.Status.Strategy != nil && in.Status.Strategy.ValuesDigest != "" && in.Status.ObservedIdentifier != identifier
+		// The history is written after Deployed (the GC stage records
+		// it), so the wait includes it.
+		return in.IsDeployed() && in.Status.Strategy != nil && in.Status.Strategy.ValuesDigest != "" && in.Status.ObservedIdentifier != identifier &&
+			len(in.Status.History) > 0 && in.Status.History[0].Identifier == in.Status.ObservedIdentifier
 	}); err != nil {
 		in, _ := e.get(ctx, "lb")
 		t.Fatalf("values change: %v; %s", err, describe(in))
