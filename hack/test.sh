@@ -65,7 +65,8 @@ teardown() {
 	done
 	local left=()
 	for pid in "${pids[@]}"; do
-		if [[ -e /proc/${pid} ]] && ! grep -q '^State:.*Z' "/proc/${pid}/status" 2>/dev/null; then
+		# Z (zombie) and X (dead, being reaped) are gone, as localcluster down counts them.
+		if [[ -e /proc/${pid} ]] && ! grep -q '^State:.*[ZX]' "/proc/${pid}/status" 2>/dev/null; then
 			left+=("${pid}")
 		fi
 	done
