@@ -67,6 +67,10 @@ const (
 	// BehaviourNeverReady: the pod is Running with containers that never
 	// become ready.
 	BehaviourNeverReady = cluster.BehaviourNeverReady
+	// BehaviourFlapping: Ready for ~3 s after each start, then ~5 s in
+	// CrashLoopBackOff (a probe-less container that crashes soon after
+	// it starts).
+	BehaviourFlapping = cluster.BehaviourFlapping
 	// BehaviourAwaitResult: a Job's pod runs until it carries
 	// TerminationMessageAnnotation, then succeeds with it as its
 	// termination message (RunDumpJob sets it).

@@ -56,10 +56,31 @@ type Checker struct {
 	// check; a negative PodsEvery never lists while the status says the
 	// workload is rolling out (progress read from caches only).
 	PodsEvery time.Duration
+	// VerifyPods lists the pods of every workload at every check, also of
+	// one whose status says it is rolled out (which is otherwise healthy
+	// from its status alone). A workload's status counts a pod Ready the
+	// moment its containers run when they have no readiness probe, so a
+	// container that crashes soon after each start looks rolled out between
+	// its crashes; its pods show the restarts (see StableAfter). The
+	// operator sets it while an Installation is Degraded, so such a moment
+	// does not clear the condition.
+	VerifyPods bool
+	// StableAfter is how long a container that restarted after a failed
+	// exit (its last termination a non-zero exit code) must have been
+	// running before its pod counts as ready: until then it is "restarted
+	// Ns ago". 0 means DefaultStableAfter; a negative value turns the rule
+	// off. The start time is the node's, compared with this process's
+	// clock.
+	StableAfter time.Duration
 
 	mu     sync.Mutex
 	listed map[strategy.ObjectRef]time.Time
 }
+
+// DefaultStableAfter is Checker.StableAfter's default: the kubelet's first
+// crash-loop back-off, so a container that crashes soon after it starts is
+// back in CrashLoopBackOff before it would count as ready.
+const DefaultStableAfter = 10 * time.Second
 
 // listDue reports whether the pods of a workload that is rolling out are
 // to be listed now (see PodsEvery), and if so records the list.
@@ -157,7 +178,7 @@ func (c *Checker) deployment(ctx context.Context, live *unstructured.Unstructure
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(live.Object, &d); err != nil {
 		return Status{}, fmt.Errorf("health of %s: %w", strategy.RefOf(live), err)
 	}
-	if DeploymentRolledOut(&d) && c.templateCarries(live) && fromKstatus(live).Ready {
+	if !c.VerifyPods && DeploymentRolledOut(&d) && c.templateCarries(live) && fromKstatus(live).Ready {
 		// Every replica is of the current template, which carries the
 		// target identity, and ready and available: its pods need no
 		// listing.
@@ -215,7 +236,7 @@ func (c *Checker) daemonSet(ctx context.Context, live *unstructured.Unstructured
 	}
 	s := ds.Status
 	switch {
-	case DaemonSetRolledOut(&ds) && c.templateCarries(live):
+	case !c.VerifyPods && DaemonSetRolledOut(&ds) && c.templateCarries(live):
 		// Every scheduled pod is of the current template, which carries
 		// the target identity, and ready and available: they need no
 		// listing.
@@ -291,6 +312,8 @@ func (c *Checker) pods(ctx context.Context, live *unstructured.Unstructured, ns 
 		}
 		if !PodReady(p) {
 			waiting = append(waiting, p.Name+" not ready")
+		} else if why, ok := c.restartedRecently(p); ok {
+			waiting = append(waiting, p.Name+" "+why)
 		}
 	}
 	if len(waiting) > 0 {
@@ -336,6 +359,28 @@ func PodReady(p *corev1.Pod) bool {
 		}
 	}
 	return false
+}
+
+// restartedRecently reports whether a container of a ready pod restarted
+// after a failed exit less than StableAfter ago, and how.
+func (c *Checker) restartedRecently(p *corev1.Pod) (string, bool) {
+	stable := c.StableAfter
+	if stable == 0 {
+		stable = DefaultStableAfter
+	}
+	if stable < 0 {
+		return "", false
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		last := cs.LastTerminationState.Terminated
+		if cs.State.Running == nil || last == nil || last.ExitCode == 0 {
+			continue
+		}
+		if up := time.Since(cs.State.Running.StartedAt.Time); up < stable {
+			return fmt.Sprintf("container %s restarted %s ago after exit %d (restarts %d)", cs.Name, up.Round(time.Second), last.ExitCode, cs.RestartCount), true
+		}
+	}
+	return "", false
 }
 
 // PodFailure reports whether a pod has failed or crash-loops, and how.

@@ -100,6 +100,49 @@ func TestCrashLoopingPodsAreDegraded(t *testing.T) {
 	t.Log(err)
 }
 
+// A container without a readiness probe that crashes soon after each start
+// is Ready between its crashes, and so is its workload's status. With
+// VerifyPods its pods decide: a pod whose container restarted after a
+// failed exit less than StableAfter ago is not ready, and a wait ends in
+// the crash (Failed), never Ready.
+func TestFlappingPodsAreNotReadyBetweenCrashes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env, ns, a, c := setup(t)
+	d := workload(t, "Deployment", ns, "web", testenv.BehaviourLabels(testenv.BehaviourFlapping))
+	if _, err := a.Apply(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+	c.VerifyPods = true
+	// Ready again after a crash: the moment a status check takes for
+	// rolled out.
+	testenv.WaitFor(ctx, t, "the pod ready after a restart", func(ctx context.Context) (bool, string, error) {
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
+		if err != nil || len(pods.Items) != 1 {
+			return false, "", err
+		}
+		p := &pods.Items[0]
+		return testenv.PodReady(p) && p.Status.ContainerStatuses[0].RestartCount > 0, testenv.DescribePod(p), nil
+	})
+	live, err := a.Get(ctx, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Check(ctx, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (It may have crashed again since: then it is Failed.)
+	if st.Ready || !st.Failed && !strings.Contains(st.Reason, "restarted") {
+		t.Errorf("a pod ready between crashes: %+v, want not ready (restarted ... ago after exit 1)", st)
+	}
+	err = c.Wait(ctx, a.Get, []*unstructured.Unstructured{d}, health.WaitOptions{Deadline: time.Minute, Interval: 200 * time.Millisecond})
+	var deg *health.DegradedError
+	if !errors.As(err, &deg) || deg.Reason != health.ReasonFailed {
+		t.Fatalf("wait for a flapping Deployment: %v, want Failed", err)
+	}
+}
+
 // A workload whose status says it is rolling out has its pods listed once
 // per PodsEvery, not at every check; one whose status says it is rolled
 // out, at every check (its pods decide); a negative PodsEvery never lists

@@ -51,7 +51,11 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 			CertValidity:    serverLife.Duration,
 			CertRenewBefore: serverLife.RenewBefore,
 		},
-		OnEvent: onEvent,
+		// While Degraded, a workload's pods decide its health, not its
+		// status: a probe-less container that crashes soon after each start
+		// is Ready between its crashes and must not clear the condition.
+		VerifyPods: in.IsConditionTrue(v1alpha1.ConditionDegraded),
+		OnEvent:    onEvent,
 	}
 }
 

@@ -82,6 +82,12 @@ type Options struct {
 	// EventStaleCache); 0 means a tenth of StageDeadline, at least ten
 	// Intervals.
 	ConfirmEvery time.Duration
+	// VerifyPods has every wait decide a workload's health from its pods,
+	// also when its status says it is rolled out (health.Checker.VerifyPods):
+	// a pod list per workload per poll, so a container that crashes soon
+	// after each start is not taken as ready between its crashes. The
+	// operator sets it while an Installation is Degraded.
+	VerifyPods bool
 	// Parallelism bounds concurrent writes within a step; 0 means 8.
 	Parallelism int
 	// Certificates tunes certificate generation for empty TLS Secrets.
@@ -364,7 +370,7 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 		opts: opts, s: s, a: a, kube: kube, inv: inv, invs: invs,
 		// A rolling-out workload's pods are listed every few polls (for
 		// a failed pod), not at every poll.
-		checker: &health.Checker{Kube: kube, Identity: s.Identity, PodsEvery: 5 * opts.Interval},
+		checker: &health.Checker{Kube: kube, Identity: s.Identity, PodsEvery: 5 * opts.Interval, VerifyPods: opts.VerifyPods},
 		res:     &Result{Plan: plan.Build(s, plan.Options{Observed: opts.Observed, Roles: opts.Roles})},
 	}, nil
 }

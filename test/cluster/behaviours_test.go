@@ -26,6 +26,14 @@ func behaviourPod(name string, b testenv.Behaviour, restart corev1.RestartPolicy
 	}
 }
 
+// restarts is the restart count of a pod's first container.
+func restarts(p *corev1.Pod) int32 {
+	if len(p.Status.ContainerStatuses) == 0 {
+		return 0
+	}
+	return p.Status.ContainerStatuses[0].RestartCount
+}
+
 func TestBehaviourFailEndsInPhaseFailed(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
@@ -84,12 +92,6 @@ func TestBehaviourCrashLoopRestarts(t *testing.T) {
 	if _, err := env.Kube.CoreV1().Pods(ns).Create(ctx, behaviourPod("crashes", testenv.BehaviourCrashLoop, corev1.RestartPolicyAlways), metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create pod: %v", err)
 	}
-	restarts := func(p *corev1.Pod) int32 {
-		if len(p.Status.ContainerStatuses) == 0 {
-			return 0
-		}
-		return p.Status.ContainerStatuses[0].RestartCount
-	}
 	p := env.WaitPod(ctx, t, ns, "crashes", "restarted", func(p *corev1.Pod) bool { return restarts(p) > 0 })
 	first := restarts(p)
 	p = env.WaitPod(ctx, t, ns, "crashes", "restarted again", func(p *corev1.Pod) bool { return restarts(p) > first })
@@ -132,4 +134,39 @@ func TestBehaviourNeverReadyStaysRunningNotReady(t *testing.T) {
 		}
 		return testenv.PodReady(p) || p.Status.Phase != corev1.PodRunning, testenv.DescribePod(p), nil
 	})
+}
+
+// A flapping pod alternates: Running and Ready with the last exit 1 in
+// lastState, then not Ready in CrashLoopBackOff with one more restart.
+func TestBehaviourFlappingIsReadyBetweenCrashes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	env := testenv.New(t)
+	ns := env.Namespace(ctx, t)
+
+	if _, err := env.Kube.CoreV1().Pods(ns).Create(ctx, behaviourPod("flaps", testenv.BehaviourFlapping, corev1.RestartPolicyAlways), metav1.CreateOptions{}); err != nil {
+		t.Fatalf("create pod: %v", err)
+	}
+	p := env.WaitPod(ctx, t, ns, "flaps", "ready at its first start", testenv.PodReady)
+	if restarts(p) != 0 {
+		t.Errorf("first start: %s, want no restart", testenv.DescribePod(p))
+	}
+	p = env.WaitPod(ctx, t, ns, "flaps", "crashed", func(p *corev1.Pod) bool { return restarts(p) > 0 })
+	if p.Status.Phase != corev1.PodRunning || testenv.PodReady(p) {
+		t.Errorf("crashed: %s, want Running and not Ready", testenv.DescribePod(p))
+	}
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Waiting == nil || cs.State.Waiting.Reason != "CrashLoopBackOff" {
+			t.Errorf("container %s is not waiting in CrashLoopBackOff: %s", cs.Name, testenv.DescribePod(p))
+		}
+	}
+	crashed := restarts(p)
+	p = env.WaitPod(ctx, t, ns, "flaps", "ready again", testenv.PodReady)
+	for _, cs := range p.Status.ContainerStatuses {
+		if cs.State.Running == nil || !cs.Ready || cs.RestartCount != crashed ||
+			cs.LastTerminationState.Terminated == nil || cs.LastTerminationState.Terminated.ExitCode != 1 {
+			t.Errorf("container %s after its restart: want running, ready, %d restarts and the exit 1 in lastState: %s", cs.Name, crashed, testenv.DescribePod(p))
+		}
+	}
+	env.WaitPod(ctx, t, ns, "flaps", "crashed again", func(p *corev1.Pod) bool { return restarts(p) > crashed })
 }

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -190,4 +193,73 @@ func TestDriftIsRepaired(t *testing.T) {
 		return now.UID != uid, "uid " + string(now.UID), nil
 	})
 	e.env.WaitDeploymentRolledOut(ctx, t, e.ns, "sample-controller")
+}
+
+// A deployed Installation whose workload starts to fail after the rollout
+// is Degraded with DeploymentFailed by a later reconcile, keeps its phase
+// and observed version, stays Degraded while the workload fails, and is no
+// longer Degraded once it is healthy again. The workload's pods flap as a
+// container without a readiness probe that crashes soon after each start
+// does (someone else's change to its template adds the kwok behaviour):
+// Ready for a few seconds between crashes, when the Deployment's status
+// says it is rolled out. Seen on the real node: a resync in such a moment
+// cleared Degraded, and the Installation showed Deployed with
+// Degraded=False while its other resyncs failed.
+func TestResyncFailureStaysDegraded(t *testing.T) {
+	var metrics *operator.Metrics
+	e := setupWith(t, func(o *operator.Options) {
+		o.ResyncPeriod, o.StageDeadline = 2*time.Second, 20*time.Second
+		metrics = o.Metrics
+	})
+	ctx := t.Context()
+	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
+	e.waitDeployed(ctx, t, "sample", "v1.0.0")
+	flap := func(on bool) {
+		t.Helper()
+		value := `"` + string(testenv.BehaviourFlapping) + `"`
+		if !on {
+			value = "null"
+		}
+		patch := `{"spec":{"template":{"metadata":{"labels":{"` + testenv.BehaviourLabel + `":` + value + `}}}}}`
+		if _, err := e.env.Kube.AppsV1().Deployments(e.ns).Patch(ctx, "sample-controller", types.MergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	flap(true)
+	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonDeploymentFailed)
+	if in.Status.Phase != v1alpha1.PhaseDeployed || in.Status.ObservedVersion != "v1.0.0" {
+		t.Errorf("after the failed resync: %s", describe(in))
+	}
+	if c := in.Condition(v1alpha1.ConditionDegraded); !strings.Contains(c.Message, "sample-controller") {
+		t.Errorf("Degraded does not name the failing workload: %q", c.Message)
+	}
+	// The resyncs that follow meet the pods between crashes too: the
+	// condition stays.
+	reconciles := func() (n float64) {
+		for _, o := range operator.Outcomes {
+			n += testutil.ToFloat64(metrics.Reconciles.WithLabelValues(o))
+		}
+		return n
+	}
+	start := reconciles()
+	testenv.WaitFor(ctx, t, "eight more reconciles, Degraded all along", func(ctx context.Context) (bool, string, error) {
+		in, err := e.get(ctx, "sample")
+		if err != nil {
+			return false, "", err
+		}
+		if c := in.Condition(v1alpha1.ConditionDegraded); c == nil || c.Status != metav1.ConditionTrue {
+			t.Fatalf("Degraded cleared while the workload still fails: %s", describe(in))
+		}
+		n := reconciles()
+		return n >= start+8, fmt.Sprintf("%v reconciles", n-start), nil
+	})
+	flap(false)
+	testenv.WaitFor(ctx, t, "Degraded=False once the workload is healthy", func(ctx context.Context) (bool, string, error) {
+		in, err := e.get(ctx, "sample")
+		if err != nil {
+			return false, "", err
+		}
+		c := in.Condition(v1alpha1.ConditionDegraded)
+		return c != nil && c.Status == metav1.ConditionFalse && in.Status.Phase == v1alpha1.PhaseDeployed, describe(in), nil
+	})
 }

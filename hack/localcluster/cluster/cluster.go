@@ -67,6 +67,12 @@ const (
 	// BehaviourNeverReady: the pod is Running with running containers that
 	// never become ready.
 	BehaviourNeverReady Behaviour = "never-ready"
+	// BehaviourFlapping: a container without a readiness probe that
+	// crashes soon after each start. The pod is Running and Ready for
+	// ~3 s, then its containers wait in CrashLoopBackOff after exiting 1
+	// (not Ready, restartCount up by one) for ~5 s, then run and are Ready
+	// again (lastState still the exit 1), and so on.
+	BehaviourFlapping Behaviour = "flapping"
 	// BehaviourAwaitResult: a Job's pod runs until it carries the
 	// annotation TerminationMessageAnnotation, then succeeds with that
 	// annotation as its containers' termination message (what a real dump
