@@ -320,6 +320,12 @@ func (a *Applier) Direct() *Applier {
 	return out
 }
 
+// Cached reports whether the applier reads live objects from a cache
+// (WithCache), so that what it reads may lag behind the API server.
+func (a *Applier) Cached() bool {
+	return a.cache != nil && !a.noCache
+}
+
 // WithCache returns an applier sharing clients and mapper that reads live
 // objects from c where c holds them (see Cache), and from the API server
 // otherwise.

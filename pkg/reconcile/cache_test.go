@@ -168,3 +168,50 @@ func TestWaitOutlivesAStaleCache(t *testing.T) {
 		t.Errorf("stale-cache events %+v, want one for %s", stale, strategy.RefOf(ctl))
 	}
 }
+
+// A wait checks an unchanged cached copy against the API server, but an
+// applier without a cache (the plugin's) reads the API server at every
+// poll already: its waits send no second read.
+func TestConfirmingOnlyWithACache(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx := t.Context()
+	cfg, rec := applytest.Record(se.cfg)
+	base, err := reconcile.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := sample(t, se.ns, "v1.0.0")
+	opts := se.options(t)
+	opts.ConfirmEvery = time.Nanosecond
+	i := slices.IndexFunc(s.Objects, func(o *unstructured.Unstructured) bool { return o.GetKind() == "Deployment" })
+	obj := s.Objects[i].DeepCopy()
+	obj.SetResourceVersion("1")
+	same := func(context.Context, *unstructured.Unstructured) (*unstructured.Unstructured, error) { return obj, nil }
+	reads := func(rc *reconcile.Reconciler) int {
+		t.Helper()
+		get, err := reconcile.ConfirmingGetter(ctx, rc, s, opts, same)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec.Reset()
+		for range 3 {
+			time.Sleep(time.Millisecond)
+			if _, err := get(ctx, obj); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := 0
+		for _, r := range rec.Reads() {
+			if strings.HasSuffix(r.Path, "/"+obj.GetName()) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := reads(base); n != 0 {
+		t.Errorf("without a cache: %d reads of %s, want 0", n, obj.GetName())
+	}
+	if n := reads(base.WithCache(applytest.StartCache(t, cfg))); n == 0 {
+		t.Errorf("with a cache: no read of %s: an unchanged copy was never confirmed", obj.GetName())
+	}
+}

@@ -7,6 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
+	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -32,4 +34,14 @@ func DesiredFirst(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, o
 		}
 	}
 	return nil, fmt.Errorf("%s is not in the strategy", ref)
+}
+
+// ConfirmingGetter returns the getter a step's wait of a run of s uses
+// around get (see run.confirming).
+func ConfirmingGetter(ctx context.Context, rc *Reconciler, s *strategy.Strategy, opts Options, get health.Getter) (health.Getter, error) {
+	r, err := rc.newRun(ctx, s, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.confirming(plan.Step{Name: "test"}, get), nil
 }

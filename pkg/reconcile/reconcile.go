@@ -757,8 +757,13 @@ func (r *run) reapplying(step plan.Step, get health.Getter) health.Getter {
 // would read the same copy. Once the API server's copy differs from the
 // one get gave, that object is read from the API server for the rest of
 // the wait. A wait on an object that does not change (a rollout waiting
-// for pods) costs one read per object per ConfirmEvery.
+// for pods) costs one read per object per ConfirmEvery. An applier without
+// a cache (the plugin's) already reads the API server at every poll: get
+// is returned as it is.
 func (r *run) confirming(step plan.Step, get health.Getter) health.Getter {
+	if !r.a.Cached() {
+		return get
+	}
 	direct := r.a.Direct()
 	every := r.confirmEvery()
 	type copySeen struct {
