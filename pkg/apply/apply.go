@@ -187,6 +187,9 @@ type Applier struct {
 	// version before the last write would be taken as "unchanged" when a
 	// strategy goes back to it (a downgrade right after an upgrade).
 	seen *sync.Map
+	// distrust holds the time (Unix nanoseconds), shared like seen, until
+	// which reads skip the cache (see DistrustCache).
+	distrust *atomic.Int64
 	// meta, when set, lists objects' metadata for Probe.
 	meta metadata.Interface
 	// absent holds, by cacheKey, objects Probe found missing: reads of
@@ -273,7 +276,7 @@ func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) 
 	if opts.FieldManager == "" {
 		opts.FieldManager = DefaultFieldManager
 	}
-	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool), seen: new(sync.Map)}
+	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool), seen: new(sync.Map), distrust: new(atomic.Int64)}
 }
 
 // NewForConfig returns an applier with clients built from cfg and a REST
@@ -307,7 +310,7 @@ func (a *Applier) Options() Options { return a.opts }
 // options.
 func (a *Applier) WithOptions(opts Options) *Applier {
 	out := New(a.dyn, a.mapper, opts)
-	out.fresh, out.cache, out.noCache, out.seen, out.meta = a.fresh, a.cache, a.noCache, a.seen, a.meta
+	out.fresh, out.cache, out.noCache, out.seen, out.distrust, out.meta = a.fresh, a.cache, a.noCache, a.seen, a.distrust, a.meta
 	return out
 }
 
@@ -324,6 +327,36 @@ func (a *Applier) Direct() *Applier {
 // (WithCache), so that what it reads may lag behind the API server.
 func (a *Applier) Cached() bool {
 	return a.cache != nil && !a.noCache
+}
+
+// DistrustFor is how long an applier reads past its cache once it has a
+// reason to doubt it (see DistrustCache).
+var DistrustFor = 5 * time.Minute
+
+// DistrustCache makes the applier, and every applier derived from the same
+// one, read live objects from the API server for d instead of the cache
+// (a longer distrust already set is kept). A cache is trusted once it has
+// seen the applier's own last write of an object; an informer that stopped
+// following the cluster after that (its watch was seen to hang for minutes
+// after an etcd restart) would show others' later changes as absent, and
+// the object would be judged unchanged. The applier calls it when the API
+// server fails a request as it does while etcd or the API server restarts
+// (see serverTrouble); a reconcile's wait calls it when it finds a cached
+// copy behind the API server's.
+func (a *Applier) DistrustCache(d time.Duration) {
+	until := time.Now().Add(d).UnixNano()
+	for {
+		cur := a.distrust.Load()
+		if cur >= until || a.distrust.CompareAndSwap(cur, until) {
+			return
+		}
+	}
+}
+
+// cacheTrusted reports whether reads may come from the cache now: there is
+// one, this applier uses it, and it is not distrusted (DistrustCache).
+func (a *Applier) cacheTrusted() bool {
+	return a.cache != nil && !a.noCache && time.Now().UnixNano() >= a.distrust.Load()
 }
 
 // WithCache returns an applier sharing clients and mapper that reads live
@@ -407,7 +440,7 @@ func (a *Applier) live(ctx context.Context, ri dynamic.ResourceInterface, obj *u
 // liveOrCached is live, also saying whether the object came from the
 // cache.
 func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, bool, error) {
-	if a.cache != nil && !a.noCache {
+	if a.cacheTrusted() {
 		// A cache that cannot answer (not started yet, a kind its mapper
 		// does not know yet) is passed by: the API server answers.
 		cached, ok, err := a.cache.Cached(ctx, obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
@@ -439,6 +472,9 @@ func (a *Applier) direct(ctx context.Context, ri dynamic.ResourceInterface, obj 
 	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
+	}
+	if serverTrouble(err) {
+		a.DistrustCache(DistrustFor)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", strategy.RefOf(obj), err)

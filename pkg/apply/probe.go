@@ -49,7 +49,8 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 		gvr       schema.GroupVersionResource
 		namespace string
 	}
-	if a.cache != nil && !a.noCache {
+	trusted := a.cacheTrusted()
+	if trusted {
 		a.warm(ctx, objs)
 	}
 	groups := map[group][]*unstructured.Unstructured{}
@@ -58,7 +59,7 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 		if err != nil {
 			continue
 		}
-		if a.cache != nil && !a.noCache {
+		if trusted {
 			cached, ok, err := a.cache.Cached(ctx, obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
 			if err == nil && ok && a.usable(obj, cached) {
 				continue
@@ -71,8 +72,9 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 		groups[g] = append(groups[g], obj)
 	}
 	absent, listed := new(sync.Map), new(sync.Map)
-	// Without a cache, the list carries the live objects themselves.
-	full := a.cache == nil || a.noCache
+	// Without a cache (or with one distrusted), the list carries the live
+	// objects themselves.
+	full := !trusted
 	var eg errgroup.Group
 	eg.SetLimit(8)
 	for g, members := range groups {

@@ -53,6 +53,19 @@ func IsTransient(err error) bool {
 		strings.Contains(msg, "http2: client connection lost") || strings.Contains(msg, "TLS handshake timeout")
 }
 
+// serverTrouble reports whether a failed request says the API server or
+// etcd is failing or restarting (unavailable, timing out, an internal
+// error, a broken connection), after which informers may have stopped
+// following the cluster: a transient error that is not the server's
+// answer to this request alone (429, a 409 conflict, an admission webhook
+// that could not be called yet).
+func serverTrouble(err error) bool {
+	if !IsTransient(err) || apierrors.IsTooManyRequests(err) || apierrors.IsConflict(err) {
+		return false
+	}
+	return !strings.Contains(err.Error(), "failed calling webhook")
+}
+
 // PermanentError marks a failure the API server gave that IsTransient
 // judged permanent (validation, permission, immutability, a webhook's
 // denial): it was not retried, and its message says so.
@@ -96,6 +109,9 @@ func (a *Applier) retry(ctx context.Context, f func() error) error {
 		}
 		if !IsTransient(err) {
 			return permanent(err)
+		}
+		if serverTrouble(err) {
+			a.DistrustCache(DistrustFor)
 		}
 		if time.Since(start)+wait > limit {
 			return fmt.Errorf("%w (still failing after %d attempts in %s)", err, attempt, time.Since(start).Round(time.Second))

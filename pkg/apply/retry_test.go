@@ -18,7 +18,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-func TestIsTransient(t *testing.T) {
+func TestIsTransientAndServerTrouble(t *testing.T) {
 	gr := schema.GroupResource{Group: "example.com", Resource: "gadgets"}
 	webhook := apierrors.NewInternalError(errors.New(`failed calling webhook "x": failed to call webhook: dial tcp 127.0.100.1:443: connect: connection refused`))
 	cases := []struct {
@@ -50,9 +50,17 @@ func TestIsTransient(t *testing.T) {
 		{"already exists", apierrors.NewAlreadyExists(gr, "x"), false},
 		{"another owner's object", &ConflictError{Ref: strategy.ObjectRef{Kind: "ConfigMap", Name: "x"}}, false},
 	}
+	// The transient errors that say the API server or etcd is in trouble
+	// (after which the cache is distrusted), not the answer to one request.
+	trouble := map[string]bool{"503": true, "504": true, "server timeout": true, "connection refused": true,
+		"connection reset": true, "unexpected EOF": true, "etcd leader change": true, "etcd leader change from the server": true,
+		"500": true, "502": true, "connection lost": true}
 	for _, c := range cases {
 		if got := IsTransient(c.err); got != c.want {
 			t.Errorf("%s: IsTransient(%v) = %v, want %v", c.name, c.err, got, c.want)
+		}
+		if got := serverTrouble(c.err); got != trouble[c.name] {
+			t.Errorf("%s: serverTrouble(%v) = %v, want %v", c.name, c.err, got, trouble[c.name])
 		}
 	}
 }

@@ -114,20 +114,25 @@ func TestFlappingPodsAreNotReadyBetweenCrashes(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.VerifyPods = true
-	// Ready again after a crash: the moment a status check takes for
-	// rolled out.
-	testenv.WaitFor(ctx, t, "the pod ready after a restart", func(ctx context.Context) (bool, string, error) {
+	// Ready again after a crash, and the Deployment's status says rolled
+	// out: the moment a status check alone takes for healthy.
+	var live *unstructured.Unstructured
+	testenv.WaitFor(ctx, t, "the pod ready after a restart, the Deployment rolled out", func(ctx context.Context) (bool, string, error) {
 		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil || len(pods.Items) != 1 {
 			return false, "", err
 		}
 		p := &pods.Items[0]
-		return testenv.PodReady(p) && p.Status.ContainerStatuses[0].RestartCount > 0, testenv.DescribePod(p), nil
+		if !testenv.PodReady(p) || p.Status.ContainerStatuses[0].RestartCount == 0 {
+			return false, testenv.DescribePod(p), nil
+		}
+		dep, err := env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil || !health.DeploymentRolledOut(dep) {
+			return false, "deployment not rolled out", err
+		}
+		live, err = a.Get(ctx, d)
+		return err == nil && live != nil, "", err
 	})
-	live, err := a.Get(ctx, d)
-	if err != nil {
-		t.Fatal(err)
-	}
 	st, err := c.Check(ctx, live)
 	if err != nil {
 		t.Fatal(err)

@@ -2,15 +2,22 @@ package reconcile_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 
+	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
@@ -167,6 +174,24 @@ func TestWaitOutlivesAStaleCache(t *testing.T) {
 	if len(stale) != 1 || stale[0].Ref != strategy.RefOf(ctl) || !strings.Contains(stale[0].Reason, "read from the API server") {
 		t.Errorf("stale-cache events %+v, want one for %s", stale, strategy.RefOf(ctl))
 	}
+	// Found behind, the cache is not trusted by the decisions of the next
+	// run either: a change by someone else that the stopped cache does not
+	// show is repaired.
+	const edited = "registry.example/someone/else:latest"
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"sample-controller","image":"` + edited + `"}]}}}}`
+	deployments := se.env.Kube.AppsV1().Deployments(se.ns)
+	if _, err := deployments.Patch(ctx, ctl.GetName(), types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	res, err = rc.Run(ctx, v2, opts)
+	assertRolledOver(t, se, res, err)
+	live, err := deployments.Get(ctx, ctl.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := live.Spec.Template.Spec.Containers[0].Image; img == edited {
+		t.Errorf("%s still runs %s: judged unchanged from the cache found behind", strategy.RefOf(ctl), img)
+	}
 }
 
 // A wait checks an unchanged cached copy against the API server, but an
@@ -213,5 +238,95 @@ func TestConfirmingOnlyWithACache(t *testing.T) {
 	}
 	if n := reads(base.WithCache(applytest.StartCache(t, cfg))); n == 0 {
 		t.Errorf("with a cache: no read of %s: an unchanged copy was never confirmed", obj.GetName())
+	}
+}
+
+// failingPatches is a transport that answers the next n PATCH requests
+// (server-side applies) with 503, as the API server does while etcd
+// restarts, and passes every other request on.
+type failingPatches struct {
+	next http.RoundTripper
+	n    *atomic.Int32
+}
+
+func (f failingPatches) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method == http.MethodPatch && f.n.Add(-1) >= 0 {
+		body := `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"ServiceUnavailable","code":503,"message":"injected: etcd is restarting"}`
+		return &http.Response{StatusCode: http.StatusServiceUnavailable, Header: http.Header{"Content-Type": []string{"application/json"}},
+			Body: io.NopCloser(strings.NewReader(body)), Request: req}, nil
+	}
+	return f.next.RoundTrip(req)
+}
+
+// An informer that stopped following the cluster after it saw the
+// applier's own last write (its watch hung after an etcd restart) shows
+// later changes by others as absent: the cached copy equals the strategy's
+// object and the object would be judged unchanged. Once the API server has
+// failed a request as it does while etcd restarts, decisions read the API
+// server instead (apply.DistrustFor), and the change is repaired.
+func TestDecisionsAfterServerTroubleReadTheAPIServer(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx := t.Context()
+	inner := applytest.StartCache(t, se.cfg)
+	lag := stalledInformer{applytest.NewLaggingCache(inner), inner}
+	failures := new(atomic.Int32)
+	cfg := rest.CopyConfig(se.cfg)
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return failingPatches{next: rt, n: failures} }
+	base, err := reconcile.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := base.WithCache(lag)
+	v1 := sample(t, se.ns, "v1.0.0")
+	res, err := rc.Run(ctx, v1, se.options(t))
+	assertRolledOver(t, se, res, err)
+
+	find := func(kind, name string) *unstructured.Unstructured {
+		t.Helper()
+		i := slices.IndexFunc(v1.Objects, func(o *unstructured.Unstructured) bool {
+			return o.GetKind() == kind && (name == "" || o.GetName() == name)
+		})
+		if i < 0 {
+			t.Fatalf("the sample has no %s %s", kind, name)
+		}
+		return v1.Objects[i]
+	}
+	ctl := find("Deployment", "sample-controller")
+	sa := find("ServiceAccount", "")
+	deployments := se.env.Kube.AppsV1().Deployments(se.ns)
+	// The cache stops at the controller as the run left it; someone then
+	// changes its image, and a label of a ServiceAccount (the cache sees
+	// that one: the next run rewrites it, in an earlier step).
+	lag.Freeze(ctx, t, ctl)
+	const edited = "registry.example/someone/else:latest"
+	patch := `{"spec":{"template":{"spec":{"containers":[{"name":"sample-controller","image":"` + edited + `"}]}}}}`
+	if _, err := deployments.Patch(ctx, ctl.GetName(), types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	labels := `{"metadata":{"labels":{"app.kubernetes.io/part-of":"someone-else"}}}`
+	if _, err := se.env.Kube.CoreV1().ServiceAccounts(sa.GetNamespace()).Patch(ctx, sa.GetName(), types.MergePatchType, []byte(labels), metav1.PatchOptions{FieldManager: "someone-else"}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "the cache to see the ServiceAccount's change", func(ctx context.Context) (bool, string, error) {
+		got, ok, err := lag.Cached(ctx, sa.GroupVersionKind(), sa.GetNamespace(), sa.GetName())
+		return err == nil && ok && got.GetLabels()["app.kubernetes.io/part-of"] == "someone-else", "", err
+	})
+	// The ServiceAccount's rewrite fails once with 503 (and is retried).
+	failures.Store(1)
+	res, err = rc.Run(ctx, v1, se.options(t))
+	assertRolledOver(t, se, res, err)
+	if n := failures.Load(); n >= 0 {
+		t.Fatal("no write failed: nothing was tested")
+	}
+	if !lag.Frozen(ctl) {
+		t.Fatal("the cache did not stop at the controller: nothing was tested")
+	}
+	live, err := deployments.Get(ctx, ctl.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if img := live.Spec.Template.Spec.Containers[0].Image; img == edited {
+		t.Errorf("%s still runs %s: judged unchanged from the stopped cache after the API server failed a request (%d objects unchanged)",
+			strategy.RefOf(ctl), img, res.Count(apply.ActionUnchanged))
 	}
 }

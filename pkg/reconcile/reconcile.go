@@ -814,6 +814,9 @@ func (r *run) confirming(step plan.Step, get health.Getter) health.Getter {
 		s.direct = stale
 		mu.Unlock()
 		if stale {
+			// The informer may have stopped for every object of the kind:
+			// decisions too read the API server for a while.
+			r.a.DistrustCache(apply.DistrustFor)
 			reason := "the API server has none"
 			if fresh != nil {
 				reason = "the API server has resourceVersion " + fresh.GetResourceVersion()
