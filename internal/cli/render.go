@@ -8,6 +8,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
+	"github.com/installstrategy/installstrategy/pkg/render/kustomize"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -70,12 +72,12 @@ func (r *renderFlags) check(cmd *cobra.Command, args []string, file string) erro
 // strategy; an unset version becomes the chart's.
 func (r *renderFlags) render(ctx context.Context, o *options, id *strategy.Identity) ([]byte, map[string]string, error) {
 	if r.kustomize != "" {
-		text, err := render.Kustomize(r.kustomize)
+		text, err := kustomize.Build(r.kustomize)
 		return text, nil, err
 	}
 	opts := r.opts
 	opts.Namespace = o.namespace()
-	res, err := render.Helm(ctx, r.helm, opts)
+	res, err := helmchart.Helm(ctx, r.helm, opts)
 	if err != nil {
 		return nil, nil, err
 	}

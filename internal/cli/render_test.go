@@ -9,6 +9,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -45,7 +46,7 @@ func TestEncodeFromHelm(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	want, err := render.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo", ValuesFiles: []string{values}, Set: []string{"greeting=hi"}, ReleaseName: "h", KubeVersion: "v1.36.0", APIVersions: []string{"example.com/v1"}})
+	want, err := helmchart.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo", ValuesFiles: []string{values}, Set: []string{"greeting=hi"}, ReleaseName: "h", KubeVersion: "v1.36.0", APIVersions: []string{"example.com/v1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,11 +105,11 @@ func TestEncodeFromHelmTemplateError(t *testing.T) {
 // encode --from-kustomize encodes what kubectl kustomize prints (the
 // golden file of pkg/render).
 func TestEncodeFromKustomize(t *testing.T) {
-	code, out, errOut := run(t, nil, "encode", "--from-kustomize", filepath.Join(renderTestdata, "kustomize", "overlay"), "--version", "v2.1.0", "-n", "shop")
+	code, out, errOut := run(t, nil, "encode", "--from-kustomize", filepath.Join(renderTestdata, "..", "kustomize", "testdata", "kustomize", "overlay"), "--version", "v2.1.0", "-n", "shop")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	golden, err := os.ReadFile(filepath.Join(renderTestdata, "kustomize", "overlay.golden"))
+	golden, err := os.ReadFile(filepath.Join(renderTestdata, "..", "kustomize", "testdata", "kustomize", "overlay.golden"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
-	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/kustomize"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -131,7 +131,7 @@ type Result struct {
 // the kind table (namespaces and CRDs first, workloads last), then by kind
 // and name.
 func Render(dir, image string) ([]*unstructured.Unstructured, error) {
-	rm, err := render.KustomizeResources(dir)
+	rm, err := kustomize.Resources(dir)
 	if err != nil {
 		return nil, err
 	}

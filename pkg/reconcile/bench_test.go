@@ -25,6 +25,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -75,7 +76,7 @@ func BenchmarkApply(b *testing.B) {
 		// Helm installs the same objects (as a chart of them), we apply
 		// them as a strategy.
 		const ns = "bench-apply-metallb"
-		res, err := render.Helm(b.Context(), filepath.Join("..", "render", "testdata", "charts", "metallb-v0.15.3"), render.HelmOptions{Namespace: ns, KubeVersion: "v1.36.0"})
+		res, err := helmchart.Helm(b.Context(), filepath.Join("..", "render", "testdata", "charts", "metallb-v0.15.3"), render.HelmOptions{Namespace: ns, KubeVersion: "v1.36.0"})
 		if err != nil {
 			b.Fatal(err)
 		}

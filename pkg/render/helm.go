@@ -3,25 +3,19 @@ package render
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-	"os"
 	"slices"
 	"strings"
 
-	"helm.sh/helm/v4/pkg/action"
 	"helm.sh/helm/v4/pkg/chart"
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	chartutilcommon "helm.sh/helm/v4/pkg/chart/common/util"
 	"helm.sh/helm/v4/pkg/chart/loader"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	"helm.sh/helm/v4/pkg/cli"
-	"helm.sh/helm/v4/pkg/cli/values"
-	"helm.sh/helm/v4/pkg/downloader"
-	"helm.sh/helm/v4/pkg/getter"
-	"helm.sh/helm/v4/pkg/registry"
+	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
+	"helm.sh/helm/v4/pkg/engine"
 	release "helm.sh/helm/v4/pkg/release/v1"
+	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 	"helm.sh/helm/v4/pkg/strvals"
 )
 
@@ -165,32 +159,6 @@ func classify(h *release.Hook) Hook {
 	return out
 }
 
-// Helm renders a chart: a chart folder, a packaged chart (.tgz) or an
-// oci:// reference (registry credentials come from Helm's registry config,
-// as for the helm CLI). Nothing is sent to a cluster. Errors name the
-// input at fault: the chart, a values file, a --set expression, or the
-// template and its line (Helm's own message).
-func Helm(ctx context.Context, ref string, opts HelmOptions) (*HelmResult, error) {
-	if err := opts.Validate(); err != nil {
-		return nil, err
-	}
-	settings := cli.New()
-	vals, err := mergeValues(settings, opts)
-	if err != nil {
-		return nil, err
-	}
-	path, cleanup, err := locate(settings, ref, opts.PlainHTTP)
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	loaded, err := loader.Load(path)
-	if err != nil {
-		return nil, fmt.Errorf("load chart %s: %w", ref, err)
-	}
-	return renderChart(ctx, ref, loaded, vals, opts)
-}
-
 // HelmArchive renders a packaged chart (.tgz bytes) as Helm does a
 // client-only install (helm template): nothing is sent to a cluster,
 // Helm's lookup function finds nothing and its DNS function is off. The
@@ -230,6 +198,24 @@ func HelmArchive(ctx context.Context, name string, archive []byte, vals map[stri
 	}
 }
 
+// HelmChart renders a loaded chart with vals (the values given on top of
+// the chart's own values.yaml) as a client-only `helm install --dry-run`
+// (`helm template --include-crds`) does: the release is opts.ReleaseName
+// (the chart's name when empty) in opts.Namespace ("default" when empty),
+// revision 1, an install; the capabilities are Helm's defaults with
+// opts.KubeVersion and opts.APIVersions; values are checked against the
+// chart's schema; disabled subcharts are dropped; lookup finds nothing and
+// DNS is off. ref names the chart in errors. It uses Helm's chart, engine
+// and release packages directly, not its install action, whose
+// dependencies (Kubernetes clients, storage drivers, kubectl) a program
+// that only renders does not need.
+func HelmChart(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*HelmResult, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	return renderChart(ctx, ref, loaded, vals, opts)
+}
+
 // renderChart checks a loaded chart and renders it with vals.
 func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*HelmResult, error) {
 	chrt, ok := loaded.(*chartv2.Chart)
@@ -239,49 +225,72 @@ func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map
 	if t := chrt.Metadata.Type; t != "" && t != "application" {
 		return nil, fmt.Errorf("chart %s: a %s chart is not installable", ref, t)
 	}
-	if deps := chrt.Metadata.Dependencies; len(deps) > 0 {
-		reqs := make([]chart.Dependency, len(deps))
-		for i, d := range deps {
-			reqs[i] = d
+	if err := checkDependencies(chrt); err != nil {
+		return nil, fmt.Errorf("chart %s: its dependencies are missing, run helm dependency build: %w", ref, err)
+	}
+	if vals == nil {
+		vals = map[string]any{}
+	}
+	fail := func(err error) (*HelmResult, error) { return nil, fmt.Errorf("render chart %s: %w", ref, err) }
+	name := opts.ReleaseName
+	if name == "" {
+		name = chrt.Name()
+	}
+	namespace := opts.Namespace
+	if namespace == "" {
+		namespace = "default"
+	}
+	// What action.Install does, in its order, for a client-only dry run.
+	if err := chartutil.ValidateReleaseName(name); err != nil {
+		return fail(fmt.Errorf("release name check failed: release name %q: %w", name, err))
+	}
+	if err := chartutil.ProcessDependencies(chrt, vals); err != nil {
+		return fail(fmt.Errorf("chart dependencies processing failed: %w", err))
+	}
+	caps := chartcommon.DefaultCapabilities.Copy()
+	if opts.KubeVersion != "" {
+		kv, _ := chartcommon.ParseKubeVersion(opts.KubeVersion) // checked by Validate
+		caps.KubeVersion = *kv
+	}
+	caps.APIVersions = append(caps.APIVersions, opts.APIVersions...)
+	relOpts := chartcommon.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
+	toRender, err := chartutilcommon.ToRenderValuesWithSchemaValidation(chrt, vals, relOpts, caps, false)
+	if err != nil {
+		return fail(err)
+	}
+	if kv := chrt.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
+		return fail(fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, caps.KubeVersion.Version))
+	}
+	var eng engine.Engine
+	files, err := eng.RenderWithContext(ctx, chrt, toRender)
+	if err != nil {
+		return fail(err)
+	}
+	for k := range files {
+		if strings.HasSuffix(k, "NOTES.txt") {
+			delete(files, k)
 		}
-		if err := action.CheckDependencies(chrt, reqs); err != nil {
-			return nil, fmt.Errorf("chart %s: its dependencies are missing, run helm dependency build: %w", ref, err)
-		}
+	}
+	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
+	if err != nil {
+		return fail(err)
 	}
 
-	// Libraries do not log: Helm's own log goes nowhere.
-	inst := action.NewInstall(action.NewConfiguration(action.ConfigurationSetLogger(slog.DiscardHandler)))
-	inst.DryRunStrategy = action.DryRunClient
-	inst.Replace = true // no name check against a release store
-	inst.IncludeCRDs = true
-	inst.ReleaseName = opts.ReleaseName
-	if inst.ReleaseName == "" {
-		inst.ReleaseName = chrt.Name()
-	}
-	inst.Namespace = opts.Namespace
-	if inst.Namespace == "" {
-		inst.Namespace = "default"
-	}
-	if opts.KubeVersion != "" {
-		inst.KubeVersion, _ = chartcommon.ParseKubeVersion(opts.KubeVersion) // checked by Validate
-	}
-	inst.APIVersions = chartcommon.VersionSet(opts.APIVersions)
-	r, err := inst.RunWithContext(ctx, chrt, vals)
-	if err != nil {
-		return nil, fmt.Errorf("render chart %s: %w", ref, err)
-	}
-	rel, ok := r.(*release.Release)
-	if !ok {
-		return nil, fmt.Errorf("render chart %s: helm returned a %T, want a v1 release", ref, r)
-	}
 	res := &HelmResult{Chart: Chart{Name: chrt.Name(), Version: chrt.Metadata.Version, AppVersion: chrt.Metadata.AppVersion}}
+	// What helm template prints: the CRDs, the manifests, then each hook.
+	var manifest strings.Builder
+	for _, crd := range chrt.CRDObjects() {
+		fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", crd.Filename, string(crd.File.Data))
+	}
+	for _, m := range manifests {
+		fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", m.Name, m.Content)
+	}
 	var text strings.Builder
-	// What helm template prints: the manifest, then each hook.
-	if m := strings.TrimSpace(rel.Manifest); m != "" {
+	if m := strings.TrimSpace(manifest.String()); m != "" {
 		text.WriteString(m)
 		text.WriteByte('\n')
 	}
-	for _, h := range rel.Hooks {
+	for _, h := range hooks {
 		c := classify(h)
 		res.Hooks = append(res.Hooks, c)
 		if c.Action == HookKept {
@@ -292,65 +301,17 @@ func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map
 	return res, nil
 }
 
-// mergeValues merges the values files and --set expressions as helm does,
-// after checking each alone so that an error names the input at fault.
-func mergeValues(settings *cli.EnvSettings, opts HelmOptions) (map[string]any, error) {
-	providers := getter.All(settings)
-	for _, f := range opts.ValuesFiles {
-		if _, err := (&values.Options{ValueFiles: []string{f}}).MergeValues(providers); err != nil {
-			return nil, fmt.Errorf("values file %s: %w", f, err)
+// checkDependencies reports the dependencies Chart.yaml names that the
+// chart does not hold (charts/ not built), as helm install does.
+func checkDependencies(chrt *chartv2.Chart) error {
+	var missing []string
+	for _, d := range chrt.Metadata.Dependencies {
+		if !slices.ContainsFunc(chrt.Dependencies(), func(c *chartv2.Chart) bool { return c.Name() == d.Name }) {
+			missing = append(missing, d.Name)
 		}
 	}
-	vals, err := (&values.Options{ValueFiles: opts.ValuesFiles, Values: opts.Set}).MergeValues(providers)
-	if err != nil {
-		return nil, fmt.Errorf("values: %w", err)
+	if len(missing) > 0 {
+		return fmt.Errorf("found in Chart.yaml, but missing in charts/ directory: %s", strings.Join(missing, ", "))
 	}
-	return vals, nil
-}
-
-// locate returns the local path of the chart: ref itself for a folder or
-// an archive, else a download of an oci:// reference into a temporary
-// folder that cleanup removes.
-func locate(settings *cli.EnvSettings, ref string, plainHTTP bool) (path string, cleanup func(), err error) {
-	cleanup = func() {}
-	if !registry.IsOCI(ref) {
-		if _, err := os.Stat(ref); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return "", cleanup, fmt.Errorf("chart %s: no such chart folder or archive (a chart is a folder, a .tgz or an oci:// reference)", ref)
-			}
-			return "", cleanup, fmt.Errorf("chart %s: %w", ref, err)
-		}
-		return ref, cleanup, nil
-	}
-	ropts := []registry.ClientOption{registry.ClientOptWriter(io.Discard), registry.ClientOptCredentialsFile(settings.RegistryConfig)}
-	if plainHTTP {
-		ropts = append(ropts, registry.ClientOptPlainHTTP())
-	}
-	rc, err := registry.NewClient(ropts...)
-	if err != nil {
-		return "", cleanup, fmt.Errorf("chart %s: registry client: %w", ref, err)
-	}
-	dir, err := os.MkdirTemp("", "installstrategy-chart-")
-	if err != nil {
-		return "", cleanup, fmt.Errorf("chart %s: %w", ref, err)
-	}
-	cleanup = func() { _ = os.RemoveAll(dir) }
-	gopts := []getter.Option{getter.WithRegistryClient(rc)}
-	if plainHTTP {
-		gopts = append(gopts, getter.WithPlainHTTP(true))
-	}
-	dl := downloader.ChartDownloader{
-		Out:              io.Discard,
-		Getters:          getter.All(settings),
-		Options:          gopts,
-		RegistryClient:   rc,
-		RepositoryConfig: settings.RepositoryConfig,
-		RepositoryCache:  settings.RepositoryCache,
-		Cache:            &downloader.DiskCache{Root: dir},
-	}
-	path, _, err = dl.DownloadTo(ref, "", dir)
-	if err != nil {
-		return "", cleanup, fmt.Errorf("pull chart %s: %w", ref, err)
-	}
-	return path, cleanup, nil
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -125,7 +126,7 @@ func TestHelmRendersAsHelmTemplate(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			chart := filepath.Join(charts, tc.chart)
 			tc.opts.KubeVersion = "v1.36.0"
-			got, err := render.Helm(ctx, chart, tc.opts)
+			got, err := helmchart.Helm(ctx, chart, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +184,7 @@ func TestHelmRendersAsHelmTemplate(t *testing.T) {
 // delete and rollback hooks are dropped; every hook is reported.
 func TestHelmHooks(t *testing.T) {
 	helmEnv(t)
-	got, err := render.Helm(context.Background(), "testdata/hooks", render.HelmOptions{})
+	got, err := helmchart.Helm(context.Background(), "testdata/hooks", render.HelmOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,10 +246,10 @@ func TestHelmErrors(t *testing.T) {
 		{"bad values file", "testdata/hooks", render.HelmOptions{ValuesFiles: []string{badYAML}}, []string{"values file " + badYAML}},
 		{"bad kube version", "testdata/hooks", render.HelmOptions{KubeVersion: "one.two"}, []string{`kube version "one.two"`}},
 		{"chart's kubeVersion", filepath.Join(charts, "ingress-nginx-4.15.1.tgz"), render.HelmOptions{KubeVersion: "v1.20.0"}, []string{"ingress-nginx-4.15.1.tgz", ">=1.21.0-0", "v1.20.0"}},
-		{"not a chart", "testdata/kustomize/base", render.HelmOptions{}, []string{"load chart testdata/kustomize/base", "Chart.yaml"}},
+		{"not a chart", "kustomize/testdata/kustomize/base", render.HelmOptions{}, []string{"load chart kustomize/testdata/kustomize/base", "Chart.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := render.Helm(context.Background(), tc.chart, tc.opts)
+			_, err := helmchart.Helm(context.Background(), tc.chart, tc.opts)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -272,18 +273,18 @@ func TestHelmFromOCIRegistry(t *testing.T) {
 	chart := filepath.Join(charts, "ingress-nginx-4.15.1.tgz")
 	runHelm(t, env, "push", chart, "oci://"+host+"/charts", "--plain-http")
 	opts := render.HelmOptions{Namespace: "ingress-nginx", KubeVersion: "v1.36.0", PlainHTTP: true}
-	got, err := render.Helm(context.Background(), "oci://"+host+"/charts/ingress-nginx:4.15.1", opts)
+	got, err := helmchart.Helm(context.Background(), "oci://"+host+"/charts/ingress-nginx:4.15.1", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := render.Helm(context.Background(), chart, opts)
+	local, err := helmchart.Helm(context.Background(), chart, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got.Manifests) != string(local.Manifests) || got.Chart != local.Chart {
 		t.Errorf("the chart pulled from the registry renders differently from its archive (%+v, %+v)", got.Chart, local.Chart)
 	}
-	if _, err := render.Helm(context.Background(), "oci://"+host+"/charts/absent:1.0.0", opts); err == nil || !strings.Contains(err.Error(), "pull chart oci://"+host+"/charts/absent:1.0.0") {
+	if _, err := helmchart.Helm(context.Background(), "oci://"+host+"/charts/absent:1.0.0", opts); err == nil || !strings.Contains(err.Error(), "pull chart oci://"+host+"/charts/absent:1.0.0") {
 		t.Errorf("a missing oci chart: %v", err)
 	}
 }

@@ -1,4 +1,4 @@
-package render_test
+package kustomize_test
 
 import (
 	"flag"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/kustomize"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden files")
 // file is that output (checked against kubectl kustomize when it was
 // written), and the objects are the expected ones.
 func TestKustomizeOverlay(t *testing.T) {
-	got, err := render.Kustomize("testdata/kustomize/overlay")
+	got, err := kustomize.Build("testdata/kustomize/overlay")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func unstructuredInt(obj map[string]any, path ...string) (int64, bool, error) {
 // A kustomization that does not build fails naming its folder.
 func TestKustomizeErrors(t *testing.T) {
 	for _, dir := range []string{"testdata/nothing-here", "testdata/hooks"} {
-		_, err := render.Kustomize(dir)
+		_, err := kustomize.Build(dir)
 		if err == nil || !strings.Contains(err.Error(), "kustomize build "+dir) {
 			t.Errorf("%s: %v", dir, err)
 		}

@@ -1,4 +1,7 @@
-package render
+// Package kustomize builds kustomize overlays with kustomize's krusty, as
+// `kubectl kustomize` does, into a manifests text that becomes a strategy.
+// It touches no cluster.
+package kustomize
 
 import (
 	"fmt"
@@ -8,12 +11,12 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 )
 
-// KustomizeResources builds the kustomization in dir with krusty and
+// Resources builds the kustomization in dir with krusty and
 // kubectl's options (files only below the kustomization's root, no
 // plugins, no helm charts, the kustomization's sortOptions else
 // kustomize's legacy order): the objects `kubectl kustomize dir` prints,
 // in its order.
-func KustomizeResources(dir string) (resmap.ResMap, error) {
+func Resources(dir string) (resmap.ResMap, error) {
 	opts := krusty.MakeDefaultOptions()
 	opts.Reorder = krusty.ReorderOptionUnspecified // kustomize build's --reorder default
 	rm, err := krusty.MakeKustomizer(opts).Run(filesys.MakeFsOnDisk(), dir)
@@ -23,10 +26,10 @@ func KustomizeResources(dir string) (resmap.ResMap, error) {
 	return rm, nil
 }
 
-// Kustomize returns the text `kubectl kustomize dir` prints: the built
+// Build returns the text `kubectl kustomize dir` prints: the built
 // objects as YAML documents separated by --- lines.
-func Kustomize(dir string) ([]byte, error) {
-	rm, err := KustomizeResources(dir)
+func Build(dir string) ([]byte, error) {
+	rm, err := Resources(dir)
 	if err != nil {
 		return nil, err
 	}

@@ -1,4 +1,4 @@
-package render_test
+package helmchart_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -13,7 +14,7 @@ import (
 // became of each hook; the text becomes a strategy (objects in KubeVirt's
 // kind order).
 func ExampleHelm() {
-	res, err := render.Helm(context.Background(), "testdata/hooks", render.HelmOptions{Namespace: "demo", Set: []string{"greeting=hi"}})
+	res, err := helmchart.Helm(context.Background(), "../testdata/hooks", render.HelmOptions{Namespace: "demo", Set: []string{"greeting=hi"}})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -38,27 +39,4 @@ func ExampleHelm() {
 	// CustomResourceDefinition widgets.example.com
 	// Job hooks-setup
 	// ConfigMap hooks-config
-}
-
-// A kustomize overlay built as kubectl kustomize builds it, then parsed
-// into a strategy (which orders objects by KubeVirt's kind order).
-func ExampleKustomize() {
-	text, err := render.Kustomize("testdata/kustomize/overlay")
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	s, _, err := strategy.Parse(text, strategy.ParseOptions{})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	for _, o := range s.Objects {
-		fmt.Println(o.GetKind(), o.GetNamespace(), o.GetName())
-	}
-	// Output:
-	// Namespace  shop
-	// Service shop prod-web
-	// Deployment shop prod-web
-	// ConfigMap shop prod-web-settings-tmk75tcf47
 }
