@@ -51,11 +51,12 @@ func TestOfflineExamplesRunAsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	// encode --from-helm and --from-kustomize: the upstream charts and the
-	// overlay of pkg/render's testdata, and a values file.
+	// overlay of pkg/render's and pkg/render/kustomize's testdata, and a
+	// values file.
 	for src, dst := range map[string]string{
-		"charts/metallb-v0.15.3": "charts/metallb",
-		"kustomize/overlay":      "overlays/prod",
-		"kustomize/base":         "overlays/base",
+		"charts/metallb-v0.15.3":                  "charts/metallb",
+		"../kustomize/testdata/kustomize/overlay": "overlays/prod",
+		"../kustomize/testdata/kustomize/base":    "overlays/base",
 	} {
 		if err := os.CopyFS(filepath.Join(dir, dst), os.DirFS(filepath.Join(renderTestdata, src))); err != nil {
 			t.Fatal(err)
