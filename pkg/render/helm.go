@@ -218,20 +218,33 @@ func HelmChart(ctx context.Context, ref string, loaded chart.Charter, vals map[s
 
 // renderChart checks a loaded chart and renders it with vals.
 func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*HelmResult, error) {
+	chrt, manifest, hooks, err := renderParts(ctx, ref, loaded, vals, opts)
+	if err != nil {
+		return nil, err
+	}
+	return assemble(chrt, manifest, hooks), nil
+}
+
+// renderParts checks a loaded chart and renders it with vals: the chart,
+// the release's manifest and its hooks, as action.Install's client-only
+// dry run makes them, with the same errors.
+func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*chartv2.Chart, string, []*release.Hook, error) {
 	chrt, ok := loaded.(*chartv2.Chart)
 	if !ok {
-		return nil, fmt.Errorf("load chart %s: a %T chart, want apiVersion v1 or v2", ref, loaded)
+		return nil, "", nil, fmt.Errorf("load chart %s: a %T chart, want apiVersion v1 or v2", ref, loaded)
 	}
 	if t := chrt.Metadata.Type; t != "" && t != "application" {
-		return nil, fmt.Errorf("chart %s: a %s chart is not installable", ref, t)
+		return nil, "", nil, fmt.Errorf("chart %s: a %s chart is not installable", ref, t)
 	}
 	if err := checkDependencies(chrt); err != nil {
-		return nil, fmt.Errorf("chart %s: its dependencies are missing, run helm dependency build: %w", ref, err)
+		return nil, "", nil, fmt.Errorf("chart %s: its dependencies are missing, run helm dependency build: %w", ref, err)
 	}
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	fail := func(err error) (*HelmResult, error) { return nil, fmt.Errorf("render chart %s: %w", ref, err) }
+	fail := func(err error) (*chartv2.Chart, string, []*release.Hook, error) {
+		return nil, "", nil, fmt.Errorf("render chart %s: %w", ref, err)
+	}
 	name := opts.ReleaseName
 	if name == "" {
 		name = chrt.Name()
@@ -252,7 +265,10 @@ func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map
 		kv, _ := chartcommon.ParseKubeVersion(opts.KubeVersion) // checked by Validate
 		caps.KubeVersion = *kv
 	}
-	caps.APIVersions = append(caps.APIVersions, opts.APIVersions...)
+	// A new slice: Copy shares the default set, which concurrent renders
+	// read (action.Install appends to it, which copies only while it is
+	// full, as it is in Helm 4.3).
+	caps.APIVersions = slices.Concat(caps.APIVersions, chartcommon.VersionSet(opts.APIVersions))
 	relOpts := chartcommon.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
 	toRender, err := chartutilcommon.ToRenderValuesWithSchemaValidation(chrt, vals, relOpts, caps, false)
 	if err != nil {
@@ -261,10 +277,25 @@ func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map
 	if kv := chrt.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
 		return fail(fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, caps.KubeVersion.Version))
 	}
+	manifest, hooks, err := renderRelease(ctx, chrt, toRender)
+	if err != nil {
+		return fail(err)
+	}
+	return chrt, manifest, hooks, nil
+}
+
+// renderRelease renders a chart's templates with the values of
+// ToRenderValues as action.Install's renderResources does for a
+// client-only install with IncludeCRDs: it returns what Helm keeps as the
+// release's manifest (the chart's CRDs, then its objects in Helm's install
+// order, each introduced by a --- line and a "# Source:" comment) and its
+// hooks in Helm's order. NOTES.txt files are left out, lookup finds
+// nothing and DNS is off.
+func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommon.Values) (string, []*release.Hook, error) {
 	var eng engine.Engine
 	files, err := eng.RenderWithContext(ctx, chrt, toRender)
 	if err != nil {
-		return fail(err)
+		return "", nil, err
 	}
 	for k := range files {
 		if strings.HasSuffix(k, "NOTES.txt") {
@@ -273,11 +304,8 @@ func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map
 	}
 	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
 	if err != nil {
-		return fail(err)
+		return "", nil, err
 	}
-
-	res := &HelmResult{Chart: Chart{Name: chrt.Name(), Version: chrt.Metadata.Version, AppVersion: chrt.Metadata.AppVersion}}
-	// What helm template prints: the CRDs, the manifests, then each hook.
 	var manifest strings.Builder
 	for _, crd := range chrt.CRDObjects() {
 		fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", crd.Filename, string(crd.File.Data))
@@ -285,8 +313,15 @@ func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map
 	for _, m := range manifests {
 		fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", m.Name, m.Content)
 	}
+	return manifest.String(), hooks, nil
+}
+
+// assemble is what helm template prints of a release (its manifest, then
+// each hook), less the dropped hooks, and what became of each hook.
+func assemble(chrt *chartv2.Chart, manifest string, hooks []*release.Hook) *HelmResult {
+	res := &HelmResult{Chart: Chart{Name: chrt.Name(), Version: chrt.Metadata.Version, AppVersion: chrt.Metadata.AppVersion}}
 	var text strings.Builder
-	if m := strings.TrimSpace(manifest.String()); m != "" {
+	if m := strings.TrimSpace(manifest); m != "" {
 		text.WriteString(m)
 		text.WriteByte('\n')
 	}
@@ -298,7 +333,7 @@ func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map
 		}
 	}
 	res.Manifests = []byte(text.String())
-	return res, nil
+	return res
 }
 
 // checkDependencies reports the dependencies Chart.yaml names that the

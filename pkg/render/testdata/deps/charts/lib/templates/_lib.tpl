@@ -1,0 +1,3 @@
+{{- define "lib.name" -}}
+{{ .Chart.Name | trunc 20 }}
+{{- end -}}

@@ -1,0 +1,3 @@
+{{- define "deps.fullname" -}}
+{{ include "lib.name" . }}-{{ .Release.Name }}
+{{- end -}}
