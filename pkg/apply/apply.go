@@ -356,7 +356,7 @@ func (a *Applier) DistrustCache(d time.Duration) {
 // cacheTrusted reports whether reads may come from the cache now: there is
 // one, this applier uses it, and it is not distrusted (DistrustCache).
 func (a *Applier) cacheTrusted() bool {
-	return a.cache != nil && !a.noCache && time.Now().UnixNano() >= a.distrust.Load()
+	return a.Cached() && time.Now().UnixNano() >= a.distrust.Load()
 }
 
 // WithCache returns an applier sharing clients and mapper that reads live

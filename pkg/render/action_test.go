@@ -17,9 +17,10 @@ import (
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/chart/loader"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
-	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	"helm.sh/helm/v4/pkg/strvals"
+
+	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
 )
 
 // actionRender is how this package rendered a chart before it stopped
@@ -126,22 +127,10 @@ func setValues(t *testing.T, sets ...string) map[string]any {
 // archive itself.
 func packChart(t *testing.T, path string) []byte {
 	t.Helper()
-	if strings.HasSuffix(path, ".tgz") {
-		b, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
+	if !strings.HasSuffix(path, ".tgz") {
+		return ocitest.PackChart(t, path)
 	}
-	c, err := loader.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := chartutil.Save(c.(*chartv2.Chart), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(out)
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
