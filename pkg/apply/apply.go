@@ -329,6 +329,30 @@ func (a *Applier) Cached() bool {
 	return a.cache != nil && !a.noCache
 }
 
+// changeNotifier is a Cache that tells when it stored a change
+// (InformerCache.Changed).
+type changeNotifier interface {
+	Changed() <-chan struct{}
+}
+
+// Changed returns, for an applier whose reads come from a cache that
+// tells when it changes, a function returning a channel closed at the
+// cache's next change (health.WaitOptions.Changed); nil otherwise, and
+// while the cache is distrusted (reads go to the API server, which tells
+// nothing).
+func (a *Applier) Changed() func() <-chan struct{} {
+	n, ok := a.cache.(changeNotifier)
+	if !ok || a.noCache {
+		return nil
+	}
+	return func() <-chan struct{} {
+		if !a.cacheTrusted() {
+			return nil
+		}
+		return n.Changed()
+	}
+}
+
 // DistrustFor is how long an applier reads past its cache once it has a
 // reason to doubt it (see DistrustCache).
 var DistrustFor = 5 * time.Minute

@@ -50,11 +50,38 @@ type InformerCache struct {
 	// watched holds the kinds whose informer reports the versions it
 	// delivers into versions.
 	watched map[schema.GroupVersionKind]bool
+	// starting holds, for kinds whose informer has not synced yet, when
+	// it started.
+	starting map[schema.GroupVersionKind]time.Time
 
 	vmu sync.Mutex
 	// versions holds, by object, the last resourceVersions its informer
 	// stored (see Seen).
 	versions map[cacheKey]*recentVersions
+	// changed is closed at the next change the informers store (see
+	// Changed); nil until someone asks.
+	changed chan struct{}
+}
+
+// Changed returns a channel closed at the next change stored by the
+// informer of a kind read before (an object added, changed or deleted): a
+// wait reading the cache checks again then instead of at its next
+// interval.
+func (c *InformerCache) Changed() <-chan struct{} {
+	c.vmu.Lock()
+	defer c.vmu.Unlock()
+	if c.changed == nil {
+		c.changed = make(chan struct{})
+	}
+	return c.changed
+}
+
+// notify closes the channel of Changed; vmu held.
+func (c *InformerCache) notify() {
+	if c.changed != nil {
+		close(c.changed)
+		c.changed = nil
+	}
 }
 
 // recentVersions is a ring of an object's last resourceVersions.
@@ -68,12 +95,25 @@ type recentVersions struct {
 // can land between an applier's write and its next read.
 const seenVersions = 8
 
-// SyncTimeout bounds how long a read waits for a new informer to sync;
-// after that the kind's reads go to the API server for BypassFor.
+// SyncTimeout bounds how long a new informer may take to sync; after
+// that the kind's reads go to the API server for BypassFor. FirstSyncWait
+// is how long a read (Cached) waits for the informer it starts: reads of
+// a kind whose informer is still syncing after that are not answered (the
+// applier asks the API server) rather than held. The watch of a kind
+// whose CRD was just established is refused with 429 until the API
+// server's watch cache for it is ready, and the informer retries a second
+// later: a rollout writing that kind's objects right after its CRD would
+// otherwise wait that second.
 var (
-	SyncTimeout = 10 * time.Second
-	BypassFor   = 5 * time.Minute
+	SyncTimeout   = 10 * time.Second
+	BypassFor     = 5 * time.Minute
+	FirstSyncWait = 300 * time.Millisecond
 )
+
+// ErrNotSynced is returned by InformerCache.Cached for a kind whose
+// informer has not synced yet: the cache cannot answer, the API server
+// can.
+var ErrNotSynced = errors.New("informer not synced yet")
 
 // ManagedSelector selects the objects an installstrategy installation
 // wrote.
@@ -92,7 +132,8 @@ func NewInformerCache(cfg *rest.Config) (*InformerCache, error) {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
 	return &InformerCache{cache: c, bypass: map[schema.GroupVersionKind]time.Time{},
-		watched: map[schema.GroupVersionKind]bool{}, versions: map[cacheKey]*recentVersions{}}, nil
+		watched: map[schema.GroupVersionKind]bool{}, starting: map[schema.GroupVersionKind]time.Time{},
+		versions: map[cacheKey]*recentVersions{}}, nil
 }
 
 // Start runs the informers until ctx ends.
@@ -116,7 +157,7 @@ func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind
 	for _, gvk := range gvks {
 		eg.Go(func() error {
 			// Any key: the read starts the informer and waits for it.
-			if _, _, err := c.Cached(ctx, gvk, "", ""); err != nil {
+			if _, _, err := c.cached(ctx, gvk, "", "", SyncTimeout); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -128,8 +169,16 @@ func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind
 	return errors.Join(errs...)
 }
 
-// Cached implements Cache.
+// Cached implements Cache. The first read of a kind starts its informer
+// and waits for it to sync up to FirstSyncWait; until it has synced, reads
+// of the kind return ErrNotSynced.
 func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
+	return c.cached(ctx, gvk, namespace, name, FirstSyncWait)
+}
+
+// cached reads an object of gvk, waiting for the kind's informer to sync
+// up to patience from the informer's start.
+func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patience time.Duration) (*unstructured.Unstructured, bool, error) {
 	c.mu.Lock()
 	until, bypassed := c.bypass[gvk]
 	c.mu.Unlock()
@@ -138,23 +187,65 @@ func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind,
 	}
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(gvk)
-	sctx, cancel := context.WithTimeout(ctx, SyncTimeout)
-	defer cancel()
-	err := c.cache.Get(sctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
+	if err := c.synced(ctx, gvk, u, patience); err != nil {
+		return nil, false, err
+	}
+	err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
 	switch {
 	case apierrors.IsNotFound(err):
 		c.watchVersions(ctx, gvk)
 		return nil, false, nil
-	case err != nil && ctx.Err() == nil && sctx.Err() != nil:
-		c.mu.Lock()
-		c.bypass[gvk] = time.Now().Add(BypassFor)
-		c.mu.Unlock()
-		return nil, false, fmt.Errorf("informer of %s did not sync in %s: %w", gvk, SyncTimeout, err)
 	case err != nil:
 		return nil, false, err
 	}
 	c.watchVersions(ctx, gvk)
 	return u, true, nil
+}
+
+// synced starts the informer of gvk (obj: an empty object of the kind) if
+// it has not started, and waits until it has synced, up to patience from
+// its start: ErrNotSynced after that, and past SyncTimeout the kind is
+// bypassed for BypassFor.
+func (c *InformerCache) synced(ctx context.Context, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, patience time.Duration) error {
+	inf, err := c.cache.GetInformer(ctx, obj, crcache.BlockUntilSynced(false))
+	if err != nil {
+		return err
+	}
+	if inf.HasSynced() {
+		return nil
+	}
+	now := time.Now()
+	c.mu.Lock()
+	since, ok := c.starting[gvk]
+	if !ok {
+		since = now
+		c.starting[gvk] = now
+	}
+	c.mu.Unlock()
+	deadline := since.Add(min(patience, SyncTimeout))
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !inf.HasSynced() {
+		if !time.Now().Before(deadline) {
+			if time.Since(since) < SyncTimeout {
+				return fmt.Errorf("%s: %w", gvk, ErrNotSynced)
+			}
+			c.mu.Lock()
+			c.bypass[gvk] = time.Now().Add(BypassFor)
+			delete(c.starting, gvk)
+			c.mu.Unlock()
+			return fmt.Errorf("informer of %s did not sync in %s", gvk, SyncTimeout)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	c.mu.Lock()
+	delete(c.starting, gvk)
+	c.mu.Unlock()
+	return nil
 }
 
 // Seen reports whether the informer of gvk has stored the object at
@@ -198,6 +289,7 @@ func (c *InformerCache) watchVersions(ctx context.Context, gvk schema.GroupVersi
 				if m, err := meta.Accessor(obj); err == nil {
 					c.vmu.Lock()
 					delete(c.versions, cacheKey{gvk, m.GetNamespace(), m.GetName()})
+					c.notify()
 					c.vmu.Unlock()
 				}
 			},
@@ -228,4 +320,5 @@ func (c *InformerCache) stored(gvk schema.GroupVersionKind, obj any) {
 	}
 	r.rv[r.next] = m.GetResourceVersion()
 	r.next = (r.next + 1) % seenVersions
+	c.notify()
 }

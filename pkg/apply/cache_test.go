@@ -2,6 +2,8 @@ package apply_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -107,16 +109,23 @@ func TestCacheThatCannotListFallsBackToTheAPIServer(t *testing.T) {
 	limited := rest.CopyConfig(env.Config)
 	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
 	restore := apply.SyncTimeout
-	apply.SyncTimeout = time.Second
+	apply.SyncTimeout = 3 * time.Second
 	t.Cleanup(func() { apply.SyncTimeout = restore })
 	c := applytest.StartCache(t, limited)
-	if _, ok, err := c.Cached(ctx, cm.GroupVersionKind(), ns, "cm"); ok || err == nil {
-		t.Fatalf("a cache that may not list ConfigMaps answered: ok %v, err %v", ok, err)
+	// The first read waits apply.FirstSyncWait for the informer it starts,
+	// not SyncTimeout: the cache cannot answer yet, the API server can.
+	if _, ok, err := c.Cached(ctx, cm.GroupVersionKind(), ns, "cm"); ok || !errors.Is(err, apply.ErrNotSynced) {
+		t.Fatalf("a cache that may not list ConfigMaps: ok %v, err %v; want ErrNotSynced", ok, err)
 	}
-	// Bypassed from now on: no wait, a miss.
-	if _, ok, err := c.Cached(ctx, cm.GroupVersionKind(), ns, "cm"); ok || err != nil {
-		t.Fatalf("bypassed kind: ok %v, err %v", ok, err)
-	}
+	// SyncTimeout after the informer's start the kind is bypassed: no
+	// wait, a miss.
+	testenv.WaitFor(ctx, t, "ConfigMaps bypassed", func(ctx context.Context) (bool, string, error) {
+		_, ok, err := c.Cached(ctx, cm.GroupVersionKind(), ns, "cm")
+		if ok {
+			return false, "", errors.New("a cache that may not list ConfigMaps answered")
+		}
+		return err == nil, fmt.Sprint(err), nil
+	})
 	la, err := apply.NewForConfig(limited, apply.Options{Identity: testID, Owner: testOwner})
 	if err != nil {
 		t.Fatal(err)

@@ -432,6 +432,13 @@ type WaitOptions struct {
 	// OnProgress, when set, is called with the health of every object
 	// after each round.
 	OnProgress func([]Status)
+	// Changed, when set, returns a channel closed at the next change of
+	// what the getter reads (an informer cache's; see
+	// apply.Applier.Changed): a round then runs without waiting out the
+	// Interval, but not sooner than MinInterval after the last one.
+	Changed func() <-chan struct{}
+	// MinInterval spaces rounds woken by Changed; 0 means 100 ms.
+	MinInterval time.Duration
 }
 
 // Wait polls objs until every one is ready. It returns a *DegradedError when
@@ -443,8 +450,19 @@ func (c *Checker) Wait(ctx context.Context, get Getter, objs []*unstructured.Uns
 	if opts.Interval == 0 {
 		opts.Interval = time.Second
 	}
+	if opts.MinInterval == 0 {
+		opts.MinInterval = 100 * time.Millisecond
+	}
 	deadline := time.Now().Add(opts.Deadline)
+	first := true
 	for {
+		var changed <-chan struct{}
+		if opts.Changed != nil {
+			// Taken before the round's reads: a change during them wakes
+			// the next round.
+			changed = opts.Changed()
+		}
+		started := time.Now()
 		all, err := c.round(ctx, get, objs)
 		if err != nil {
 			return err
@@ -469,14 +487,41 @@ func (c *Checker) Wait(ctx context.Context, get Getter, objs []*unstructured.Uns
 		case !time.Now().Before(deadline):
 			return &DegradedError{Reason: ReasonProgressDeadlineExceeded, Objects: notReady}
 		}
-		t := time.NewTimer(opts.Interval)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		interval := opts.Interval
+		if first && changed != nil {
+			// The first round may judge from copies older than the
+			// cache's (a getter answers it with what the writes
+			// returned, which for CRDs applied a step ago is long
+			// past): the cache is asked again soon.
+			interval = opts.MinInterval
+		}
+		first = false
+		if err := SleepUntilChanged(ctx, interval, changed, started.Add(opts.MinInterval)); err != nil {
+			return err
 		}
 	}
+}
+
+// SleepUntilChanged returns after interval, or once changed is closed
+// (never when nil) but not before notBefore, or with ctx's error.
+func SleepUntilChanged(ctx context.Context, interval time.Duration, changed <-chan struct{}, notBefore time.Time) error {
+	t := time.NewTimer(interval)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	case <-changed:
+	}
+	if d := time.Until(notBefore); d > 0 {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+	}
+	return nil
 }
 
 func (c *Checker) round(ctx context.Context, get Getter, objs []*unstructured.Unstructured) ([]Status, error) {

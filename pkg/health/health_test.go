@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -286,4 +287,55 @@ func TestReplicaFailureIsTheReason(t *testing.T) {
 		return strings.Contains(msg, "ReplicaFailure: FailedCreate") && strings.Contains(msg, "no-such-priority"), msg, nil
 	})
 	t.Log(last)
+}
+
+// A wait with Changed checks again when the channel it took before a round
+// is closed, and soon after its first round (which may judge from copies
+// older than the cache's), not at its Interval (an hour here: the test's
+// context would end first).
+func TestWaitChecksAgainOnChange(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	obj := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gizmos.example.com"}}}
+	var (
+		mu      sync.Mutex
+		ready   bool
+		rounds  int
+		changed = make(chan struct{})
+	)
+	get := func(context.Context, *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		rounds++
+		if rounds == 2 {
+			// The round after the first: still not ready; a change
+			// comes later.
+			go func() {
+				mu.Lock()
+				ready = true
+				mu.Unlock()
+				close(changed)
+			}()
+		}
+		status := "False"
+		if ready {
+			status = "True"
+		}
+		out := obj.DeepCopy()
+		out.Object["status"] = map[string]any{"conditions": []any{
+			map[string]any{"type": "NamesAccepted", "status": "True"},
+			map[string]any{"type": "Established", "status": status},
+		}}
+		return out, nil
+	}
+	c := &health.Checker{}
+	err := c.Wait(ctx, get, []*unstructured.Unstructured{obj}, health.WaitOptions{Interval: time.Hour, MinInterval: time.Millisecond,
+		Changed: func() <-chan struct{} { return changed }})
+	if err != nil {
+		t.Fatalf("wait: %v (rounds %d)", err, rounds)
+	}
+	if rounds != 3 {
+		t.Errorf("%d rounds, want 3 (the first, one soon after it, one on the change)", rounds)
+	}
 }

@@ -330,3 +330,30 @@ func TestDecisionsAfterServerTroubleReadTheAPIServer(t *testing.T) {
 			strategy.RefOf(ctl), img, res.Count(apply.ActionUnchanged))
 	}
 }
+
+// With the informer cache, a rollout's waits check again when the cache
+// stores a change (a CRD established, a workload's status written by its
+// controller), not at their next interval: with an interval of an hour the
+// sample product installs and upgrades well within the test's minutes.
+func TestCachedWaitsWakeOnChanges(t *testing.T) {
+	se := newSampleEnv(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	base, err := reconcile.New(se.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc := base.WithCache(applytest.StartCache(t, se.cfg))
+	for _, step := range []struct{ version, observed string }{{"v1.0.0", ""}, {"v1.1.0", "v1.0.0"}} {
+		opts := se.options(t)
+		opts.Interval = time.Hour
+		if step.observed != "" {
+			opts.Observed = sample(t, se.ns, step.observed).Identity
+		}
+		res, err := rc.Run(ctx, sample(t, se.ns, step.version), opts)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: the waits did not wake on the cache's changes (the interval is an hour): %v", step.version, err)
+		}
+		assertRolledOver(t, se, res, err)
+	}
+}

@@ -91,7 +91,16 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 
 	// Wait for the first updated pod to be ready, or to fail.
 	deadline := time.Now().Add(r.opts.StageDeadline)
+	changes := r.a.Changed()
 	for {
+		// The pods are not cached, but the DaemonSet's status follows
+		// them: a change in the cache wakes the next list, not sooner
+		// than canaryMinInterval after this one.
+		var changed <-chan struct{}
+		if changes != nil {
+			changed = changes()
+		}
+		listed := time.Now()
 		pods, err := r.daemonSetPods(ctx, &ds)
 		if err != nil {
 			return res, err
@@ -114,7 +123,7 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 		if !time.Now().Before(deadline) {
 			return res, &health.DegradedError{Reason: health.ReasonProgressDeadlineExceeded, Objects: []health.Status{{Ref: ref, Reason: "no canary pod became ready"}}}
 		}
-		if err := sleep(ctx, r.opts.Interval); err != nil {
+		if err := health.SleepUntilChanged(ctx, r.opts.Interval, changed, listed.Add(canaryMinInterval)); err != nil {
 			return res, err
 		}
 	}
@@ -127,7 +136,7 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 	getter := func(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return r.a.GetAtLeast(ctx, o, written)
 	}
-	err = r.checker.Wait(ctx, getter, []*unstructured.Unstructured{obj}, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval})
+	err = r.checker.Wait(ctx, getter, []*unstructured.Unstructured{obj}, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, Changed: r.a.Changed()})
 	if err != nil {
 		if deg, ok := err.(*health.DegradedError); ok && deg.Reason == health.ReasonFailed {
 			return res, r.failCanary(ctx, &ds, ref, deg.Error())
@@ -178,16 +187,9 @@ func (r *run) outdatedPods(ctx context.Context, obj *unstructured.Unstructured) 
 	return false, nil
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
+// canaryMinInterval spaces the canary's pod lists woken by changes in the
+// cache (each is a request).
+const canaryMinInterval = 250 * time.Millisecond
 
 func (r *run) daemonSetPods(ctx context.Context, ds *appsv1.DaemonSet) ([]*corev1.Pod, error) {
 	sel, err := metav1.LabelSelectorAsSelector(ds.Spec.Selector)

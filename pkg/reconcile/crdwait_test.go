@@ -120,11 +120,64 @@ func TestCRDNeverEstablishedFailsTheCRDStep(t *testing.T) {
 	ctx := t.Context()
 	ns := env.Namespace(ctx, t)
 	group := ns + ".crdwait.installstrategy.test"
+	nameKind(t, env, group, "Gizmo")
+	_, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), 3*time.Second)
+	var stepErr *reconcile.StepError
+	if !errors.As(err, &stepErr) || stepErr.Step != "crds" || !strings.Contains(err.Error(), "NamesAccepted") {
+		t.Fatalf("run: %v, want the crds step failed on NamesAccepted (events %v)", err, events)
+	}
+	if slices.Contains(events, "StepStarted custom-resources") {
+		t.Errorf("the custom resources were written without their CRD: %v", events)
+	}
+}
+
+// A step waits only for the CRDs that define the kinds it writes: with one
+// CRD of the step never established (another CRD of its group already
+// names its kind), the custom resources of the other CRD are written, and
+// the run then fails the CRD step on the one that never was. Before, the
+// custom resources waited for every CRD of the step.
+func TestAStepWaitsOnlyForTheCRDsOfItsKinds(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := ns + ".crdwait.installstrategy.test"
+	nameKind(t, env, group, "Widget")
+	s := gizmoStrategy(ns, group)
+	// A second CRD of the step, for kind Widget, which "others" names
+	// already: it is never established.
+	widgets := s.Objects[0].DeepCopy()
+	widgets.SetName("widgets." + group)
+	if err := unstructured.SetNestedStringMap(widgets.Object, map[string]string{"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"}, "spec", "names"); err != nil {
+		t.Fatal(err)
+	}
+	s.Objects = append([]*unstructured.Unstructured{widgets}, s.Objects...)
+	_, events, _, err := crdTestRun(t, env, ns, s, 3*time.Second)
+	var stepErr *reconcile.StepError
+	if !errors.As(err, &stepErr) || stepErr.Step != "crds" || !strings.Contains(err.Error(), "widgets."+group) {
+		t.Fatalf("run: %v, want the crds step failed on widgets.%s (events %v)", err, group, events)
+	}
+	if !slices.Contains(events, "StepStarted custom-resources") {
+		t.Errorf("the gizmos waited for the widgets' CRD: step events %v", events)
+	}
+	if slices.Contains(events, "StepReady crds") {
+		t.Errorf("the crds step is ready with a CRD not established: %v", events)
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
+	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
+		t.Errorf("gizmo g1: %v", err)
+	}
+}
+
+// nameKind creates CRD others.GROUP, established, naming kind: a CRD of
+// the group for the same kind is never established (NamesAccepted False).
+func nameKind(t *testing.T, env *testenv.Env, group, kind string) {
+	t.Helper()
+	ctx := t.Context()
 	other := &apiextensionsv1.CustomResourceDefinition{
 		ObjectMeta: metav1.ObjectMeta{Name: "others." + group},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: group, Scope: apiextensionsv1.NamespaceScoped,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: "Gizmo", Plural: "others", ListKind: "GizmoList"},
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Kind: kind, Plural: "others", ListKind: kind + "List"},
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: new(true)}}}},
 		},
@@ -138,12 +191,4 @@ func TestCRDNeverEstablishedFailsTheCRDStep(t *testing.T) {
 		}
 	})
 	env.WaitCRDEstablished(ctx, t, other.Name)
-	_, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), 3*time.Second)
-	var stepErr *reconcile.StepError
-	if !errors.As(err, &stepErr) || stepErr.Step != "crds" || !strings.Contains(err.Error(), "NamesAccepted") {
-		t.Fatalf("run: %v, want the crds step failed on NamesAccepted (events %v)", err, events)
-	}
-	if slices.Contains(events, "StepStarted custom-resources") {
-		t.Errorf("the custom resources were written without their CRD: %v", events)
-	}
 }

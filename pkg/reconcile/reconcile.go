@@ -237,25 +237,74 @@ type appliedCRDs struct {
 	step    plan.Step
 	objs    []*unstructured.Unstructured
 	results []apply.Result
-	// defines holds the kinds the CRDs define.
-	defines map[schema.GroupKind]bool
+	// defines holds the kind each object defines (ok false for the
+	// step's Namespaces), by index.
+	defines []definedKind
 }
 
-// needed reports whether step must wait for the CRDs: it holds objects of
-// a kind they define, or is a CRD step itself.
-func (c *appliedCRDs) needed(step plan.Step) bool {
+type definedKind struct {
+	gk schema.GroupKind
+	ok bool
+}
+
+// needed returns the indexes of the objects step must wait for: every one
+// for a CRD step, else those defining a kind step writes (none when the
+// step writes none of their kinds). A step that writes one CRD's kind
+// waits for that CRD only: the others go on being established while it
+// runs (KubeVirt's instancetypes need 2 of its 21 CRDs).
+func (c *appliedCRDs) needed(step plan.Step) []int {
 	if c == nil {
-		return false
+		return nil
 	}
+	var out []int
 	if step.Stage == kinds.StageCRDs {
-		return true
+		for i := range c.objs {
+			out = append(out, i)
+		}
+		return out
 	}
+	writes := map[schema.GroupKind]bool{}
 	for _, it := range step.Items {
-		if c.defines[it.Object.GroupVersionKind().GroupKind()] {
-			return true
+		writes[it.Object.GroupVersionKind().GroupKind()] = true
+	}
+	crds := 0
+	for i, d := range c.defines {
+		if d.ok {
+			crds++
+			if writes[d.gk] {
+				out = append(out, i)
+			}
 		}
 	}
-	return false
+	if len(out) > 0 && len(out) == crds {
+		// All of the step's CRDs: with its Namespaces, the whole step.
+		return c.needed(plan.Step{Stage: kinds.StageCRDs})
+	}
+	return out
+}
+
+// split returns the part of c at the indexes idx and the rest (nil when
+// empty).
+func (c *appliedCRDs) split(idx []int) (part, rest *appliedCRDs) {
+	part = &appliedCRDs{step: c.step}
+	rest = &appliedCRDs{step: c.step}
+	in := map[int]bool{}
+	for _, i := range idx {
+		in[i] = true
+	}
+	for i := range c.objs {
+		dst := rest
+		if in[i] {
+			dst = part
+		}
+		dst.objs = append(dst.objs, c.objs[i])
+		dst.results = append(dst.results, c.results[i])
+		dst.defines = append(dst.defines, c.defines[i])
+	}
+	if len(rest.objs) == 0 {
+		rest = nil
+	}
+	return part, rest
 }
 
 func (r *run) emit(e Event) {
@@ -296,8 +345,8 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	}
 	var conflicts []error
 	for _, step := range r.res.Plan.Steps {
-		if r.crds.needed(step) {
-			if err := r.settleCRDs(ctx); err != nil {
+		if idx := r.crds.needed(step); len(idx) > 0 {
+			if err := r.settleCRDs(ctx, idx); err != nil {
 				return r.res, err
 			}
 		}
@@ -308,7 +357,7 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 			return r.res, &StepError{Step: step.Name, Err: err}
 		}
 	}
-	if err := r.settleCRDs(ctx); err != nil {
+	if err := r.settleCRDs(ctx, nil); err != nil {
 		return r.res, err
 	}
 	if len(conflicts) > 0 {
@@ -615,11 +664,10 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		// the steps that do not need their kinds run (virt-operator does
 		// not wait for them at all). The first step that writes one of
 		// their kinds, or the end of the run, waits (settleCRDs).
-		c := &appliedCRDs{step: step, objs: objs, results: results, defines: map[schema.GroupKind]bool{}}
+		c := &appliedCRDs{step: step, objs: objs, results: results}
 		for _, o := range objs {
-			if gk, ok := strategy.DefinedKind(o); ok { // not the step's Namespaces
-				c.defines[gk] = true
-			}
+			gk, ok := strategy.DefinedKind(o) // not the step's Namespaces
+			c.defines = append(c.defines, definedKind{gk: gk, ok: ok})
 		}
 		r.crds = c
 		return conflicts, nil
@@ -631,15 +679,21 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	return conflicts, nil
 }
 
-// settleCRDs waits for the applied CRD step, if any, until its CRDs are
-// established, then makes their kinds known to the applier and migrates
-// stored versions the CRDs drop. Its failure is the CRD step's.
-func (r *run) settleCRDs(ctx context.Context) error {
+// settleCRDs waits for the objects at idx of the applied CRD step (all of
+// them when idx is nil), if any, until they are established, then makes
+// their kinds known to the applier and migrates stored versions the CRDs
+// drop; the rest stay for a later step or the end of the run. Its failure
+// is the CRD step's, which is ready once all its objects are.
+func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 	c := r.crds
 	if c == nil {
 		return nil
 	}
-	r.crds = nil
+	var rest *appliedCRDs
+	if idx != nil {
+		c, rest = c.split(idx)
+	}
+	r.crds = rest
 	err := r.wait(ctx, c.step, c.objs, c.results)
 	if err == nil {
 		if written(c.results) {
@@ -655,7 +709,9 @@ func (r *run) settleCRDs(ctx context.Context) error {
 		r.emit(Event{Type: EventDegraded, Step: c.step.Name, Reason: err.Error()})
 		return &StepError{Step: c.step.Name, Err: err}
 	}
-	r.emit(Event{Type: EventStepReady, Step: c.step.Name})
+	if rest == nil {
+		r.emit(Event{Type: EventStepReady, Step: c.step.Name})
+	}
 	return nil
 }
 
@@ -940,7 +996,7 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 		return nil
 	}
 	progress := func(st []health.Status) { r.emit(Event{Type: EventProgress, Step: step.Name, Progress: st}) }
-	if err := r.checker.Wait(ctx, r.reapplying(step, r.confirming(step, r.getter(results))), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress}); err != nil {
+	if err := r.checker.Wait(ctx, r.reapplying(step, r.confirming(step, r.getter(results))), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress, Changed: r.a.Changed()}); err != nil {
 		return err
 	}
 	// Jobs that completed are recorded with their applied hash: a resync
