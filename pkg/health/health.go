@@ -109,6 +109,32 @@ func (c *Checker) listDue(live *unstructured.Unstructured) bool {
 	return true
 }
 
+// Essentials returns what the health rule of obj's kind reads of it: obj
+// itself for the rules that read its spec (workloads, kstatus), only its
+// apiVersion, kind, metadata and status for those that read conditions (a
+// CRD, an APIService) or nothing. A copy kept for a later check (a write's
+// response, until the step's wait) then drops the rest: KubeVirt's 21 CRD
+// responses held their 8 MB of schemas while the CRDs were established.
+// The result shares obj's metadata and status.
+func Essentials(obj *unstructured.Unstructured) *unstructured.Unstructured {
+	if obj == nil {
+		return nil
+	}
+	info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind())
+	switch info.Health {
+	case kinds.HealthNone, kinds.HealthCRD, kinds.HealthAPIService:
+	default:
+		return obj
+	}
+	out := &unstructured.Unstructured{Object: make(map[string]any, 4)}
+	for _, k := range []string{"apiVersion", "kind", "metadata", "status"} {
+		if v, ok := obj.Object[k]; ok {
+			out.Object[k] = v
+		}
+	}
+	return out
+}
+
 // Check returns the health of a live object by the rule of its kind.
 func (c *Checker) Check(ctx context.Context, live *unstructured.Unstructured) (Status, error) {
 	ref := strategy.RefOf(live)

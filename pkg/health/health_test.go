@@ -339,3 +339,32 @@ func TestWaitChecksAgainOnChange(t *testing.T) {
 		t.Errorf("%d rounds, want 3 (the first, one soon after it, one on the change)", rounds)
 	}
 }
+
+// Essentials keeps of a CRD or an APIService what their health rules read
+// (metadata and status; the schema goes) and a workload whole.
+func TestEssentials(t *testing.T) {
+	crd := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gizmos.example.com", "generation": int64(2)},
+		"spec":     map[string]any{"versions": []any{map[string]any{"name": "v1", "schema": map[string]any{"openAPIV3Schema": map[string]any{"type": "object"}}}}},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "NamesAccepted", "status": "True"}, map[string]any{"type": "Established", "status": "True"}}},
+	}}
+	kept := health.Essentials(crd)
+	if _, ok := kept.Object["spec"]; ok {
+		t.Errorf("the CRD's spec was kept: %v", kept.Object)
+	}
+	if kept.GetName() != "gizmos.example.com" || kept.GetGeneration() != 2 {
+		t.Errorf("metadata lost: %v", kept.Object)
+	}
+	st, err := (&health.Checker{}).Check(t.Context(), kept)
+	if err != nil || !st.Ready {
+		t.Errorf("the kept CRD is not ready: %+v, %v", st, err)
+	}
+	dep := workload(t, "Deployment", "ns", "api", map[string]string{"app": "api"})
+	if got := health.Essentials(dep); got != dep {
+		t.Errorf("a Deployment was trimmed: %v", got.Object)
+	}
+	if health.Essentials(nil) != nil {
+		t.Error("Essentials(nil) is not nil")
+	}
+}

@@ -626,6 +626,8 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	for i, obj := range objs {
 		g.Go(func() error {
 			res, err := r.applyOne(gctx, a, step, obj)
+			// Kept until the step's wait: only what its health check reads.
+			res.Object = health.Essentials(res.Object)
 			results[i] = res
 			var conflict *apply.ConflictError
 			mu.Lock()
