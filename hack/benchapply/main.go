@@ -3,6 +3,12 @@
 // line of standard error, "requests N". BenchmarkApply in pkg/reconcile runs
 // `benchapply apply FILE` as a child process, as it runs kubectl and Helm,
 // so that time, requests and peak memory are measured alike for the three.
+//
+// With INSTALLSTRATEGY_BENCH_REQUEST_LOG set, each request is also printed
+// to standard error when it ends: milliseconds since start, its duration,
+// method, path and status, e.g. to find what a run waits for:
+//
+//	INSTALLSTRATEGY_BENCH_REQUEST_LOG=1 go run ./hack/benchapply apply product.yaml -n ns
 package main
 
 import (
@@ -10,6 +16,7 @@ import (
 	"net/http"
 	"os"
 	"sync/atomic"
+	"time"
 
 	"k8s.io/client-go/rest"
 
@@ -22,11 +29,23 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 
 func main() {
 	var requests atomic.Int64
+	start := time.Now()
+	logRequests := os.Getenv("INSTALLSTRATEGY_BENCH_REQUEST_LOG") != ""
 	code := cli.MainWrapped(os.Args[1:], cli.StdStreams(), func(c *rest.Config) *rest.Config {
 		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 				requests.Add(1)
-				return rt.RoundTrip(r)
+				if !logRequests {
+					return rt.RoundTrip(r)
+				}
+				began := time.Now()
+				resp, err := rt.RoundTrip(r)
+				status := "error"
+				if err == nil {
+					status = resp.Status
+				}
+				fmt.Fprintf(os.Stderr, "request %6d ms %5d ms %s %s %s\n", began.Sub(start).Milliseconds(), time.Since(began).Milliseconds(), r.Method, r.URL.RequestURI(), status)
+				return resp, err
 			})
 		})
 		return c

@@ -340,6 +340,47 @@ func TestWaitChecksAgainOnChange(t *testing.T) {
 	}
 }
 
+// A wait reads an object whose rule says it stays ready (a CRD) until it
+// is ready, then no more, while it reads the others every round: here a
+// CRD established at the first round and a ConfigMap-like object of an
+// unknown kind (kstatus) that is ready only at the third, read in
+// parallel.
+func TestWaitReadsAReadyCRDOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	crd := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+		"metadata": map[string]any{"name": "gizmos.example.com"},
+		"status": map[string]any{"conditions": []any{
+			map[string]any{"type": "NamesAccepted", "status": "True"}, map[string]any{"type": "Established", "status": "True"}}}}}
+	gizmo := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Gizmo",
+		"metadata": map[string]any{"name": "g1", "namespace": "ns", "generation": int64(1)}}}
+	var (
+		mu    sync.Mutex
+		reads = map[string]int{}
+	)
+	get := func(_ context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		reads[obj.GetKind()]++
+		out := obj.DeepCopy()
+		if obj.GetKind() == "Gizmo" {
+			ready := "False"
+			if reads["Gizmo"] >= 3 {
+				ready = "True"
+			}
+			out.Object["status"] = map[string]any{"observedGeneration": int64(1), "conditions": []any{map[string]any{"type": "Ready", "status": ready}}}
+		}
+		return out, nil
+	}
+	c := &health.Checker{}
+	if err := c.Wait(ctx, get, []*unstructured.Unstructured{crd, gizmo}, health.WaitOptions{Interval: time.Millisecond}); err != nil {
+		t.Fatalf("wait: %v (reads %v)", err, reads)
+	}
+	if reads["CustomResourceDefinition"] != 1 || reads["Gizmo"] != 3 {
+		t.Errorf("reads %v, want the CRD read once and the gizmo 3 times", reads)
+	}
+}
+
 // Essentials keeps of a CRD or an APIService what their health rules read
 // (metadata and status; the schema goes) and a workload whole.
 func TestEssentials(t *testing.T) {

@@ -167,6 +167,14 @@ const (
 	HealthKStatus Health = "kstatus"
 )
 
+// StaysReady reports whether an object the rule found ready stays ready
+// without a change of the object: an Established CRD is never
+// un-established by the API server. A wait need not read such an object
+// again once it was ready.
+func (h Health) StaysReady() bool {
+	return h == HealthCRD
+}
+
 // GroupVersionKind returns the kind with the version a strategy writes.
 func (i Info) GroupVersionKind() schema.GroupVersionKind {
 	return i.GroupKind.WithVersion(i.Version)

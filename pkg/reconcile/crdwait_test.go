@@ -16,7 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -165,6 +167,76 @@ func TestAStepWaitsOnlyForTheCRDsOfItsKinds(t *testing.T) {
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
 	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
 		t.Errorf("gizmo g1: %v", err)
+	}
+}
+
+// The wait of a CRD step, which comes a step or more after its writes,
+// judges a CRD's write response only when the response shows the CRD
+// established: a created CRD's response has no conditions, so the wait
+// reads the CRD (established by then) instead of waiting out a round on
+// the response. A step's own wait judges the responses first.
+func TestCRDWaitReadsACreatedCRD(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := ns + ".crdwait.installstrategy.test"
+	s := gizmoStrategy(ns, group)
+	crd := s.Objects[0]
+	crds := env.Dynamic.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	created, err := crds.Create(ctx, crd, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := crds.Delete(context.WithoutCancel(ctx), crd.GetName(), metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	env.WaitCRDEstablished(ctx, t, crd.GetName())
+	cfg, rec := applytest.Record(env.Config)
+	rc, err := reconcile.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	established := created.DeepCopy()
+	established.Object["status"] = map[string]any{"conditions": []any{
+		map[string]any{"type": "NamesAccepted", "status": "True"}, map[string]any{"type": "Established", "status": "True"}}}
+	checker := &health.Checker{}
+	for _, tc := range []struct {
+		name               string
+		response           *unstructured.Unstructured
+		readyResponsesOnly bool
+		wantReads          int
+	}{
+		{"a step's own wait, created", created, false, 0},
+		{"the CRD step's wait, created", created, true, 1},
+		{"the CRD step's wait, updated while established", established, true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			results := []apply.Result{{Ref: strategy.RefOf(crd), Action: apply.ActionCreate, Object: tc.response}}
+			get, err := reconcile.WaitGetter(ctx, rc, s, reconcile.Options{Owner: inventory.Owner{Namespace: ns, Name: "crdwait"}}, results, tc.readyResponsesOnly)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rec.Reset()
+			live, err := get(ctx, crd)
+			if err != nil || live == nil {
+				t.Fatalf("get: %v, %v", live, err)
+			}
+			st, err := checker.Check(ctx, live)
+			if err != nil {
+				t.Fatal(err)
+			}
+			reads := 0
+			for _, r := range rec.Reads() {
+				if strings.HasSuffix(r.Path, "/customresourcedefinitions/"+crd.GetName()) {
+					reads++
+				}
+			}
+			if wantReady := tc.wantReads > 0 || tc.response == established; st.Ready != wantReady || reads != tc.wantReads {
+				t.Errorf("judged %v (%s) after %d reads of the CRD, want ready %v after %d", st.Ready, st.Reason, reads, wantReady, tc.wantReads)
+			}
+		})
 	}
 }
 

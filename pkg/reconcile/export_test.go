@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -44,4 +45,14 @@ func ConfirmingGetter(ctx context.Context, rc *Reconciler, s *strategy.Strategy,
 		return nil, err
 	}
 	return r.confirming(plan.Step{Name: "test"}, get), nil
+}
+
+// WaitGetter returns the getter a step's wait of a run of s reads with,
+// given the step's write results (see run.getter).
+func WaitGetter(ctx context.Context, rc *Reconciler, s *strategy.Strategy, opts Options, results []apply.Result, readyResponsesOnly bool) (health.Getter, error) {
+	r, err := rc.newRun(ctx, s, opts)
+	if err != nil {
+		return nil, err
+	}
+	return r.getter(ctx, results, readyResponsesOnly), nil
 }

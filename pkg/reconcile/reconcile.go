@@ -674,7 +674,7 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		r.crds = c
 		return conflicts, nil
 	}
-	if err := r.wait(ctx, step, objs, results); err != nil {
+	if err := r.wait(ctx, step, objs, results, waitHow{}); err != nil {
 		return conflicts, err
 	}
 	r.emit(Event{Type: EventStepReady, Step: step.Name})
@@ -696,7 +696,19 @@ func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 		c, rest = c.split(idx)
 	}
 	r.crds = rest
-	err := r.wait(ctx, c.step, c.objs, c.results)
+	// A CRD's write response is judged only when it already shows the
+	// CRD established (an update of an established one): a created CRD's
+	// response has no conditions yet, and by now (a step or more later)
+	// the API server has likely established it, so it is read instead of
+	// waiting out a round. The wait's last copies serve the stored
+	// versions' check below, which reads only their status.
+	seen := map[strategy.ObjectRef]*unstructured.Unstructured{}
+	var seenMu sync.Mutex
+	err := r.wait(ctx, c.step, c.objs, c.results, waitHow{readyResponsesOnly: true, uncachedInterval: crdPollInterval, seen: func(live *unstructured.Unstructured) {
+		seenMu.Lock()
+		defer seenMu.Unlock()
+		seen[strategy.RefOf(live)] = health.Essentials(live) // status, not KubeVirt's 8 MB of schemas
+	}})
 	if err == nil {
 		if written(c.results) {
 			// Kinds of the new (or changed) CRDs are served now.
@@ -705,7 +717,7 @@ func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 		// Even when this run wrote no CRD: an earlier one may have
 		// written it and stopped before migrating (reads of the CRDs come
 		// from the cache when there is one).
-		err = r.migrateStoredVersions(ctx, c.objs)
+		err = r.migrateStoredVersions(ctx, c.objs, seen)
 	}
 	if err != nil {
 		r.emit(Event{Type: EventDegraded, Step: c.step.Name, Reason: err.Error()})
@@ -904,7 +916,7 @@ func (r *run) confirmEvery() time.Duration {
 // returned, the object as the API server had it then: a CRD or workload
 // just written is rarely ready at once, and reading it again right away
 // (the cache has not seen the write yet) would cost a request each.
-func (r *run) getter(results []apply.Result) health.Getter {
+func (r *run) getter(ctx context.Context, results []apply.Result, readyResponsesOnly bool) health.Getter {
 	uids := map[strategy.ObjectRef]types.UID{}
 	gens := map[strategy.ObjectRef]int64{}
 	var (
@@ -917,6 +929,11 @@ func (r *run) getter(results []apply.Result) health.Getter {
 			gens[res.Ref] = res.Object.GetGeneration()
 			switch res.Action {
 			case apply.ActionCreate, apply.ActionUpdate, apply.ActionRecreate:
+				if readyResponsesOnly {
+					if st, err := r.checker.Check(ctx, res.Object); err != nil || !st.Ready {
+						continue
+					}
+				}
 				written[res.Ref] = res.Object
 			}
 		}
@@ -974,7 +991,25 @@ func (r *run) finishedJob(ctx context.Context, obj *unstructured.Unstructured, u
 }
 
 // wait waits until the written objects of a step are ready.
-func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Unstructured, results []apply.Result) error {
+// waitHow tunes run.wait.
+type waitHow struct {
+	// readyResponsesOnly judges a write's response only when it is ready
+	// already; others are read (see run.getter).
+	readyResponsesOnly bool
+	// seen, when set, is given every copy the wait judged.
+	seen func(*unstructured.Unstructured)
+	// uncachedInterval, when shorter, replaces Options.Interval while
+	// the applier has no cache to wake the wait on changes.
+	uncachedInterval time.Duration
+}
+
+// crdPollInterval spaces the rounds of a CRD wait without a cache (the
+// plugin): the API server establishes a CRD within a second or two of its
+// creation, so a second between rounds was up to half of that wait; each
+// round reads only the CRDs not yet established (kinds.Health.StaysReady).
+const crdPollInterval = 250 * time.Millisecond
+
+func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Unstructured, results []apply.Result, how waitHow) error {
 	if r.opts.NoWait && step.Stage != kinds.StageCRDs {
 		return nil
 	}
@@ -998,7 +1033,22 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 		return nil
 	}
 	progress := func(st []health.Status) { r.emit(Event{Type: EventProgress, Step: step.Name, Progress: st}) }
-	if err := r.checker.Wait(ctx, r.reapplying(step, r.confirming(step, r.getter(results))), waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, OnProgress: progress, Changed: r.a.Changed()}); err != nil {
+	get := r.reapplying(step, r.confirming(step, r.getter(ctx, results, how.readyResponsesOnly)))
+	if how.seen != nil {
+		inner := get
+		get = func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+			live, err := inner(ctx, obj)
+			if live != nil {
+				how.seen(live)
+			}
+			return live, err
+		}
+	}
+	interval, changed := r.opts.Interval, r.a.Changed()
+	if changed == nil && how.uncachedInterval > 0 && (interval == 0 || how.uncachedInterval < interval) {
+		interval = how.uncachedInterval
+	}
+	if err := r.checker.Wait(ctx, get, waitFor, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: interval, OnProgress: progress, Changed: changed}); err != nil {
 		return err
 	}
 	// Jobs that completed are recorded with their applied hash: a resync

@@ -102,16 +102,21 @@ func withMigrationStep(p *plan.Plan, step *plan.Step) {
 // the new storage version (a read and an unchanged write each, what
 // kube-storage-version-migrator does), then sets storedVersions to what
 // remains, then applies the CRD again, which now drops the version.
-func (r *run) migrateStoredVersions(ctx context.Context, objs []*unstructured.Unstructured) error {
+// seen holds copies of the CRDs read moments ago (the wait's): the others
+// are read.
+func (r *run) migrateStoredVersions(ctx context.Context, objs []*unstructured.Unstructured, seen map[strategy.ObjectRef]*unstructured.Unstructured) error {
 	for _, obj := range objs {
 		info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind())
 		if !info.MigrateStoredVersions {
 			continue
 		}
 		ref := strategy.RefOf(obj)
-		live, err := r.a.Get(ctx, obj)
-		if err != nil {
-			return fmt.Errorf("%s %s: %w", StorageVersionsStep, ref, err)
+		live := seen[ref]
+		if live == nil {
+			var err error
+			if live, err = r.a.Get(ctx, obj); err != nil {
+				return fmt.Errorf("%s %s: %w", StorageVersionsStep, ref, err)
+			}
 		}
 		stale, storage := staleStoredVersions(obj, live)
 		if len(stale) == 0 || storage == "" {

@@ -196,6 +196,25 @@ func TestStoredVersionsMigratedThroughALaggingCache(t *testing.T) {
 	}
 	crd := v1.Objects[0]
 	lag.FreezeWhen(crd, func(u *unstructured.Unstructured) bool { return u.GetGeneration() >= 2 })
+	// The run itself need not read the CRD from the cache before the
+	// migration (its wait judges the update's response), so the test
+	// reads it through the cache once the update is written, before the
+	// migration's status write: the cache stops at the new definition
+	// with the old version stored.
+	opts.OnEvent = func(e reconcile.Event) {
+		t.Logf("%s %s %s %s %s", e.Type, e.Step, e.Ref, e.Action, e.Reason)
+		if e.Type != reconcile.EventApplied || e.Ref != strategy.RefOf(crd) || e.Action != apply.ActionUpdate {
+			return
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for !lag.Frozen(crd) && time.Now().Before(deadline) {
+			if _, _, err := lag.Cached(ctx, crd.GroupVersionKind(), "", crd.GetName()); err != nil {
+				t.Errorf("read the CRD through the cache: %v", err)
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	if _, err := rc.Run(ctx, parse("v2", versionedCRD(group, "v1")), opts); err != nil {
 		t.Fatalf("run v2: %v", err)
 	}
