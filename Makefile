@@ -107,6 +107,13 @@ cluster-down: localcluster
 test:
 	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" hack/test.sh
 
+# test-repeat runs `make test` RUNS times in a row on a clean clone of
+# HEAD (the flake rate; hack/test-repeat.sh). Not part of make test.
+RUNS ?= 3
+.PHONY: test-repeat
+test-repeat:
+	@RUNS="$(RUNS)" OUT="$(or $(OUT),_output/test-repeat)" hack/test-repeat.sh
+
 # test-go runs go test against the cluster named by
 # INSTALLSTRATEGY_TEST_KUBECONFIG (hack/test.sh sets it).
 .PHONY: test-go
