@@ -4,7 +4,10 @@
 # working tree, no build output: what CI gets), then runs `make test` there
 # RUNS times in a row with CI=true and no stdin, each run's output in
 # OUT/run-N.log, and prints one line per run (exit status, minutes, failed
-# tests) and a summary. Exit status 0 only if every run passed.
+# tests) and a summary. Exit status 0 only if every run passed. The clone
+# sits beside this repository (the shared test data is found there) and is
+# removed at the end; Ctrl-C stops the run in progress, which tears its
+# clusters down.
 #
 #   make test-repeat               # RUNS=3, OUT=_output/test-repeat
 #   make test-repeat RUNS=5 OUT=/tmp/flakes
@@ -28,10 +31,12 @@ head="$(git rev-parse HEAD)"
 if [[ -n "$(git status --porcelain --untracked-files=no)" ]]; then
 	echo "test-repeat: the working tree has uncommitted changes; the runs test the committed $head without them" >&2
 fi
-clone="$(mktemp -d "${TMPDIR:-/tmp}/installstrategy-test-repeat.XXXXXX")"
+# Beside this repository: the tests find ../shared/testdata from the
+# repository's root (internal/shareddata), as they do in CI.
+clone="$(mktemp -d "$(dirname "$PWD")/installstrategy-test-repeat.XXXXXX")"
 trap 'rm -rf "$clone"' EXIT
-git clone --quiet --no-local . "$clone/repo"
-git -C "$clone/repo" checkout --quiet "$head"
+git clone --quiet --no-local . "$clone" # an empty folder: git takes it
+git -C "$clone" checkout --quiet "$head"
 echo "test-repeat: $runs runs of make test on a clean clone of $head (logs in $out)"
 
 failed=0
@@ -41,7 +46,7 @@ for i in $(seq 1 "$runs"); do
 	log="$out/run-$i.log"
 	start=$(date +%s)
 	status=0
-	(cd "$clone/repo" && CI=true make test </dev/null) >"$log" 2>&1 || status=$?
+	(cd "$clone" && CI=true make test </dev/null) >"$log" 2>&1 || status=$?
 	minutes=$(awk -v s="$(($(date +%s) - start))" 'BEGIN { printf "%.1f", s / 60 }')
 	tests="$(grep -E '^\s*--- FAIL: ' "$log" | sed -E 's/^\s*--- FAIL: ([^ ]+).*/\1/' | sort -u | paste -sd, - || true)"
 	line="run $i: exit $status in $minutes min${tests:+, failed: $tests}"
