@@ -3,7 +3,7 @@
 # the committed HEAD of this repository into a fresh folder (nothing of the
 # working tree, no build output: what CI gets), then runs `make test` there
 # RUNS times in a row with CI=true and no stdin, each run's output in
-# OUT/run-N.log, and prints one line per run (exit status, minutes, failed
+# OUT/run-N.log (the clusters' component logs in OUT/run-N/), and prints one line per run (exit status, minutes, failed
 # tests) and a summary. Exit status 0 only if every run passed. The clone
 # sits beside this repository (the shared test data is found there) and is
 # removed at the end; Ctrl-C stops the run in progress, which tears its
@@ -47,6 +47,12 @@ for i in $(seq 1 "$runs"); do
 	start=$(date +%s)
 	status=0
 	(cd "$clone" && CI=true make test </dev/null) >"$log" 2>&1 || status=$?
+	# What hack/test.sh keeps of the run (the clusters' component logs,
+	# the second shard's output) goes with it: the clone does not last.
+	rm -rf "$out/run-$i"
+	mkdir -p "$out/run-$i"
+	cp -r "$clone"/_output/*-logs "$clone"/_output/*.log "$out/run-$i/" 2>/dev/null || true
+	rm -rf "$clone/_output"
 	minutes=$(awk -v s="$(($(date +%s) - start))" 'BEGIN { printf "%.1f", s / 60 }')
 	tests="$(grep -E '^\s*--- FAIL: ' "$log" | sed -E 's/^\s*--- FAIL: ([^ ]+).*/\1/' | sort -u | paste -sd, - || true)"
 	line="run $i: exit $status in $minutes min${tests:+, failed: $tests}"
