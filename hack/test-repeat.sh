@@ -3,8 +3,8 @@
 # the committed HEAD of this repository into a fresh folder (nothing of the
 # working tree, no build output: what CI gets), then runs `make test` there
 # RUNS times in a row with CI=true and no stdin, each run's output in
-# OUT/run-N.log (the clusters' component logs in OUT/run-N/), and prints one line per run (exit status, minutes, failed
-# tests) and a summary. Exit status 0 only if every run passed. The clone
+# OUT/run-N.log (the clusters' component logs in OUT/run-N/), and prints
+# one line per run (exit status, minutes, failed tests) and a summary. Exit status 0 only if every run passed. The clone
 # sits beside this repository (the shared test data is found there) and is
 # removed at the end; Ctrl-C stops the run in progress, which tears its
 # clusters down.
