@@ -715,8 +715,8 @@ func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 			r.a.ResetMapper()
 		}
 		// Even when this run wrote no CRD: an earlier one may have
-		// written it and stopped before migrating (reads of the CRDs come
-		// from the cache when there is one).
+		// written it and stopped before migrating (the wait's copies of
+		// the CRDs, else reads from the cache when there is one).
 		err = r.migrateStoredVersions(ctx, c.objs, seen)
 	}
 	if err != nil {
@@ -915,7 +915,10 @@ func (r *run) confirmEvery() time.Duration {
 // The first check of an object this run wrote uses what the write
 // returned, the object as the API server had it then: a CRD or workload
 // just written is rarely ready at once, and reading it again right away
-// (the cache has not seen the write yet) would cost a request each.
+// (the cache has not seen the write yet) would cost a request each. With
+// readyResponsesOnly, only responses that are ready already are used: the
+// wait of a CRD step comes a step or more after its writes, when a
+// created CRD's response (no conditions yet) is long out of date.
 func (r *run) getter(ctx context.Context, results []apply.Result, readyResponsesOnly bool) health.Getter {
 	uids := map[strategy.ObjectRef]types.UID{}
 	gens := map[strategy.ObjectRef]int64{}
@@ -990,7 +993,6 @@ func (r *run) finishedJob(ctx context.Context, obj *unstructured.Unstructured, u
 	return out, nil
 }
 
-// wait waits until the written objects of a step are ready.
 // waitHow tunes run.wait.
 type waitHow struct {
 	// readyResponsesOnly judges a write's response only when it is ready
@@ -1009,6 +1011,7 @@ type waitHow struct {
 // round reads only the CRDs not yet established (kinds.Health.StaysReady).
 const crdPollInterval = 250 * time.Millisecond
 
+// wait waits until the written objects of a step are ready.
 func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Unstructured, results []apply.Result, how waitHow) error {
 	if r.opts.NoWait && step.Stage != kinds.StageCRDs {
 		return nil
