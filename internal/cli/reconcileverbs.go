@@ -601,6 +601,10 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	if err != nil {
 		return err
 	}
+	// The text the strategy was parsed from is not read again (the history
+	// revision is the strategy serialised as rolled out): let the
+	// collector have it before the run, the plugin's largest buffer.
+	l.Text = nil
 	out := o.streams.Out
 	pal, err := o.palette(out)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -89,6 +90,20 @@ func TestRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				// Encode streams the text through gzip and sha256: the
+				// same ConfigMap as encoding the whole text.
+				want, err := l.Strategy.Serialize()
+				if err != nil {
+					t.Fatal(err)
+				}
+				whole, err := EncodeText(want, EncodeOptions{Format: f, Namespace: "kubevirt", Identity: l.Strategy.Identity})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !reflect.DeepEqual(cm, whole) {
+					t.Fatalf("streamed encode differs from the whole text's: annotations %v vs %v, data %d vs %d bytes",
+						cm.Annotations, whole.Annotations, len(cm.Data[ManifestsKey]), len(whole.Data[ManifestsKey]))
+				}
 				y, err := MarshalYAML(cm)
 				if err != nil {
 					t.Fatal(err)
@@ -101,7 +116,6 @@ func TestRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				want, _ := l.Strategy.Serialize()
 				if !bytes.Equal(l2.Text, want) {
 					t.Fatal("round-tripped text differs from the serialised strategy")
 				}

@@ -1,8 +1,13 @@
 package codec
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"strconv"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,16 +31,34 @@ type EncodeOptions struct {
 }
 
 // Encode serialises a strategy (see strategy.Serialize) and wraps it in a
-// ConfigMap. The identity comes from opts when set there, else from s.
+// ConfigMap. The identity comes from opts when set there, else from s. The
+// text is compressed and hashed as it is written, never held whole: the
+// result is EncodeText's for s.Serialize(), for a fraction of its memory.
 func Encode(s *strategy.Strategy, opts EncodeOptions) (*corev1.ConfigMap, error) {
-	text, err := s.Serialize()
-	if err != nil {
-		return nil, err
-	}
 	if opts.Identity == (strategy.Identity{}) {
 		opts.Identity = s.Identity
 	}
-	return EncodeText(text, opts)
+	f, err := encodeFormat(opts)
+	if err != nil {
+		return nil, err
+	}
+	var compressed bytes.Buffer
+	zw := newGzipWriter(&compressed, f)
+	var w io.Writer = zw
+	sum := sha256.New()
+	if f == FormatNative {
+		// Only the native form records the text's digest.
+		w = io.MultiWriter(zw, sum)
+	}
+	size, err := s.SerializeTo(w)
+	if err != nil {
+		return nil, err
+	}
+	if err := zw.Close(); err != nil {
+		return nil, fmt.Errorf("encode: gzip: %w", err)
+	}
+	digest := "sha256:" + hex.EncodeToString(sum.Sum(nil))
+	return wrapEncoded(base64.StdEncoding.EncodeToString(compressed.Bytes()), digest, size, f, opts), nil
 }
 
 // EncodeText wraps a manifests text, as it is, in a strategy ConfigMap:
@@ -43,20 +66,40 @@ func Encode(s *strategy.Strategy, opts EncodeOptions) (*corev1.ConfigMap, error)
 // chosen form. In the KubeVirt form the result is byte for byte what
 // KubeVirt's operator writes for the same text.
 func EncodeText(text []byte, opts EncodeOptions) (*corev1.ConfigMap, error) {
-	f := opts.Format
-	if f == "" {
-		f = FormatNative
-	}
-	if _, err := ParseFormat(string(f)); err != nil {
+	f, err := encodeFormat(opts)
+	if err != nil {
 		return nil, err
-	}
-	if opts.Identity.Version == "" {
-		return nil, errors.New("encode: the strategy needs a version")
 	}
 	data, err := gzipBase64(text, f)
 	if err != nil {
 		return nil, fmt.Errorf("encode: %w", err)
 	}
+	digest := ""
+	if f == FormatNative {
+		digest = Digest(text)
+	}
+	return wrapEncoded(data, digest, int64(len(text)), f, opts), nil
+}
+
+// encodeFormat checks what every encoding needs: a known form (native when
+// empty) and a version.
+func encodeFormat(opts EncodeOptions) (Format, error) {
+	f := opts.Format
+	if f == "" {
+		f = FormatNative
+	}
+	if _, err := ParseFormat(string(f)); err != nil {
+		return "", err
+	}
+	if opts.Identity.Version == "" {
+		return "", errors.New("encode: the strategy needs a version")
+	}
+	return f, nil
+}
+
+// wrapEncoded is the strategy ConfigMap of f for gzip+base64 data whose
+// text has the given digest and size.
+func wrapEncoded(data, digest string, size int64, f Format, opts EncodeOptions) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
@@ -85,14 +128,14 @@ func EncodeText(text []byte, opts EncodeOptions) (*corev1.ConfigMap, error) {
 			NativeVersionAnnotation:     id.Version,
 			NativeRegistryAnnotation:    id.Registry,
 			NativeEncodingAnnotation:    EncodingGzipBase64,
-			NativeDigestAnnotation:      Digest(text),
-			NativeDecodedSizeAnnotation: strconv.Itoa(len(text)),
+			NativeDigestAnnotation:      digest,
+			NativeDecodedSizeAnnotation: strconv.FormatInt(size, 10),
 		}
 		if id.Identifier != "" {
 			cm.Annotations[NativeIdentifierAnnotation] = id.Identifier
 		}
 	}
-	return cm, nil
+	return cm
 }
 
 // MarshalYAML writes a ConfigMap the way KubeVirt's files show it: keys

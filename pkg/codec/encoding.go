@@ -84,12 +84,7 @@ func gunzip(compressed []byte, limit int64) ([]byte, error) {
 func gzipBase64(text []byte, f Format) (string, error) {
 	var buf bytes.Buffer
 	buf.Grow(len(text)/6 + 64)
-	var w io.WriteCloser
-	if f == FormatKubeVirt {
-		w = stdgzip.NewWriter(&buf)
-	} else {
-		w = gzip.NewWriter(&buf)
-	}
+	w := newGzipWriter(&buf, f)
 	if _, err := w.Write(text); err != nil {
 		return "", fmt.Errorf("gzip: %w", err)
 	}
@@ -97,6 +92,14 @@ func gzipBase64(text []byte, f Format) (string, error) {
 		return "", fmt.Errorf("gzip: %w", err)
 	}
 	return base64.StdEncoding.EncodeToString(buf.Bytes()), nil
+}
+
+// newGzipWriter is the compressor of form f (see gzipBase64).
+func newGzipWriter(w io.Writer, f Format) io.WriteCloser {
+	if f == FormatKubeVirt {
+		return stdgzip.NewWriter(w)
+	}
+	return gzip.NewWriter(w)
 }
 
 // Gzip compresses a manifests text as the native form does (klauspost's

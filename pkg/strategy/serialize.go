@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"runtime"
 	"sync"
 	"unicode/utf8"
@@ -22,43 +23,64 @@ const ManagedByLabel = "app.kubernetes.io/managed-by"
 // creationTimestamp and the managed-by label; CRDs are written as they are.
 // The output depends only on the objects, never on map iteration or timing.
 func (s *Strategy) Serialize() ([]byte, error) {
+	var buf bytes.Buffer
+	if _, err := s.SerializeTo(&buf); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// SerializeTo writes what Serialize returns to w and returns how many bytes
+// it wrote. It never holds the whole text: objects are marshalled a batch
+// at a time (GOMAXPROCS at once) and written in order, so a caller that
+// only compresses or hashes the text (codec.Encode) does not keep a copy of
+// it. An error from w stops it.
+func (s *Strategy) SerializeTo(w io.Writer) (int64, error) {
 	objs := make([]*unstructured.Unstructured, len(s.Objects))
 	copy(objs, s.Objects)
 	sorted := &Strategy{Objects: objs}
 	sorted.Sort()
 
-	docs := make([][]byte, len(objs))
-	errs := make([]error, len(objs))
-	var wg sync.WaitGroup
-	next := make(chan int, len(objs))
-	for i := range objs {
-		next <- i
-	}
-	close(next)
-	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range next {
-				docs[i], errs[i] = MarshalObject(objs[i])
-			}
-		}()
-	}
-	wg.Wait()
-	size := 0
-	for i, d := range docs {
-		if errs[i] != nil {
-			return nil, fmt.Errorf("serialise %s: %w", RefOf(objs[i]), errs[i])
+	workers := runtime.GOMAXPROCS(0)
+	batch := 4 * workers
+	docs := make([][]byte, batch)
+	errs := make([]error, batch)
+	var written int64
+	for start := 0; start < len(objs); start += batch {
+		part := objs[start:min(start+batch, len(objs))]
+		var wg sync.WaitGroup
+		next := make(chan int, len(part))
+		for i := range part {
+			next <- i
 		}
-		size += len(d) + 4
+		close(next)
+		for range min(workers, len(part)) {
+			wg.Go(func() {
+				for i := range next {
+					docs[i], errs[i] = MarshalObject(part[i])
+				}
+			})
+		}
+		wg.Wait()
+		for i := range part {
+			if errs[i] != nil {
+				return written, fmt.Errorf("serialise %s: %w", RefOf(part[i]), errs[i])
+			}
+		}
+		for i := range part {
+			n, err := io.WriteString(w, "---\n")
+			written += int64(n)
+			if err == nil {
+				n, err = w.Write(docs[i])
+				written += int64(n)
+			}
+			if err != nil {
+				return written, err
+			}
+			docs[i] = nil
+		}
 	}
-	var buf bytes.Buffer
-	buf.Grow(size)
-	for _, d := range docs {
-		buf.WriteString("---\n")
-		buf.Write(d)
-	}
-	return buf.Bytes(), nil
+	return written, nil
 }
 
 // MarshalObject writes one object as a YAML document (without the "---"

@@ -1,6 +1,8 @@
 package strategy
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -50,4 +52,49 @@ func quoteYAML(v string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// failAfter accepts n bytes, then fails every write.
+type failAfter struct{ n int }
+
+var errFull = errors.New("full")
+
+func (f *failAfter) Write(p []byte) (int, error) {
+	if len(p) > f.n {
+		n := f.n
+		f.n = 0
+		return n, errFull
+	}
+	f.n -= len(p)
+	return len(p), nil
+}
+
+// SerializeTo writes Serialize's text across batches of objects (more
+// objects than one batch holds, out of kind order), says how much it wrote,
+// and stops at the writer's error with the count up to it.
+func TestSerializeToStreamsTheText(t *testing.T) {
+	var in strings.Builder
+	for i := range 50 {
+		fmt.Fprintf(&in, "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-%02d\n  namespace: ns\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: sa-%02d\n  namespace: ns\n", i, i)
+	}
+	s, _, err := Parse([]byte(in.String()), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := s.Serialize()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(want), "---\napiVersion: v1\nkind: ServiceAccount\n") || strings.Count(string(want), "---\n") != 100 {
+		t.Fatalf("Serialize: not 100 documents, ServiceAccounts first:\n%.300s", want)
+	}
+	var buf bytes.Buffer
+	n, err := s.SerializeTo(&buf)
+	if err != nil || n != int64(len(want)) || !bytes.Equal(buf.Bytes(), want) {
+		t.Fatalf("SerializeTo: %d bytes, %v; want Serialize's %d bytes", n, err, len(want))
+	}
+	w := &failAfter{n: len(want) / 2}
+	if n, err := s.SerializeTo(w); !errors.Is(err, errFull) || n != int64(len(want)/2) {
+		t.Fatalf("SerializeTo into a writer that fails halfway: %d bytes, %v; want %d and its error", n, err, len(want)/2)
+	}
 }
