@@ -453,7 +453,12 @@ on a vanilla cluster) are skipped and reported.
 Progress is printed as it happens, then a summary. While a step waits, each
 object it waits for has a line (waiting, with what it waits for; ready; failed,
 with why), redrawn in place on a terminal and printed when it changes
-otherwise. Without --wait, rollouts are not waited for (CRDs still are). Exit status 1 if anything failed or did not roll
+otherwise. Without --wait, rollouts are not waited for, as with kubectl apply:
+CRDs are waited for only where a later step writes their kinds (custom resources
+of the same strategy) and, at the end, when the apply updated them (their stored
+versions may need migrating); a CRD the apply created is not, so one the API
+server never establishes (its names taken by another CRD) fails apply --wait and
+the next apply, not this one. Exit status 1 if anything failed or did not roll
 over within --timeout.
 
 --adopt takes over objects no installation owns (written by kubectl, Helm,

@@ -20,6 +20,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -71,23 +72,11 @@ func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner
 	}
 	var out []workload
 	for _, crd := range crds {
-		group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
-		plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
-		versions, _, _ := unstructured.NestedSlice(crd.Object, "spec", "versions")
-		version := ""
-		for _, v := range versions {
-			m, _ := v.(map[string]any)
-			if served, _ := m["served"].(bool); served {
-				version, _ = m["name"].(string)
-				if storage, _ := m["storage"].(bool); storage {
-					break
-				}
-			}
-		}
-		if version == "" {
+		gvr, ok := strategy.DefinedResource(&crd)
+		if !ok {
 			continue
 		}
-		gvr := schema.GroupVersionResource{Group: group, Version: version, Resource: plural}
+		group, plural := gvr.Group, gvr.Resource
 		found := 0
 		opts := metav1.ListOptions{Limit: 500}
 		for max == 0 || found < max {

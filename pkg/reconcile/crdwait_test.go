@@ -44,9 +44,49 @@ func gizmoStrategy(ns, group string) *strategy.Strategy {
 	return &strategy.Strategy{Identity: strategy.Identity{Version: "v1"}, Objects: []*unstructured.Unstructured{crd, configMapObject(ns, "settings"), gizmo}}
 }
 
+// widgetCRD is a copy of gizmos, gizmoStrategy's CRD, for kind Widget.
+func widgetCRD(t *testing.T, gizmos *unstructured.Unstructured, group string) *unstructured.Unstructured {
+	t.Helper()
+	widgets := gizmos.DeepCopy()
+	widgets.SetName("widgets." + group)
+	if err := unstructured.SetNestedStringMap(widgets.Object, map[string]string{"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"}, "spec", "names"); err != nil {
+		t.Fatal(err)
+	}
+	return widgets
+}
+
+// widgetNeverEstablished is a namespace and group for gizmoStrategy, whose
+// strategy gets a second CRD first, for kind Widget, which another CRD of
+// the group names already: it is never established.
+func widgetNeverEstablished(t *testing.T, env *testenv.Env) (ns, group string, s *strategy.Strategy) {
+	t.Helper()
+	ns = env.Namespace(t.Context(), t)
+	group = ns + ".crdwait.installstrategy.test"
+	nameKind(t, env, group, "Widget")
+	s = gizmoStrategy(ns, group)
+	s.Objects = append([]*unstructured.Unstructured{widgetCRD(t, s.Objects[0], group)}, s.Objects...)
+	return ns, group, s
+}
+
+// expectGizmo fails t unless gizmoStrategy's Gizmo exists.
+func expectGizmo(t *testing.T, env *testenv.Env, ns, group string) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
+	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(t.Context(), "g1", metav1.GetOptions{}); err != nil {
+		t.Errorf("gizmo g1: %v", err)
+	}
+}
+
 // crdTestRun runs s for an owner in ns, recording the step events
 // ("StepStarted crds", …), and removes what it applied afterwards.
 func crdTestRun(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy, deadline time.Duration) (*reconcile.Result, []string, *applytest.Recorder, error) {
+	t.Helper()
+	return crdTestRunWith(t, env, ns, s, reconcile.Options{StageDeadline: deadline})
+}
+
+// crdTestRunWith is crdTestRun with options (Owner, Interval and OnEvent
+// are set).
+func crdTestRunWith(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy, opts reconcile.Options) (*reconcile.Result, []string, *applytest.Recorder, error) {
 	t.Helper()
 	cfg, rec := applytest.Record(env.Config)
 	owner := inventory.Owner{Namespace: ns, Name: "crdwait"}
@@ -59,17 +99,16 @@ func crdTestRun(t *testing.T, env *testenv.Env, ns string, s *strategy.Strategy,
 		mu     sync.Mutex
 		events []string
 	)
-	res, err := reconcile.Run(t.Context(), cfg, s, reconcile.Options{
-		Owner: owner, Interval: 200 * time.Millisecond, StageDeadline: deadline,
-		OnEvent: func(e reconcile.Event) {
-			switch e.Type {
-			case reconcile.EventStepStarted, reconcile.EventStepReady:
-				mu.Lock()
-				events = append(events, string(e.Type)+" "+e.Step)
-				mu.Unlock()
-			}
-		},
-	})
+	opts.Owner, opts.Interval = owner, 200*time.Millisecond
+	opts.OnEvent = func(e reconcile.Event) {
+		switch e.Type {
+		case reconcile.EventStepStarted, reconcile.EventStepReady:
+			mu.Lock()
+			events = append(events, string(e.Type)+" "+e.Step)
+			mu.Unlock()
+		}
+	}
+	res, err := reconcile.Run(t.Context(), cfg, s, opts)
 	return res, events, rec, err
 }
 
@@ -108,10 +147,7 @@ func TestCRDsEstablishWhileLaterStepsRun(t *testing.T) {
 	if gets != 1 {
 		t.Errorf("gizmo g1 read %d times, want 1 (before its write)", gets)
 	}
-	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
-	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
-		t.Errorf("gizmo g1: %v", err)
-	}
+	expectGizmo(t, env, ns, group)
 }
 
 // A CRD that never becomes established fails the CRD step, although the
@@ -140,19 +176,7 @@ func TestCRDNeverEstablishedFailsTheCRDStep(t *testing.T) {
 // custom resources waited for every CRD of the step.
 func TestAStepWaitsOnlyForTheCRDsOfItsKinds(t *testing.T) {
 	env := testenv.New(t)
-	ctx := t.Context()
-	ns := env.Namespace(ctx, t)
-	group := ns + ".crdwait.installstrategy.test"
-	nameKind(t, env, group, "Widget")
-	s := gizmoStrategy(ns, group)
-	// A second CRD of the step, for kind Widget, which "others" names
-	// already: it is never established.
-	widgets := s.Objects[0].DeepCopy()
-	widgets.SetName("widgets." + group)
-	if err := unstructured.SetNestedStringMap(widgets.Object, map[string]string{"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"}, "spec", "names"); err != nil {
-		t.Fatal(err)
-	}
-	s.Objects = append([]*unstructured.Unstructured{widgets}, s.Objects...)
+	ns, group, s := widgetNeverEstablished(t, env)
 	_, events, _, err := crdTestRun(t, env, ns, s, 3*time.Second)
 	var stepErr *reconcile.StepError
 	if !errors.As(err, &stepErr) || stepErr.Step != "crds" || !strings.Contains(err.Error(), "widgets."+group) {
@@ -164,10 +188,36 @@ func TestAStepWaitsOnlyForTheCRDsOfItsKinds(t *testing.T) {
 	if slices.Contains(events, "StepReady crds") {
 		t.Errorf("the crds step is ready with a CRD not established: %v", events)
 	}
-	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
-	if _, err := env.Dynamic.Resource(gvr).Namespace(ns).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
-		t.Errorf("gizmo g1: %v", err)
+	expectGizmo(t, env, ns, group)
+}
+
+// A run that does not wait (NoWait, the plugin's apply without --wait)
+// ends without waiting for the CRDs it created when no step writes their
+// kinds, as kubectl apply does: here one that is never established (its
+// kind named by another CRD of the group), not read after its write.
+// The CRD whose kind the custom resources step writes is still waited for
+// (its Gizmo exists), and with the wait the run fails on the other
+// (TestAStepWaitsOnlyForTheCRDsOfItsKinds).
+func TestNoWaitLeavesTheCRDsItCreated(t *testing.T) {
+	env := testenv.New(t)
+	ns, group, s := widgetNeverEstablished(t, env)
+	res, events, rec, err := crdTestRunWith(t, env, ns, s, reconcile.Options{NoWait: true, StageDeadline: 3 * time.Second})
+	if err != nil || !res.RolledOver {
+		t.Fatalf("run: %v (events %v)", err, events)
 	}
+	if !slices.Contains(events, "StepReady crds") {
+		t.Errorf("no StepReady for the crds step: %v", events)
+	}
+	reads := 0
+	for _, r := range rec.Reads() {
+		if strings.HasSuffix(r.Path, "/customresourcedefinitions/widgets."+group) {
+			reads++
+		}
+	}
+	if reads > 1 {
+		t.Errorf("the created CRD no step needs was read %d times, want at most once (before its write)", reads)
+	}
+	expectGizmo(t, env, ns, group)
 }
 
 // The wait of a CRD step, which comes a step or more after its writes,

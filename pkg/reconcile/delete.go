@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,7 +20,10 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-var namespaceKind = schema.GroupKind{Kind: "Namespace"}
+var (
+	namespaceKind = schema.GroupKind{Kind: "Namespace"}
+	crdKind       = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
+)
 
 // deleteItems is the one delete path of prune and uninstall: it deletes the
 // items whose action is delete, in their order (the kind table's prune
@@ -28,7 +33,11 @@ var namespaceKind = schema.GroupKind{Kind: "Namespace"}
 // and reported. Deleted and kept objects leave the inventory.
 func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, caSecret string, items []plan.Item, emit func(Event)) (deleted, kept []strategy.ObjectRef, err error) {
 	var errs []error
+	crdsReady := readyCustomResources(ctx, a, items)
 	for _, it := range items {
+		if it.Action == apply.ActionDelete && it.Ref.GroupKind() == crdKind {
+			crdsReady()
+		}
 		if it.Action != apply.ActionDelete {
 			kept = append(kept, it.Ref)
 			if !strings.HasPrefix(it.Reason, "CRD kept") {
@@ -59,6 +68,39 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 		emit(Event{Type: EventPruned, Ref: it.Ref, Action: apply.ActionDelete, Reason: it.Reason})
 	}
 	return deleted, kept, errors.Join(errs...)
+}
+
+// readyCustomResources has the API server ready to serve the custom
+// resources of every CRD items delete, and returns a function that waits
+// until it is. The API server creates a CRD's storage at the first request
+// for its kind, and its watch cache then takes a moment to fill; when a
+// CRD's deletion is that first request, the cleanup finalizer's list of
+// the CRD's custom resources finds the cache still filling ("storage is
+// (re)initializing"), and retries with a backoff per CRD that doubles each
+// time, so a cache slow to fill kept KubeVirt's 21 CRDs for minutes
+// (docs/DEVELOPMENT.md, intermittent tests). So each CRD's custom
+// resources are listed first, all at once, in the background while the
+// objects before the CRDs are deleted: a list the cache answers (version
+// "0", no limit: an unready cache answers 429 with Retry-After, which the
+// client waits out and retries). Best effort: a failed list does not keep
+// the CRD, the finalizer retries as before.
+func readyCustomResources(ctx context.Context, a *apply.Applier, items []plan.Item) (wait func()) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		if it.Action != apply.ActionDelete || it.Ref.GroupKind() != crdKind || it.Live == nil {
+			continue
+		}
+		gvr, ok := strategy.DefinedResource(it.Live)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, _ = a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		})
+	}
+	return wg.Wait
 }
 
 // foreignObjects names up to three objects in a namespace that are not the

@@ -61,8 +61,10 @@ type Options struct {
 	NoPrune bool
 	// PruneCRDs lets prune delete CRDs (and their custom resources).
 	PruneCRDs bool
-	// NoWait applies every step without waiting for readiness (CRDs are
-	// still waited for, since later kinds need them).
+	// NoWait applies every step without waiting for readiness. CRDs are
+	// still waited for where a later step writes their kinds, and updated
+	// CRDs at the end (their stored versions); a CRD the run created and
+	// no later step needs is not (see leaveCreatedCRDs).
 	NoWait bool
 	// LeavePodTemplates puts no identity annotations on pod templates
 	// (apply.Options.LeavePodTemplates): adopting running workloads
@@ -307,6 +309,32 @@ func (c *appliedCRDs) split(idx []int) (part, rest *appliedCRDs) {
 	return part, rest
 }
 
+// leaveCreatedCRDs drops from the CRD step still to settle the objects
+// this run created, for a run that does not wait (Options.NoWait) at its
+// end: no step writes their kinds any more (those that did waited for
+// them), and a new CRD has no stored versions to migrate, so waiting for
+// the API server to establish them would only delay the end of the run,
+// as neither kubectl apply nor helm install without --wait does. CRDs
+// this run updated are still waited for, for their stored versions.
+func (r *run) leaveCreatedCRDs() {
+	c := r.crds
+	if c == nil {
+		return
+	}
+	var keep []int
+	for i, res := range c.results {
+		if res.Action != apply.ActionCreate {
+			keep = append(keep, i)
+		}
+	}
+	if len(keep) > 0 {
+		r.crds, _ = c.split(keep)
+		return
+	}
+	r.crds = nil
+	r.emit(Event{Type: EventStepReady, Step: c.step.Name})
+}
+
 func (r *run) emit(e Event) {
 	if r.opts.OnEvent == nil {
 		return
@@ -356,6 +384,9 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 			r.emit(Event{Type: EventDegraded, Step: step.Name, Reason: err.Error()})
 			return r.res, &StepError{Step: step.Name, Err: err}
 		}
+	}
+	if opts.NoWait {
+		r.leaveCreatedCRDs()
 	}
 	if err := r.settleCRDs(ctx, nil); err != nil {
 		return r.res, err

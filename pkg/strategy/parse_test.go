@@ -260,3 +260,31 @@ func TestKindEndingInListWithANameIsAnObject(t *testing.T) {
 		t.Fatalf("parse: %v %v", s, err)
 	}
 }
+
+// DefinedResource: a CRD's custom resources at its served storage version,
+// else its first served one; nothing for a CRD serving no version or for
+// another kind.
+func TestDefinedResource(t *testing.T) {
+	crd := func(versions string) string {
+		return "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gizmos.example.com\nspec:\n  group: example.com\n  names:\n    kind: Gizmo\n    plural: gizmos\n  versions:\n" + versions
+	}
+	for _, tc := range []struct {
+		name, doc, want string
+	}{
+		{"storage", crd("  - {name: v1alpha1, served: true, storage: false}\n  - {name: v1, served: true, storage: true}\n  - {name: v2, served: true, storage: false}\n"), "example.com/v1, Resource=gizmos"},
+		{"storage not served", crd("  - {name: v1, served: false, storage: true}\n  - {name: v2, served: true, storage: false}\n  - {name: v3, served: true, storage: false}\n"), "example.com/v2, Resource=gizmos"},
+		{"none served", crd("  - {name: v1, served: false, storage: true}\n"), ""},
+		{"not a CRD", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: gizmos\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, _, err := Parse([]byte(tc.doc), ParseOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			gvr, ok := DefinedResource(s.Objects[0])
+			if got := gvr.String(); ok != (tc.want != "") || (ok && got != tc.want) {
+				t.Errorf("DefinedResource = %q, %v; want %q", got, ok, tc.want)
+			}
+		})
+	}
+}

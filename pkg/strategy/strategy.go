@@ -199,3 +199,30 @@ func DefinedKind(obj *unstructured.Unstructured) (gk schema.GroupKind, ok bool) 
 	gk.Kind, _, _ = unstructured.NestedString(obj.Object, "spec", "names", "kind")
 	return gk, true
 }
+
+// DefinedResource returns the resource through which a
+// CustomResourceDefinition serves its custom resources (spec.group,
+// spec.names.plural) at the served storage version, else the first served
+// one; ok is false for any other object and for a CRD that serves none.
+func DefinedResource(obj *unstructured.Unstructured) (gvr schema.GroupVersionResource, ok bool) {
+	if _, isCRD := DefinedKind(obj); !isCRD {
+		return schema.GroupVersionResource{}, false
+	}
+	versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		if served, _ := m["served"].(bool); !served {
+			continue
+		}
+		name, _ := m["name"].(string)
+		if storage, _ := m["storage"].(bool); storage || gvr.Version == "" {
+			gvr.Version = name
+		}
+		if storage, _ := m["storage"].(bool); storage {
+			break
+		}
+	}
+	gvr.Group, _, _ = unstructured.NestedString(obj.Object, "spec", "group")
+	gvr.Resource, _, _ = unstructured.NestedString(obj.Object, "spec", "names", "plural")
+	return gvr, gvr.Version != "" && gvr.Resource != ""
+}
