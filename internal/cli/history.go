@@ -59,7 +59,10 @@ func (c *cluster) recordRevision(ctx context.Context, errOut io.Writer, owner in
 		next = cur.Revision + 1
 	}
 	rev := history.Revision{Identity: s.Identity, Source: source}
-	cm, err := codec.Encode(s, codec.EncodeOptions{Namespace: owner.Namespace, Name: revisionName(owner, next)})
+	// Compact: a revision is read back only by rollback, and KubeVirt's
+	// block YAML would cost the plugin more time and memory than the rest
+	// of a KubeVirt install's client side (docs/NOTES.md).
+	cm, err := codec.Encode(s, codec.EncodeOptions{Namespace: owner.Namespace, Name: revisionName(owner, next), Compact: true})
 	if err != nil {
 		return nil, fmt.Errorf("keep revision %d of %s: %w", next, owner, err)
 	}

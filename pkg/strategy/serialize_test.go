@@ -19,17 +19,23 @@ func TestSerializeEscapesWhatYAMLCannotCarry(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: parse: %v", value, err)
 		}
-		out, err := s.Serialize()
+		block, err := s.Serialize()
 		if err != nil {
 			t.Fatalf("%q: serialise: %v", value, err)
 		}
-		back, _, err := Parse(out, ParseOptions{})
-		if err != nil {
-			t.Fatalf("%q: serialised text does not parse: %v\n%s", value, err, out)
+		var compact bytes.Buffer
+		if _, err := s.SerializeCompactTo(&compact); err != nil {
+			t.Fatalf("%q: serialise compact: %v", value, err)
 		}
-		got, _, _ := unstructured.NestedString(back.Objects[0].Object, "data", "k")
-		if got != value {
-			t.Errorf("%q came back as %q", value, got)
+		for _, out := range [][]byte{block, compact.Bytes()} {
+			back, _, err := Parse(out, ParseOptions{})
+			if err != nil {
+				t.Fatalf("%q: serialised text does not parse: %v\n%s", value, err, out)
+			}
+			got, _, _ := unstructured.NestedString(back.Objects[0].Object, "data", "k")
+			if got != value {
+				t.Errorf("%q came back as %q from\n%s", value, got, out)
+			}
 		}
 	}
 }
