@@ -11,9 +11,13 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/restmapper"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -313,4 +317,77 @@ func nameKind(t *testing.T, env *testenv.Env, group, kind string) {
 		}
 	})
 	env.WaitCRDEstablished(ctx, t, other.Name)
+}
+
+// laggingMapper is a REST mapper over discovery that keeps answering "no
+// match" for one kind for a number of resets after discovery first lists
+// it: the API server lists a new CRD's kind in discovery a moment after it
+// reports the CRD established.
+type laggingMapper struct {
+	meta.ResettableRESTMapper
+	gk schema.GroupKind
+	// lag is how many resets the kind stays unknown once served.
+	lag int
+
+	mu           sync.Mutex
+	resets       int
+	servedAt     int
+	servedBefore bool
+}
+
+func (m *laggingMapper) Reset() {
+	m.mu.Lock()
+	m.resets++
+	m.mu.Unlock()
+	m.ResettableRESTMapper.Reset()
+}
+
+func (m *laggingMapper) RESTMapping(gk schema.GroupKind, versions ...string) (*meta.RESTMapping, error) {
+	mapping, err := m.ResettableRESTMapper.RESTMapping(gk, versions...)
+	if err != nil || gk != m.gk {
+		return mapping, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.servedBefore {
+		m.servedBefore, m.servedAt = true, m.resets
+	}
+	if m.resets-m.servedAt < m.lag {
+		return nil, &meta.NoKindMatchError{GroupKind: gk, SearchedVersions: versions}
+	}
+	return mapping, nil
+}
+
+// The custom resources of the strategy's own CRD are written even when
+// discovery lists their kind only a while after the CRD is established
+// (seen once in make test-repeat: the Gizmo was skipped as a kind not
+// served, and the run said it rolled over).
+func TestCRDsKindsAreWaitedForInDiscovery(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := ns + ".crdwait.installstrategy.test"
+	disc, err := discovery.NewDiscoveryClientForConfig(env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mapper := &laggingMapper{ResettableRESTMapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc)),
+		gk: schema.GroupKind{Group: group, Kind: "Gizmo"}, lag: 3}
+	rc := reconcile.NewWithClients(reconcile.Clients{Applier: apply.New(env.Dynamic, mapper, apply.Options{}), Kube: env.Kube})
+	owner := inventory.Owner{Namespace: ns, Name: "crdwait"}
+	t.Cleanup(func() {
+		if _, err := reconcile.Uninstall(context.WithoutCancel(ctx), env.Config, reconcile.UninstallOptions{Owner: owner, Wait: true}); err != nil {
+			t.Errorf("cleanup: %v", err)
+		}
+	})
+	res, err := rc.Run(ctx, gizmoStrategy(ns, group), reconcile.Options{Owner: owner, Interval: 200 * time.Millisecond, StageDeadline: time.Minute})
+	if err != nil || !res.RolledOver {
+		t.Fatalf("run: %v", err)
+	}
+	for _, a := range res.Applied {
+		if a.Ref.Kind == "Gizmo" && a.Action != apply.ActionCreate {
+			t.Errorf("gizmo g1: %s (%s), want created", a.Action, a.Reason)
+		}
+	}
+	expectGizmo(t, env, ns, group)
 }

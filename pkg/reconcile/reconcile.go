@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
@@ -740,11 +741,12 @@ func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 		defer seenMu.Unlock()
 		seen[strategy.RefOf(live)] = health.Essentials(live) // status, not KubeVirt's 8 MB of schemas
 	}})
+	if err == nil && written(c.results) {
+		// Kinds of the new (or changed) CRDs are served now, or about to
+		// be: discovery lists them shortly after they are established.
+		err = r.waitServed(ctx, c)
+	}
 	if err == nil {
-		if written(c.results) {
-			// Kinds of the new (or changed) CRDs are served now.
-			r.a.ResetMapper()
-		}
 		// Even when this run wrote no CRD: an earlier one may have
 		// written it and stopped before migrating (the wait's copies of
 		// the CRDs, else reads from the cache when there is one).
@@ -758,6 +760,49 @@ func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 		r.emit(Event{Type: EventStepReady, Step: c.step.Name})
 	}
 	return nil
+}
+
+// waitServed resets the applier's REST mapper and waits (within the step
+// deadline) until discovery serves the kind of every CRD in c: the API
+// server adds a new CRD's group and version to discovery shortly after it
+// reports the CRD established, and a mapping asked in between would take
+// the kind for one the cluster does not serve, and skip the custom
+// resources of the strategy's own CRD (seen once in make test-repeat,
+// TestCRDsEstablishWhileLaterStepsRun).
+func (r *run) waitServed(ctx context.Context, c *appliedCRDs) error {
+	var refs []strategy.ObjectRef
+	var versions []string
+	for i, o := range c.objs {
+		if !c.defines[i].ok {
+			continue
+		}
+		gvr, ok := strategy.DefinedResource(o)
+		if !ok {
+			continue // serves no version: there is nothing to map
+		}
+		refs = append(refs, strategy.ObjectRef{Group: c.defines[i].gk.Group, Kind: c.defines[i].gk.Kind})
+		versions = append(versions, gvr.Version)
+	}
+	missing := ""
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.StageDeadline, true, func(ctx context.Context) (bool, error) {
+		r.a.ResetMapper()
+		for i, ref := range refs {
+			_, err := r.a.Mapping(ref, versions[i])
+			var notServed *apply.NotServedError
+			if errors.As(err, &notServed) {
+				missing = ref.GroupKind().String()
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+	if err != nil && missing != "" && ctx.Err() == nil {
+		return fmt.Errorf("kind %s of an established CRD is not served by discovery: %w", missing, err)
+	}
+	return err
 }
 
 // written reports whether any result wrote its object.
