@@ -770,27 +770,27 @@ func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 // resources of the strategy's own CRD (seen once in make test-repeat,
 // TestCRDsEstablishWhileLaterStepsRun).
 func (r *run) waitServed(ctx context.Context, c *appliedCRDs) error {
-	var refs []strategy.ObjectRef
-	var versions []string
-	for i, o := range c.objs {
-		if !c.defines[i].ok {
+	type kind struct {
+		ref     strategy.ObjectRef
+		version string
+	}
+	var want []kind
+	for _, o := range c.objs {
+		gvr, ok := strategy.DefinedResource(o) // not Namespaces; a CRD serving no version has nothing to map
+		if !ok {
 			continue
 		}
-		gvr, ok := strategy.DefinedResource(o)
-		if !ok {
-			continue // serves no version: there is nothing to map
-		}
-		refs = append(refs, strategy.ObjectRef{Group: c.defines[i].gk.Group, Kind: c.defines[i].gk.Kind})
-		versions = append(versions, gvr.Version)
+		gk, _ := strategy.DefinedKind(o)
+		want = append(want, kind{strategy.ObjectRef{Group: gk.Group, Kind: gk.Kind}, gvr.Version})
 	}
 	missing := ""
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.StageDeadline, true, func(ctx context.Context) (bool, error) {
 		r.a.ResetMapper()
-		for i, ref := range refs {
-			_, err := r.a.Mapping(ref, versions[i])
+		for _, k := range want {
+			_, err := r.a.Mapping(k.ref, k.version)
 			var notServed *apply.NotServedError
 			if errors.As(err, &notServed) {
-				missing = ref.GroupKind().String()
+				missing = k.ref.GroupKind().String()
 				return false, nil
 			}
 			if err != nil {
