@@ -270,8 +270,8 @@ BUILDINFO := github.com/installstrategy/installstrategy/internal/buildinfo
 STAMP = -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
 
 .PHONY: build
-build: ## Build the plugin and the operator into _output/bin.
-	$(GO) build -ldflags "$(STAMP)" -o _output/bin/ ./cmd/...
+build: ## Build the plugin and the operator into _output/bin (static, as released).
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(STAMP)" -o _output/bin/ ./cmd/...
 
 # release: hack/release.sh builds the plugin and the operator for
 # RELEASE_PLATFORMS (stripped, -trimpath, CGO_ENABLED=0, stamped with

@@ -9,12 +9,16 @@
 // method, path and status, e.g. to find what a run waits for:
 //
 //	INSTALLSTRATEGY_BENCH_REQUEST_LOG=1 go run ./hack/benchapply apply product.yaml -n ns
+//
+// With INSTALLSTRATEGY_BENCH_CPUPROFILE=FILE, a CPU profile of the whole
+// run is written to FILE (go tool pprof FILE).
 package main
 
 import (
 	"fmt"
 	"net/http"
 	"os"
+	"runtime/pprof"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +35,17 @@ func main() {
 	var requests atomic.Int64
 	start := time.Now()
 	logRequests := os.Getenv("INSTALLSTRATEGY_BENCH_REQUEST_LOG") != ""
+	if file := os.Getenv("INSTALLSTRATEGY_BENCH_CPUPROFILE"); file != "" {
+		f, err := os.Create(file)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "INSTALLSTRATEGY_BENCH_CPUPROFILE: %v\n", err)
+			os.Exit(2)
+		}
+		defer f.Close()
+	}
 	code := cli.MainWrapped(os.Args[1:], cli.StdStreams(), func(c *rest.Config) *rest.Config {
 		c.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 			return roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -50,6 +65,7 @@ func main() {
 		})
 		return c
 	})
+	pprof.StopCPUProfile()
 	fmt.Fprintf(os.Stderr, "requests %d\n", requests.Load())
 	os.Exit(code)
 }

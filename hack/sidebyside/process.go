@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"syscall"
 	"time"
+
+	"github.com/installstrategy/installstrategy/internal/gobuild"
 )
 
 // operatorProcess is one operator running as a local process, its output
@@ -156,13 +158,15 @@ func portsFree(ports ...int) error {
 	return errors.Join(errs...)
 }
 
-// buildBinary builds a main package of the repository into dir.
+// buildBinary builds a main package of the repository into dir, as its
+// image is built (internal/gobuild: static, stripped; virt-operator is
+// built static too, by build.sh).
 func buildBinary(ctx context.Context, dir, pkg string) (string, error) {
 	bin, err := absPath(dir, filepath.Base(pkg))
 	if err != nil {
 		return "", err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, pkg)
+	cmd := gobuild.Command(ctx, bin, pkg)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("go build %s (run from the repository root): %v\n%s", pkg, err, out)
 	}

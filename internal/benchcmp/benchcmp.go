@@ -121,6 +121,11 @@ type Process struct {
 	Requests int
 	// Objects is how many objects it applied.
 	Objects int
+	// ServerCPU is the CPU time the API server spent while the program
+	// ran (its process_cpu_seconds_total before and after), 0 when not
+	// measured: on a small machine the API server's work, not the
+	// client's, is most of an install's time.
+	ServerCPU time.Duration
 	// Failed, set by a peer's Run, says the program ran and failed to do
 	// its work (e.g. Helm timing out at a size the API server cannot take
 	// at its rate): the comparison records the failure, with the time and
@@ -191,9 +196,10 @@ type ProcessSide struct {
 // sub-benchmark per side, each reporting ns/op (the programs' wall time,
 // not the setup between runs), requests/op, peak-RSS-MB and objects, then
 // "ratio", which reports for every side but the last (ours) NAME-x-speedup
-// (its time ÷ ours), NAME-requests-ratio (ours ÷ its) and NAME-rss-ratio
-// (ours ÷ its), each side taken at its fastest round so far; a peer that
-// failed (Process.Failed) gets NAME-failed instead.
+// (its time ÷ ours), NAME-requests-ratio (ours ÷ its), NAME-rss-ratio
+// (ours ÷ its) and, when both measured it, NAME-apiserver-cpu-ratio (ours
+// ÷ its), each side taken at its fastest round so far; a peer that failed
+// (Process.Failed) gets NAME-failed instead.
 func CompareProcesses(b *testing.B, sides ...ProcessSide) {
 	b.Helper()
 	best := make([]Process, len(sides))
@@ -225,6 +231,9 @@ func CompareProcesses(b *testing.B, sides ...ProcessSide) {
 			b.ReportMetric(float64(last.Requests), "requests/op")
 			b.ReportMetric(float64(peak)/1e6, "peak-RSS-MB")
 			b.ReportMetric(float64(last.Objects), "objects")
+			if last.ServerCPU > 0 {
+				b.ReportMetric(last.ServerCPU.Seconds(), "apiserver-cpu-s")
+			}
 		})
 		if !ok {
 			b.Fatalf("side %s of the comparison failed", s.Name)
@@ -266,6 +275,9 @@ func processRatios(names []string, best []Process) ([]metric, []string) {
 			metric{float64(base.Elapsed) / float64(ours.Elapsed), name + "-x-speedup"},
 			metric{float64(ours.Requests) / float64(base.Requests), name + "-requests-ratio"},
 			metric{float64(ours.MaxRSS) / float64(base.MaxRSS), name + "-rss-ratio"})
+		if base.ServerCPU > 0 && ours.ServerCPU > 0 {
+			metrics = append(metrics, metric{float64(ours.ServerCPU) / float64(base.ServerCPU), name + "-apiserver-cpu-ratio"})
+		}
 	}
 	var lines []string
 	for i, name := range names {
@@ -274,7 +286,11 @@ func processRatios(names []string, best []Process) ([]metric, []string) {
 			lines = append(lines, fmt.Sprintf("%s failed after %.2f s, %d requests, peak RSS %.1f MB: %v", name, p.Elapsed.Seconds(), p.Requests, float64(p.MaxRSS)/1e6, p.Failed))
 			continue
 		}
-		lines = append(lines, fmt.Sprintf("fastest round of %s: %.2f s, %d requests, peak RSS %.1f MB, %d objects", name, p.Elapsed.Seconds(), p.Requests, float64(p.MaxRSS)/1e6, p.Objects))
+		line := fmt.Sprintf("fastest round of %s: %.2f s, %d requests, peak RSS %.1f MB, %d objects", name, p.Elapsed.Seconds(), p.Requests, float64(p.MaxRSS)/1e6, p.Objects)
+		if p.ServerCPU > 0 {
+			line += fmt.Sprintf(", API server CPU %.2f s", p.ServerCPU.Seconds())
+		}
+		lines = append(lines, line)
 	}
 	return metrics, lines
 }

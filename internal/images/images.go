@@ -11,11 +11,11 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 
+	"github.com/installstrategy/installstrategy/internal/gobuild"
 	"github.com/installstrategy/installstrategy/internal/ociimage"
 )
 
@@ -112,9 +112,9 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 // image builds pkg and writes its image, tagged refs, to OutDir/file.tar.
 func (o Options) image(ctx context.Context, pkg string, ldflags []string, path, file string, refs ...string) (Built, error) {
 	bin := filepath.Join(o.OutDir, file+".linux-"+o.Arch)
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", strings.Join(append([]string{"-s", "-w"}, ldflags...), " "), "-o", bin, pkg)
+	cmd := gobuild.Command(ctx, bin, pkg, ldflags...)
 	cmd.Dir = o.Root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+o.Arch)
+	cmd.Env = append(cmd.Env, "GOOS=linux", "GOARCH="+o.Arch)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return Built{}, fmt.Errorf("build images: go build %s: %w: %s", pkg, err, bytes.TrimSpace(out))
 	}

@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/installstrategy/installstrategy/internal/gobuild"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 )
 
@@ -58,7 +59,8 @@ func buildOperator(t testing.TB) string {
 		operatorBin = filepath.Join(dir, "installstrategy-operator")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, "go", "build", "-o", operatorBin, "github.com/installstrategy/installstrategy/cmd/installstrategy-operator").CombinedOutput()
+		// As its image is built (static, stripped): its memory is measured.
+		out, err := gobuild.Command(ctx, operatorBin, "github.com/installstrategy/installstrategy/cmd/installstrategy-operator").CombinedOutput()
 		if err != nil {
 			operatorBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
 		}
