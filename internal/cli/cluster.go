@@ -15,7 +15,9 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
 
@@ -26,6 +28,45 @@ type cluster struct {
 	dynamic   dynamic.Interface
 	namespace string
 	store     *store.Store
+	// rc is built at the first need (see reconciler); its applier answers
+	// applier: one discovery, one set of clients, for a whole command.
+	rc  *reconcile.Reconciler
+	app *apply.Applier
+}
+
+// applier returns the command's applier (a REST mapper over discovery, the
+// dynamic and metadata clients), built at the first call.
+func (c *cluster) applier() (*apply.Applier, error) {
+	if c.app == nil {
+		a, err := apply.NewForConfig(c.config, apply.Options{})
+		if err != nil {
+			return nil, err
+		}
+		c.app = a
+	}
+	return c.app, nil
+}
+
+// reconciler returns the command's reconciler over applier's clients,
+// built at the first call.
+func (c *cluster) reconciler() (*reconcile.Reconciler, error) {
+	if c.rc == nil {
+		a, err := c.applier()
+		if err != nil {
+			return nil, err
+		}
+		// The engine reports what it does itself: the API server's
+		// warnings on its reads and writes are not printed (as
+		// reconcile.New does).
+		quiet := rest.CopyConfig(c.config)
+		quiet.WarningHandler = rest.NoWarnings{}
+		kube, err := kubernetes.NewForConfig(quiet)
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client: %w", err)
+		}
+		c.rc = reconcile.NewWithClients(reconcile.Clients{Applier: a, Kube: kube})
+	}
+	return c.rc, nil
 }
 
 // cluster connects to the cluster of --kubeconfig/--context; the namespace

@@ -11,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/helmrelease"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -53,7 +52,7 @@ func (h *helmAdoption) load(ctx context.Context, o *options, src string, f *reco
 // objects returns the release's own objects, namespaced as Helm applied
 // them, and the resolver of their resources.
 func (h *helmAdoption) objects(c *cluster) ([]*unstructured.Unstructured, helmrelease.Resolver, error) {
-	a, err := apply.NewForConfig(c.config, apply.Options{})
+	a, err := c.applier()
 	if err != nil {
 		return nil, nil, err
 	}

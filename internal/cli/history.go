@@ -78,7 +78,7 @@ func (c *cluster) recordRevision(ctx context.Context, errOut io.Writer, owner in
 		}
 		rev.ConfigMap, rev.Digest = cm.Name, cm.Annotations[codec.NativeDigestAnnotation]
 	}
-	h, dropped, err := hs.Record(ctx, owner, rev, limit)
+	h, dropped, err := hs.RecordOn(ctx, h, owner, rev, limit)
 	if err != nil {
 		return nil, err
 	}

@@ -8,11 +8,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/yaml"
@@ -156,7 +157,7 @@ func (c *cluster) checkInventory(ctx context.Context, owner inventory.Owner, s *
 // prepareCluster fills the namespace of namespaced objects that name none
 // (discovery says which kinds are namespaced) and returns the installation.
 func (c *cluster) prepareCluster(ctx context.Context, l *codec.Loaded, f *reconcileFlags) (inventory.Owner, error) {
-	a, err := apply.NewForConfig(c.config, apply.Options{})
+	a, err := c.applier()
 	if err != nil {
 		return inventory.Owner{}, err
 	}
@@ -177,27 +178,46 @@ func (c *cluster) prepareCluster(ctx context.Context, l *codec.Loaded, f *reconc
 // that are the installation's. It lists the metadata of each resource and
 // namespace the strategy has objects in, instead of reading each object:
 // a fresh install of thousands of objects costs a few lists, not a read
-// each.
+// each. The workloads' lists come first, side by side, and the rest only
+// when no workload answered (an upgrade asks one or two lists, a fresh
+// install all of them, in two rounds instead of one after the other).
 func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, owner inventory.Owner, f *reconcileFlags) (strategy.Identity, error) {
 	if f.observed != "auto" {
 		return strategy.Identity{Version: f.observed}, nil
 	}
-	a, err := apply.NewForConfig(c.config, apply.Options{})
+	a, err := c.applier()
 	if err != nil {
 		return strategy.Identity{}, err
 	}
-	objs := append([]*unstructured.Unstructured{}, s.Objects...)
-	sort.SliceStable(objs, func(i, j int) bool {
-		wi, _ := kinds.Lookup(objs[i].GroupVersionKind().GroupKind())
-		wj, _ := kinds.Lookup(objs[j].GroupVersionKind().GroupKind())
-		return wi.PodTemplate != nil && wj.PodTemplate == nil
-	})
+	var workloads, rest []*unstructured.Unstructured
+	for _, o := range s.Objects {
+		if info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind()); info.PodTemplate != nil {
+			workloads = append(workloads, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	for _, objs := range [][]*unstructured.Unstructured{workloads, rest} {
+		id, found, err := observedAmong(ctx, a, objs, owner)
+		if err != nil || found {
+			return id, err
+		}
+	}
+	return strategy.Identity{}, nil
+}
+
+// observedAmong is observedIdentity over objs: their resources' metadata
+// listed side by side, then the first of objs that is the installation's
+// and carries a version.
+func observedAmong(ctx context.Context, a *apply.Applier, objs []*unstructured.Unstructured, owner inventory.Owner) (strategy.Identity, bool, error) {
 	type group struct {
 		gvr       schema.GroupVersionResource
 		namespace string
 	}
+	groupOf := make([]*group, len(objs))
+	var groups []group
 	listed := map[group]map[string]*unstructured.Unstructured{}
-	for _, o := range objs {
+	for i, o := range objs {
 		gvr, namespaced, err := a.GroupVersionResource(o.GroupVersionKind().GroupKind(), o.GroupVersionKind().Version)
 		if err != nil {
 			continue // not served
@@ -206,23 +226,44 @@ func (c *cluster) observedIdentity(ctx context.Context, s *strategy.Strategy, ow
 		if namespaced {
 			g.namespace = o.GetNamespace()
 		}
-		names, ok := listed[g]
-		if !ok {
-			if names, err = a.ListMetadata(ctx, g.gvr, g.namespace); err != nil {
-				return strategy.Identity{}, fmt.Errorf("observed version: list %s: %w", g.gvr.Resource, err)
-			}
-			listed[g] = names
+		groupOf[i] = &g
+		if _, ok := listed[g]; !ok {
+			listed[g] = nil
+			groups = append(groups, g)
 		}
-		live := names[o.GetName()]
+	}
+	var mu sync.Mutex
+	eg, egctx := errgroup.WithContext(ctx)
+	eg.SetLimit(8)
+	for _, g := range groups {
+		eg.Go(func() error {
+			names, err := a.ListMetadata(egctx, g.gvr, g.namespace)
+			if err != nil {
+				return fmt.Errorf("observed version: list %s: %w", g.gvr.Resource, err)
+			}
+			mu.Lock()
+			listed[g] = names
+			mu.Unlock()
+			return nil
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		return strategy.Identity{}, false, err
+	}
+	for i, o := range objs {
+		if groupOf[i] == nil {
+			continue
+		}
+		live := listed[*groupOf[i]][o.GetName()]
 		if live == nil {
 			continue
 		}
 		an := live.GetAnnotations()
 		if claim := apply.ClaimOf(live, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && an[apply.VersionAnnotation] != "" {
-			return strategy.Identity{Version: an[apply.VersionAnnotation], Registry: an[apply.RegistryAnnotation], Identifier: an[apply.IdentifierAnnotation]}, nil
+			return strategy.Identity{Version: an[apply.VersionAnnotation], Registry: an[apply.RegistryAnnotation], Identifier: an[apply.IdentifierAnnotation]}, true, nil
 		}
 	}
-	return strategy.Identity{}, nil
+	return strategy.Identity{}, false, nil
 }
 
 // observePlan builds and observes the plan of a strategy; nothing is written.
@@ -253,7 +294,11 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	}
 	// reconcile.Plan observes what Run would write: empty TLS Secrets
 	// filled and CA bundles injected.
-	p, err := reconcile.Plan(ctx, c.config, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates})
+	rc, err := c.reconciler()
+	if err != nil {
+		return nil, nil, err
+	}
+	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
@@ -617,7 +662,11 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	}
 	view := newRolloutView(out, isTerminal(out), pal)
 	fmt.Fprintf(out, "installation %s (inventory configmap/%s)\n", owner, inventory.ConfigMapName(owner))
-	res, runErr := reconcile.Run(ctx, c.config, l.Strategy, reconcile.Options{
+	rc, err := c.reconciler()
+	if err != nil {
+		return err
+	}
+	res, runErr := rc.Run(ctx, l.Strategy, reconcile.Options{
 		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,

@@ -283,7 +283,8 @@ func configMapVersions(ctx context.Context, t *testing.T, env *testenv.Env, ns s
 // An apply reads no object of the strategy one by one: the observed
 // version comes from a metadata list per resource and namespace, and the
 // live objects from a probe list (apply.Probe). The next apply finds the
-// version it wrote (the update path) the same way.
+// version it wrote (the update path) the same way. Discovery and the
+// history are read no more than needed.
 func TestClusterApplyReadsNoObjectOneByOne(t *testing.T) {
 	_, _, ns := smallProduct(t)
 	strategyOf := func(version string) string {
@@ -306,14 +307,28 @@ func TestClusterApplyReadsNoObjectOneByOne(t *testing.T) {
 		if code := MainWrapped(args, Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}, wrap); code != 0 {
 			t.Fatalf("apply %s: exit %d\n%s\n%s", version, code, out.String(), errOut.String())
 		}
-		single := 0
+		single, discovery, history := 0, 0, 0
 		for _, r := range rec.Reads() {
-			if strings.Contains(r.Path, "/configmaps/cm-") {
+			switch {
+			case strings.Contains(r.Path, "/configmaps/cm-"):
 				single++
+			case r.Path == "/api" || r.Path == "/apis":
+				discovery++
+			case strings.Contains(r.Path, "/configmaps/installstrategy-history-"):
+				history++
 			}
 		}
 		if single != 0 {
 			t.Errorf("apply %s read %d of its ConfigMaps one by one; reads: %v", version, single, rec.Reads())
+		}
+		// The command's clients are built once: discovery at its first
+		// mapping and again when the run starts (kinds served since), not
+		// once per part of the command.
+		if discovery > 4 {
+			t.Errorf("apply %s asked discovery (GET /api, /apis) %d times, want at most 2 rounds; reads: %v", version, discovery, rec.Reads())
+		}
+		if history != 1 {
+			t.Errorf("apply %s read its history %d times, want once", version, history)
 		}
 		return out.String()
 	}

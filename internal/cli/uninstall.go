@@ -62,7 +62,7 @@ An installation an Installation drives is removed by deleting the Installation.`
 					}
 				},
 			}
-			rc, err := reconcile.New(c.config)
+			rc, err := c.reconciler()
 			if err != nil {
 				return err
 			}

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,6 +57,9 @@ type Revision struct {
 type History struct {
 	Owner     inventory.Owner
 	Revisions []Revision
+	// read is the ConfigMap it was read from (nil: none existed), for
+	// RecordOn's first attempt.
+	read *corev1.ConfigMap
 }
 
 // Current is the newest revision, nil when there is none.
@@ -119,7 +123,7 @@ func (s *Store) get(ctx context.Context, o inventory.Owner) (*History, *corev1.C
 }
 
 func decode(o inventory.Owner, cm *corev1.ConfigMap) (*History, error) {
-	h := &History{Owner: o}
+	h := &History{Owner: o, read: cm}
 	if data := cm.Data[RevisionsKey]; data != "" {
 		if err := json.Unmarshal([]byte(data), &h.Revisions); err != nil {
 			return nil, fmt.Errorf("history of %s: configmap %s/%s: data.%s: %w", o, cm.Namespace, cm.Name, RevisionsKey, err)
@@ -134,6 +138,14 @@ func decode(o inventory.Owner, cm *corev1.ConfigMap) (*History, error) {
 // dropped. When the newest revision already runs the same identity with
 // the same digest, nothing is added (a resync, a re-apply).
 func (s *Store) Record(ctx context.Context, o inventory.Owner, rev Revision, limit int) (*History, []Revision, error) {
+	return s.RecordOn(ctx, nil, o, rev, limit)
+}
+
+// RecordOn is Record starting from read, a history Get returned a moment
+// ago (nil: read it now): one request fewer when nobody wrote it since,
+// and a fresh read and another attempt when someone did (the write is
+// refused as a conflict).
+func (s *Store) RecordOn(ctx context.Context, read *History, o inventory.Owner, rev Revision, limit int) (*History, []Revision, error) {
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
@@ -149,7 +161,10 @@ func (s *Store) Record(ctx context.Context, o inventory.Owner, rev Revision, lim
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		var cm *corev1.ConfigMap
 		var err error
-		if h, cm, err = s.get(ctx, o); err != nil {
+		if read != nil && read.Owner == o {
+			h = &History{Owner: o, Revisions: slices.Clone(read.Revisions)}
+			cm, read = read.read, nil
+		} else if h, cm, err = s.get(ctx, o); err != nil {
 			return err
 		}
 		dropped = nil
@@ -168,7 +183,12 @@ func (s *Store) Record(ctx context.Context, o inventory.Owner, rev Revision, lim
 			dropped = append(dropped, h.Revisions[limit:]...)
 			h.Revisions = h.Revisions[:limit]
 		}
-		return s.write(ctx, h, cm)
+		err = s.write(ctx, h, cm)
+		if cm == nil && apierrors.IsAlreadyExists(err) {
+			// Created since it was read: read it again, as for a conflict.
+			return apierrors.NewConflict(corev1.Resource("configmaps"), ConfigMapName(o), err)
+		}
+		return err
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("record history of %s: %w", o, err)
