@@ -17,7 +17,6 @@ import (
 	"maps"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"slices"
 	"strings"
 	"syscall"
@@ -30,6 +29,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/buildinfo"
 	"github.com/installstrategy/installstrategy/internal/dump"
+	"github.com/installstrategy/installstrategy/internal/gctune"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/operator"
@@ -47,28 +47,8 @@ var stdout io.Writer = os.Stdout
 var version = ""
 
 func main() {
-	setGCPercent(os.Getenv)
+	gctune.Apply(os.Getenv)
 	os.Exit(exitCode(stderrLogger, os.Args[1:]))
-}
-
-// defaultGCPercent is the operator's GOGC unless the environment sets one.
-// It holds a product's parsed strategy and the informers' copies of its
-// objects while it rolls it out; at Go's default of 100 the heap grows to
-// twice what is live before a collection. At 50 a KubeVirt install peaks
-// at 99-100 MiB instead of 113-122 MiB for about 0.1 s more CPU, 25 gains
-// little more (96-98 MiB) for 0.3 s (docs/PERFORMANCE.md).
-const defaultGCPercent = 50
-
-// setGCPercent sets defaultGCPercent when getenv("GOGC") is empty, and
-// returns the percentage in effect.
-func setGCPercent(getenv func(string) string) int {
-	if getenv("GOGC") != "" {
-		p := debug.SetGCPercent(-1)
-		debug.SetGCPercent(p)
-		return p
-	}
-	debug.SetGCPercent(defaultGCPercent)
-	return defaultGCPercent
 }
 
 // stderrLogger logs to stderr; verbosity 1 adds the steps of rollouts.

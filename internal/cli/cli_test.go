@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/installstrategy/installstrategy/internal/gctune"
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 )
 
@@ -322,5 +324,19 @@ func TestIDMatchesKubeVirt(t *testing.T) {
 	code, _, errOut = run(t, []byte(`{"id":"0000","namespace":"ns"}`), "id", "--config", "-", "--check")
 	if code != 1 {
 		t.Fatalf("mismatching id: exit %d %q", code, errOut)
+	}
+}
+
+// The plugin collects at gctune's default unless GOGC is set, as the
+// operator does: its peak memory on KubeVirt is measured at it.
+func TestMainSetsTheGCDefault(t *testing.T) {
+	t.Setenv("GOGC", "")
+	restore := debug.SetGCPercent(100)
+	t.Cleanup(func() { debug.SetGCPercent(restore) })
+	if code, _, errOut := run(t, nil, "version"); code != 0 {
+		t.Fatalf("version: exit %d: %s", code, errOut)
+	}
+	if got := debug.SetGCPercent(100); got != gctune.DefaultPercent {
+		t.Errorf("after the plugin ran, GOGC is %d, want %d", got, gctune.DefaultPercent)
 	}
 }

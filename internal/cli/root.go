@@ -18,6 +18,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/rest"
 
+	"github.com/installstrategy/installstrategy/internal/gctune"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -62,6 +63,7 @@ func Main(args []string, streams Streams) int {
 // of every cluster connection, as genericclioptions' WrapConfigFn:
 // hack/benchapply counts the plugin's API requests with it.
 func MainWrapped(args []string, streams Streams, wrap func(*rest.Config) *rest.Config) int {
+	gctune.Apply(os.Getenv)
 	silenceKlog()
 	root := newRootCommand(streams, wrap)
 	root.SetArgs(args)
