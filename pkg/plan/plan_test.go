@@ -2,10 +2,12 @@ package plan_test
 
 import (
 	"bytes"
+	"maps"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
@@ -155,5 +157,43 @@ func TestPrintFoldsIdentityAnnotations(t *testing.T) {
 	}
 	if strings.Contains(out, "applied-hash") || strings.Contains(out, "install-strategy-version") {
 		t.Errorf("table still lists annotation paths:\n%s", out)
+	}
+}
+
+// CRDKinds maps each kind a strategy's CRDs define to the CRD's name, from
+// spec.group and spec.names.kind alone: a CRD whose schema holds a value
+// of a type its Go type does not take (the API server refuses it at the
+// write, naming it) does not stop the run before.
+func TestCRDKinds(t *testing.T) {
+	s, _, err := strategy.Parse([]byte(`apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: gizmos.example.com
+spec:
+  group: example.com
+  names: {kind: Gizmo, plural: gizmos}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: "yes"}
+---
+apiVersion: example.com/v1
+kind: Gizmo
+metadata: {name: g, namespace: ns}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: c, namespace: ns}
+`), strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := plan.CRDKinds(s)
+	want := map[schema.GroupKind]string{{Group: "example.com", Kind: "Gizmo"}: "gizmos.example.com"}
+	if !maps.Equal(got, want) {
+		t.Fatalf("CRDKinds: %v, want %v", got, want)
 	}
 }

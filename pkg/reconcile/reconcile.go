@@ -498,10 +498,7 @@ func withImplicitNamespaces(s *strategy.Strategy, ownerNS string) *strategy.Stra
 // are known to be the installation's (created by it, or its own), not
 // someone else's that it merged into (see recordNamespaces).
 func (r *run) recordable() ([]strategy.ObjectRef, error) {
-	crdKinds, err := plan.CRDKinds(r.s)
-	if err != nil {
-		return nil, err
-	}
+	crdKinds := plan.CRDKinds(r.s)
 	out := make([]strategy.ObjectRef, 0, len(r.s.Objects))
 	for _, o := range r.s.Objects {
 		ref := strategy.RefOf(o)
