@@ -1,6 +1,7 @@
 package gobuild
 
 import (
+	"debug/buildinfo"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -11,12 +12,10 @@ import (
 
 // TestCommandBuildsAStaticStrippedBinary builds a small program with cgo
 // imported (os/user uses it when cgo is on) and checks what a release
-// has: no interpreter (static), no symbol table (stripped), and the -X
-// stamp.
+// has: the build settings recorded in the binary (CGO_ENABLED=0,
+// -trimpath), on linux no ELF interpreter (static) and no symbol table
+// (stripped), and the -X stamp.
 func TestCommandBuildsAStaticStrippedBinary(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("reads the ELF headers of a linux binary")
-	}
 	dir := t.TempDir()
 	src := "package main\n\nimport (\n\t\"fmt\"\n\t\"os/user\"\n)\n\nvar stamp = \"unset\"\n\nfunc main() {\n\t_, _ = user.Current()\n\tfmt.Println(stamp)\n}\n"
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
@@ -32,18 +31,32 @@ func TestCommandBuildsAStaticStrippedBinary(t *testing.T) {
 	if msg, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, msg)
 	}
-	f, err := elf.Open(out)
+	info, err := buildinfo.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	for _, p := range f.Progs {
-		if p.Type == elf.PT_INTERP {
-			t.Error("the binary has an interpreter: dynamically linked (cgo)")
-		}
+	settings := map[string]string{}
+	for _, s := range info.Settings {
+		settings[s.Key] = s.Value
 	}
-	if s := f.Section(".symtab"); s != nil {
-		t.Error("the binary has a symbol table: not stripped")
+	// (-trimpath keeps -ldflags out of the recorded settings.)
+	if settings["CGO_ENABLED"] != "0" || settings["-trimpath"] != "true" {
+		t.Errorf("build settings %v, want CGO_ENABLED=0 and -trimpath=true", settings)
+	}
+	if runtime.GOOS == "linux" {
+		f, err := elf.Open(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Error("the binary has an interpreter: dynamically linked (cgo)")
+			}
+		}
+		if s := f.Section(".symtab"); s != nil {
+			t.Error("the binary has a symbol table: not stripped")
+		}
 	}
 	got, err := exec.Command(out).Output()
 	if err != nil {

@@ -235,17 +235,11 @@ func (p *applyProduct) serverCPU(b *testing.B) time.Duration {
 	if err != nil {
 		b.Fatalf("read the API server's metrics: %v", err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if v, ok := strings.CutPrefix(line, "process_cpu_seconds_total "); ok {
-			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil {
-				b.Fatalf("the API server's process_cpu_seconds_total: %v", err)
-			}
-			return time.Duration(f * float64(time.Second))
-		}
+	cpu, err := testenv.SumSamples(bytes.NewReader(raw), "process_cpu_seconds_total", "")
+	if err != nil || cpu == 0 {
+		b.Fatalf("the API server's process_cpu_seconds_total: %v, %v", cpu, err)
 	}
-	b.Fatal("the API server's metrics have no process_cpu_seconds_total")
-	return 0
+	return time.Duration(cpu * float64(time.Second))
 }
 
 // settle waits, untimed, until the API server is idle (under 0.25 s of CPU

@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -285,43 +283,8 @@ func (p *operatorProcess) metricSum(ctx context.Context, name, match string) (su
 	if resp.StatusCode != http.StatusOK {
 		return 0, false, fmt.Errorf("metrics of %s: %s", p.name, resp.Status)
 	}
-	return sumSamples(resp.Body, name, match)
-}
-
-// sumSamples sums the values of the samples of metric name in a Prometheus
-// text exposition whose label set holds match ("" matches every sample).
-func sumSamples(r io.Reader, name, match string) (float64, bool, error) {
-	var sum float64
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
-		}
-		rest := line[len(name):]
-		if !strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ") {
-			continue // another metric whose name starts with name
-		}
-		labels := ""
-		if strings.HasPrefix(rest, "{") {
-			end := strings.LastIndex(rest, "}")
-			labels, rest = rest[:end+1], rest[end+1:]
-		}
-		if !strings.Contains(labels, match) {
-			continue
-		}
-		fields := strings.Fields(rest)
-		if len(fields) == 0 {
-			continue
-		}
-		v, err := strconv.ParseFloat(fields[0], 64)
-		if err != nil {
-			return 0, true, fmt.Errorf("metric line %q: %v", line, err)
-		}
-		sum += v
-	}
-	return sum, true, sc.Err()
+	sum, err = testenv.SumSamples(resp.Body, name, match)
+	return sum, true, err
 }
 
 // freePort returns a loopback TCP port nobody listens on now.
