@@ -21,10 +21,16 @@ COPY . .
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
     go build -trimpath -ldflags "-s -w -X main.version=${VERSION}" \
-      -o /out/installstrategy-operator ./cmd/installstrategy-operator
+      -o /out/installstrategy-operator ./cmd/installstrategy-operator && \
+    CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} \
+    go build -trimpath -ldflags "-s -w" \
+      -o /out/installstrategy-helm-render ./cmd/installstrategy-helm-render
 
 # Static binary on distroless: no shell, no package manager, user 65532.
 FROM gcr.io/distroless/static:nonroot
 COPY --from=build /out/installstrategy-operator /installstrategy-operator
+# The chart renderer the operator runs beside itself for Helm sources
+# (Helm's template engine kept out of the operator's process).
+COPY --from=build /out/installstrategy-helm-render /installstrategy-helm-render
 USER 65532:65532
 ENTRYPOINT ["/installstrategy-operator"]

@@ -124,6 +124,11 @@ func TestDeployOnRealNode(t *testing.T) {
 	if !strings.Contains(string(data), "rollout finished") {
 		t.Errorf("the operator pod's log has no finished rollout:\n%s", data)
 	}
+	// The image holds the chart renderer beside the operator, where the
+	// operator finds it (read-only root, user 65532).
+	if want := "charts of Helm sources are rendered by " + images.HelmRendererBinary; !strings.Contains(string(data), want) {
+		t.Errorf("the operator pod's log lacks %q:\n%s", want, data)
+	}
 
 	if _, err := runDeploy(ctx, t, "undeploy"); err != nil {
 		t.Fatal(err)

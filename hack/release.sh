@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # hack/release.sh: the body of `make release`. It builds the plugin for
-# linux and darwin on amd64 and arm64, and the operator for the same
+# linux and darwin on amd64 and arm64, and the operator (with its chart
+# renderer, installstrategy-helm-render, in the same tarball) for the same
 # platforms, stripped (-s -w), -trimpath, CGO_ENABLED=0, with version,
 # commit and commit date stamped (-X into internal/buildinfo); packs each
 # binary with LICENSE into a tarball; writes SHA256SUMS; and generates the
@@ -37,11 +38,18 @@ for platform in ${platforms}; do
 	for bin in kubectl-installstrategy installstrategy-operator; do
 		dir="${build}/${bin}_${os}_${arch}"
 		mkdir -p "${dir}"
-		log "building ${bin} for ${os}/${arch}"
-		CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" "${GO}" build -trimpath -ldflags "${ldflags}" -o "${dir}/${bin}" "./cmd/${bin}"
+		# The operator's tarball also holds its chart renderer, which it
+		# runs from beside its own binary.
+		files="${bin}"
+		[[ "${bin}" == installstrategy-operator ]] && files="${bin} installstrategy-helm-render"
+		for f in ${files}; do
+			log "building ${f} for ${os}/${arch}"
+			CGO_ENABLED=0 GOOS="${os}" GOARCH="${arch}" "${GO}" build -trimpath -ldflags "${ldflags}" -o "${dir}/${f}" "./cmd/${f}"
+		done
 		cp LICENSE "${dir}/LICENSE"
+		# shellcheck disable=SC2086 # files is a list of names
 		tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="${BUILD_DATE}" \
-			-C "${dir}" -cf - "${bin}" LICENSE | gzip -n >"${out}/${bin}_${VERSION}_${os}_${arch}.tar.gz"
+			-C "${dir}" -cf - ${files} LICENSE | gzip -n >"${out}/${bin}_${VERSION}_${os}_${arch}.tar.gz"
 	done
 done
 

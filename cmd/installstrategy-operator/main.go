@@ -34,6 +34,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -85,6 +86,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.StringVar(&mo.image, "operator-image", os.Getenv("OPERATOR_IMAGE"), "the operator's own image, which dumps the built-in product for versions other than its own (default $OPERATOR_IMAGE)")
 	fs.StringVar(&mo.registry, "registry", "", "registry of Installations that name none; empty means "+operator.DefaultRegistry)
 	fs.Float64Var(&mo.qps, "kube-api-qps", 100, "queries per second to the API server (a rollout reads and writes many objects)")
+	fs.StringVar(&mo.helmRenderer, "helm-renderer", "", "the chart renderer the operator runs for each chart of a Helm source ("+helmexec.HelperName+", shipped with it); empty means the one beside the operator's binary, else in $PATH")
 	fs.IntVar(&mo.burst, "kube-api-burst", 200, "burst of queries to the API server")
 	fs.IntVar(&mo.maxReconciles, "max-concurrent-reconciles", 0, "Installations reconciled at once (a rollout holds one while it waits for its workloads); 0 means 4")
 	fs.DurationVar(&mo.resync, "resync-period", operator.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
@@ -138,6 +140,11 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	}
 	if mo.maxReconciles < 0 {
 		return fmt.Errorf("--max-concurrent-reconciles %d: must not be negative", mo.maxReconciles)
+	}
+	if mo.helmRenderer != "" {
+		if err := executableFile(mo.helmRenderer); err != nil {
+			return fmt.Errorf("--helm-renderer %s: %w", mo.helmRenderer, err)
+		}
 	}
 	log := newLog(*verbosity)
 	if !*dumpMode {

@@ -31,6 +31,8 @@ func TestFlags(t *testing.T) {
 		{[]string{"--dump-install-strategy"}, "not running in a cluster"},
 		{[]string{"--dump-install-strategy", "--kubeconfig=/does/not/exist"}, "kubeconfig /does/not/exist"},
 		{[]string{"--dump-pod-env=NOVALUE"}, `"NOVALUE" is not k=v`},
+		{[]string{"--helm-renderer=/does/not/exist"}, "--helm-renderer /does/not/exist: stat /does/not/exist: no such file"},
+		{[]string{"--helm-renderer=" + os.TempDir()}, "--helm-renderer " + os.TempDir() + ": not an executable file"},
 		{[]string{"--dump-pod-node-selector==x"}, `"=x" is not k=v`},
 		{[]string{"--dump-pod-tolerations=key=value"}, `"key=value" is not key[=value]:Effect`},
 	}

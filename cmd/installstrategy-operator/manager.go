@@ -24,6 +24,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/operator"
+	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 )
 
 const (
@@ -52,6 +53,7 @@ type managerOptions struct {
 	qps                     float64
 	burst                   int
 	maxReconciles           int
+	helmRenderer            string
 }
 
 // managerRestConfig is the --kubeconfig file, else controller-runtime's
@@ -117,6 +119,7 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 			return nil, err
 		}
 	}
+	logHelmRenderer(log, o.helmRenderer)
 	// The key namespace is never the watched one (an install namespace,
 	// whose ConfigMap editors must not choose the trusted keys).
 	keyNamespace := o.keyNamespace
@@ -139,6 +142,7 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		ServedCertificateCheck:  o.servedCheck,
 		StageDeadline:           o.stageDeadline,
 		MaxConcurrentReconciles: o.maxReconciles,
+		HelmRenderer:            helmexec.Renderer{Path: o.helmRenderer},
 	})
 	if err != nil {
 		return nil, err
@@ -182,4 +186,33 @@ func podNamespace() string {
 		return ""
 	}
 	return strings.TrimSpace(string(data))
+}
+
+// logHelmRenderer says which renderer the charts of Helm sources go to
+// (--helm-renderer was checked with the other flags): a missing default
+// is not an error (Installations without a Helm source need none), but
+// the log says so at once rather than at the first chart.
+func logHelmRenderer(log logr.Logger, flagValue string) {
+	path := flagValue
+	if path == "" {
+		p, err := helmexec.DefaultPath()
+		if err != nil {
+			log.Info("no chart renderer: Installations with a Helm source fail until one is installed", "reason", err.Error())
+			return
+		}
+		path = p
+	}
+	log.Info("charts of Helm sources are rendered by " + path)
+}
+
+// executableFile checks that path is a file someone may execute.
+func executableFile(path string) error {
+	st, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if st.IsDir() || st.Mode()&0o111 == 0 {
+		return fmt.Errorf("not an executable file")
+	}
+	return nil
 }

@@ -149,7 +149,14 @@ func TestMakeRelease(t *testing.T) {
 	if err != nil || !strings.HasPrefix(string(b), "installstrategy-operator "+version+" (commit "+strings.TrimSpace(string(commit))[:12]) {
 		t.Fatalf("operator --version: %q %v", b, err)
 	}
-	for _, p := range []string{plugin, operator} {
+	// The operator's chart renderer ships in its tarball, stamped alike.
+	helper := filepath.Join(bin, "installstrategy-helm-render")
+	untar(t, opArchive, "installstrategy-helm-render", helper)
+	b, err = exec.Command(helper, "--version").Output()
+	if err != nil || !strings.HasPrefix(string(b), "installstrategy-helm-render "+version+" (commit "+strings.TrimSpace(string(commit))[:12]) {
+		t.Fatalf("installstrategy-helm-render --version: %q %v", b, err)
+	}
+	for _, p := range []string{plugin, operator, helper} {
 		f, err := elf.Open(p)
 		if err != nil {
 			t.Fatal(err)

@@ -23,6 +23,10 @@ import (
 // Dockerfile).
 const OperatorBinary = "/installstrategy-operator"
 
+// HelmRendererBinary is the operator's chart renderer in its image,
+// beside the operator (where it looks first).
+const HelmRendererBinary = "/installstrategy-helm-render"
+
 // Options say what to build.
 type Options struct {
 	// Root is the module's root folder; "" means the current folder.
@@ -87,7 +91,7 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 	}
 	var out []Built
 	if o.Image != "" {
-		op, err := o.image(ctx, "./cmd/installstrategy-operator", ldflags, OperatorBinary, "installstrategy-operator", o.Image)
+		op, err := o.image(ctx, binary{"./cmd/installstrategy-operator", OperatorBinary}, []binary{{"./cmd/installstrategy-helm-render", HelmRendererBinary}}, ldflags, "installstrategy-operator", o.Image)
 		if err != nil {
 			return nil, err
 		}
@@ -102,23 +106,42 @@ func Build(ctx context.Context, o Options) ([]Built, error) {
 			refs = append(refs, o.SampleRegistry+"/"+c+":"+v)
 		}
 	}
-	sample, err := o.image(ctx, "./hack/sample-component", nil, SampleComponentBinary, "sample-components", refs...)
+	sample, err := o.image(ctx, binary{"./hack/sample-component", SampleComponentBinary}, nil, nil, "sample-components", refs...)
 	if err != nil {
 		return nil, err
 	}
 	return append(out, sample), nil
 }
 
-// image builds pkg and writes its image, tagged refs, to OutDir/file.tar.
-func (o Options) image(ctx context.Context, pkg string, ldflags []string, path, file string, refs ...string) (Built, error) {
-	bin := filepath.Join(o.OutDir, file+".linux-"+o.Arch)
-	cmd := gobuild.Command(ctx, bin, pkg, ldflags...)
-	cmd.Dir = o.Root
-	cmd.Env = append(cmd.Env, "GOOS=linux", "GOARCH="+o.Arch)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return Built{}, fmt.Errorf("build images: go build %s: %w: %s", pkg, err, bytes.TrimSpace(out))
+// binary is a package built into an image at path.
+type binary struct{ pkg, path string }
+
+// image builds main (the entrypoint) and extras and writes their image,
+// tagged refs, to OutDir/file.tar.
+func (o Options) image(ctx context.Context, main binary, extras []binary, ldflags []string, file string, refs ...string) (Built, error) {
+	build := func(b binary) (string, error) {
+		bin := filepath.Join(o.OutDir, filepath.Base(b.path)+".linux-"+o.Arch)
+		cmd := gobuild.Command(ctx, bin, b.pkg, ldflags...)
+		cmd.Dir = o.Root
+		cmd.Env = append(cmd.Env, "GOOS=linux", "GOARCH="+o.Arch)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", fmt.Errorf("build images: go build %s: %w: %s", b.pkg, err, bytes.TrimSpace(out))
+		}
+		return bin, nil
 	}
-	img, err := ociimage.Build(ociimage.Spec{Binary: bin, Path: path, Arch: o.Arch})
+	bin, err := build(main)
+	if err != nil {
+		return Built{}, err
+	}
+	spec := ociimage.Spec{Binary: bin, Path: main.path, Arch: o.Arch}
+	for _, x := range extras {
+		xbin, err := build(x)
+		if err != nil {
+			return Built{}, err
+		}
+		spec.Extras = append(spec.Extras, ociimage.File{Binary: xbin, Path: x.path})
+	}
+	img, err := ociimage.Build(spec)
 	if err != nil {
 		return Built{}, fmt.Errorf("build images: %w", err)
 	}

@@ -40,6 +40,14 @@ type Spec struct {
 	User string
 	// Arch is the binary's GOARCH; "" means amd64.
 	Arch string
+	// Extras are more static binaries packed beside it (not entrypoints).
+	Extras []File
+}
+
+// File is a binary of an image: Binary on disk, packed at Path.
+type File struct {
+	Binary string
+	Path   string
 }
 
 // epoch is the time of every file and of the image: rebuilding the same
@@ -48,9 +56,13 @@ var epoch = time.Unix(0, 0).UTC()
 
 // Build returns the image of spec.
 func Build(spec Spec) (v1.Image, error) {
-	data, err := os.ReadFile(spec.Binary)
-	if err != nil {
-		return nil, fmt.Errorf("image of %s: %w", spec.Binary, err)
+	bins := []imageFile{}
+	for _, f := range append([]File{{Binary: spec.Binary, Path: spec.Path}}, spec.Extras...) {
+		data, err := os.ReadFile(f.Binary)
+		if err != nil {
+			return nil, fmt.Errorf("image of %s: %w", spec.Binary, err)
+		}
+		bins = append(bins, imageFile{name: path.Clean("/" + f.Path)[1:], mode: 0o755, body: data})
 	}
 	if spec.User == "" {
 		spec.User = NonRoot
@@ -58,7 +70,7 @@ func Build(spec Spec) (v1.Image, error) {
 	if spec.Arch == "" {
 		spec.Arch = "amd64"
 	}
-	layerTar, err := layer(data, spec.Path)
+	layerTar, err := layer(bins)
 	if err != nil {
 		return nil, fmt.Errorf("image of %s: layer: %w", spec.Binary, err)
 	}
@@ -90,9 +102,16 @@ func Build(spec Spec) (v1.Image, error) {
 	return img, nil
 }
 
+// imageFile is a regular file of the layer.
+type imageFile struct {
+	name string
+	mode int64
+	body []byte
+}
+
 // layer is the image's only layer: the directories a runtime mounts over,
-// /etc/passwd and /etc/group naming root and nonroot, and the binary.
-func layer(bin []byte, dst string) ([]byte, error) {
+// /etc/passwd and /etc/group naming root and nonroot, and the binaries.
+func layer(bins []imageFile) ([]byte, error) {
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
 	for _, d := range []string{"dev/", "proc/", "sys/", "etc/", "tmp/", "var/", "var/run/"} {
@@ -104,15 +123,10 @@ func layer(bin []byte, dst string) ([]byte, error) {
 			return nil, err
 		}
 	}
-	files := []struct {
-		name string
-		mode int64
-		body []byte
-	}{
+	files := append([]imageFile{
 		{"etc/passwd", 0o644, []byte("root:x:0:0:root:/:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/:/sbin/nologin\n")},
 		{"etc/group", 0o644, []byte("root:x:0:\nnonroot:x:65532:\n")},
-		{path.Clean("/" + dst)[1:], 0o755, bin},
-	}
+	}, bins...)
 	for _, f := range files {
 		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.name, Mode: f.mode, Size: int64(len(f.body)), ModTime: epoch}); err != nil {
 			return nil, err

@@ -26,7 +26,12 @@ func TestImageLayout(t *testing.T) {
 	if err := os.WriteFile(bin, content, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	spec := ociimage.Spec{Binary: bin, Path: "/app", Args: []string{"--serve"}}
+	extra := filepath.Join(dir, "helper")
+	extraContent := []byte("#!/not/really/a/helper\n")
+	if err := os.WriteFile(extra, extraContent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	spec := ociimage.Spec{Binary: bin, Path: "/app", Args: []string{"--serve"}, Extras: []ociimage.File{{Binary: extra, Path: "/bin/helper"}}}
 	img, err := ociimage.Build(spec)
 	if err != nil {
 		t.Fatal(err)
@@ -61,7 +66,7 @@ func TestImageLayout(t *testing.T) {
 	}
 	defer rc.Close()
 	tr := tar.NewReader(rc)
-	found := false
+	found, foundExtra := false, false
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -70,13 +75,20 @@ func TestImageLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h.Name == "app" {
+		switch h.Name {
+		case "app":
 			data, _ := io.ReadAll(tr)
 			found = bytes.Equal(data, content) && h.Mode == 0o755
+		case "bin/helper":
+			data, _ := io.ReadAll(tr)
+			foundExtra = bytes.Equal(data, extraContent) && h.Mode == 0o755
 		}
 	}
 	if !found {
 		t.Error("the layer has no executable app with the binary's bytes")
+	}
+	if !foundExtra {
+		t.Error("the layer has no executable bin/helper with the extra's bytes")
 	}
 	again, err := ociimage.Build(spec)
 	if err != nil {

@@ -43,6 +43,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -127,6 +128,12 @@ type Options struct {
 	// trust.TrustedKeysConfigMap). It must not be an install namespace.
 	// "" means DefaultKeyNamespace.
 	KeyNamespace string
+	// HelmRenderer renders the charts of Helm sources; nil means
+	// helmexec.Renderer: the helper installstrategy-helm-render beside
+	// the running program, else in $PATH, so that Helm's template engine
+	// stays out of the operator's process (pkg/render/helmspec says why).
+	// render.InProcess renders in this process instead.
+	HelmRenderer helmspec.Renderer
 }
 
 // DefaultKeyNamespace is the operator's namespace unless told otherwise.

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -13,13 +14,15 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
-	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
+	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
-// Bounds of a chart the operator renders: the chart runs as templates in
-// the operator's process, so its size and its render time are capped.
+// Bounds of a chart the operator renders: the chart runs as templates (in
+// a helper process, unless Options.HelmRenderer says otherwise), so its
+// size and its render time are capped.
 const (
 	// MaxChartBytes is the largest chart archive (compressed) pulled.
 	MaxChartBytes = oci.DefaultMaxChartBytes
@@ -46,7 +49,7 @@ type renderedCharts struct {
 }
 
 type rendered struct {
-	res *render.HelmResult
+	res *helmspec.Result
 	err error
 }
 
@@ -78,7 +81,7 @@ func (r *Reconciler) loadHelm(ctx context.Context, in *v1alpha1.Installation) (*
 	if err != nil {
 		return nil, fmt.Errorf("helm source %s: %w", ref, err)
 	}
-	opts := render.HelmOptions{ReleaseName: src.ReleaseName, Namespace: in.Namespace, KubeVersion: src.KubeVersion}
+	opts := helmspec.Options{ReleaseName: src.ReleaseName, Namespace: in.Namespace, KubeVersion: src.KubeVersion}
 	res, err := r.renderChart(ctx, a, vals, valuesDigest, opts)
 	if err != nil {
 		return nil, fmt.Errorf("helm source %s: %w", ref, err)
@@ -131,7 +134,7 @@ func chartValues(src *v1alpha1.HelmStrategySource) (map[string]any, string, erro
 // chartIdentifier is the deployment identifier of a chart's render: a hash
 // of the chart's manifest digest and every render input, so another chart
 // or other values are another strategy.
-func chartIdentifier(chartDigest, valuesDigest string, opts render.HelmOptions) string {
+func chartIdentifier(chartDigest, valuesDigest string, opts helmspec.Options) string {
 	sum := sha256.Sum256([]byte(strings.Join([]string{chartDigest, valuesDigest, opts.ReleaseName, opts.Namespace, opts.KubeVersion}, "\n")))
 	return "helm-" + hex.EncodeToString(sum[:8])
 }
@@ -139,7 +142,7 @@ func chartIdentifier(chartDigest, valuesDigest string, opts render.HelmOptions) 
 // renderChart renders a trusted chart with a timeout, or returns the
 // cached render of the same chart digest and inputs (errors included: a
 // render is deterministic).
-func (r *Reconciler) renderChart(ctx context.Context, a *oci.Artifact, vals map[string]any, valuesDigest string, opts render.HelmOptions) (*render.HelmResult, error) {
+func (r *Reconciler) renderChart(ctx context.Context, a *oci.Artifact, vals map[string]any, valuesDigest string, opts helmspec.Options) (*helmspec.Result, error) {
 	key := chartIdentifier(a.Digest, valuesDigest, opts)
 	c := &r.charts
 	c.mu.Lock()
@@ -150,9 +153,12 @@ func (r *Reconciler) renderChart(ctx context.Context, a *oci.Artifact, vals map[
 	}
 	rctx, cancel := context.WithTimeout(ctx, HelmRenderTimeout)
 	defer cancel()
-	res, err := render.HelmArchive(rctx, a.Reference, a.Text, vals, opts)
+	res, err := r.helmRenderer().RenderArchive(rctx, a.Reference, a.Text, vals, opts)
 	if ctx.Err() != nil {
 		return nil, err // the reconcile's end, not the chart's fault: not cached
+	}
+	if _, broken := errors.AsType[*helmspec.RendererError](err); broken {
+		return nil, err // the renderer's failure, not the chart's: not cached
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -163,14 +169,23 @@ func (r *Reconciler) renderChart(ctx context.Context, a *oci.Artifact, vals map[
 	return res, err
 }
 
+// helmRenderer is Options.HelmRenderer, else the helper process beside
+// the operator (helmexec).
+func (r *Reconciler) helmRenderer() helmspec.Renderer {
+	if r.opts.HelmRenderer != nil {
+		return r.opts.HelmRenderer
+	}
+	return helmexec.Renderer{}
+}
+
 // hookSummary says what became of the chart's hooks, for the pull event.
-func hookSummary(hooks []render.Hook) string {
+func hookSummary(hooks []helmspec.Hook) string {
 	if len(hooks) == 0 {
 		return "no hooks"
 	}
 	kept, dropped := 0, 0
 	for _, h := range hooks {
-		if h.Action == render.HookKept {
+		if h.Action == helmspec.HookKept {
 			kept++
 		} else {
 			dropped++

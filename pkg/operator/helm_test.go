@@ -1,12 +1,15 @@
 package operator
 
 import (
+	"context"
+	"errors"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 )
 
 // Values are decoded from the Installation alone; their digest is of
@@ -42,17 +45,63 @@ func TestChartValuesAndIdentifier(t *testing.T) {
 		t.Error("a values list was accepted")
 	}
 
-	base := render.HelmOptions{ReleaseName: "r", Namespace: "ns", KubeVersion: "v1.36.0"}
+	base := helmspec.Options{ReleaseName: "r", Namespace: "ns", KubeVersion: "v1.36.0"}
 	id := chartIdentifier("sha256:1", a, base)
 	for name, other := range map[string]string{
 		"chart":        chartIdentifier("sha256:2", a, base),
 		"values":       chartIdentifier("sha256:1", "", base),
-		"release name": chartIdentifier("sha256:1", a, render.HelmOptions{ReleaseName: "s", Namespace: "ns", KubeVersion: "v1.36.0"}),
-		"namespace":    chartIdentifier("sha256:1", a, render.HelmOptions{ReleaseName: "r", Namespace: "ns2", KubeVersion: "v1.36.0"}),
-		"kube version": chartIdentifier("sha256:1", a, render.HelmOptions{ReleaseName: "r", Namespace: "ns"}),
+		"release name": chartIdentifier("sha256:1", a, helmspec.Options{ReleaseName: "s", Namespace: "ns", KubeVersion: "v1.36.0"}),
+		"namespace":    chartIdentifier("sha256:1", a, helmspec.Options{ReleaseName: "r", Namespace: "ns2", KubeVersion: "v1.36.0"}),
+		"kube version": chartIdentifier("sha256:1", a, helmspec.Options{ReleaseName: "r", Namespace: "ns"}),
 	} {
 		if other == id {
 			t.Errorf("another %s, the same identifier %s", name, id)
 		}
+	}
+}
+
+// countingRenderer answers each render with err (or a result) and counts
+// the renders.
+type countingRenderer struct {
+	calls int
+	err   error
+}
+
+func (c *countingRenderer) RenderArchive(context.Context, string, []byte, map[string]any, helmspec.Options) (*helmspec.Result, error) {
+	c.calls++
+	if c.err != nil {
+		return nil, c.err
+	}
+	return &helmspec.Result{Manifests: []byte("---\n"), Chart: helmspec.Chart{Name: "c", Version: "1.0.0"}}, nil
+}
+
+// A chart's render (result or error) is kept by chart digest and inputs;
+// a failure of the renderer itself (its helper missing or killed) says
+// nothing about the chart and is tried again at the next reconcile.
+func TestRenderChartKeepsOnlyTheChartsOwnOutcome(t *testing.T) {
+	a := &oci.Artifact{Reference: "oci://r/c:1", Digest: "sha256:1", Text: []byte("tgz")}
+	opts := helmspec.Options{Namespace: "ns"}
+	for _, tc := range []struct {
+		name  string
+		err   error
+		calls int // after two renders
+	}{
+		{name: "result", calls: 1},
+		{name: "chart error", err: errors.New("render chart c: template: c/templates/x.yaml:1: boom"), calls: 1},
+		{name: "renderer error", err: &helmspec.RendererError{Err: errors.New("chart renderer missing")}, calls: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fake := &countingRenderer{err: tc.err}
+			r := &Reconciler{opts: Options{HelmRenderer: fake}}
+			for range 2 {
+				res, err := r.renderChart(t.Context(), a, nil, "", opts)
+				if (err != nil) != (tc.err != nil) || (err == nil && res.Chart.Name != "c") {
+					t.Fatalf("render: %+v, %v; want error %v", res, err, tc.err)
+				}
+			}
+			if fake.calls != tc.calls {
+				t.Errorf("%d renders, want %d", fake.calls, tc.calls)
+			}
+		})
 	}
 }

@@ -16,118 +16,46 @@ import (
 	"helm.sh/helm/v4/pkg/engine"
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
-	"helm.sh/helm/v4/pkg/strvals"
+
+	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 )
 
-// Annotations a strategy rendered from a chart carries on its ConfigMap,
-// naming the chart it came from.
+// The inputs and outputs of a render live in pkg/render/helmspec, which
+// does not link Helm's engine; they are named here as they always were.
 const (
 	// ChartNameAnnotation holds the chart's name (Chart.yaml name).
-	ChartNameAnnotation = "installstrategy.io/helm-chart"
+	ChartNameAnnotation = helmspec.ChartNameAnnotation
 	// ChartVersionAnnotation holds the chart's version.
-	ChartVersionAnnotation = "installstrategy.io/helm-chart-version"
-	// ChartAppVersionAnnotation holds the chart's appVersion (absent when
-	// the chart has none).
-	ChartAppVersionAnnotation = "installstrategy.io/helm-app-version"
-)
-
-// HelmOptions are the inputs of a chart's rendering, named after the helm
-// CLI's flags. The zero value renders the chart's default values as
-// `helm template` does, with the release named after the chart in
-// namespace "default".
-type HelmOptions struct {
-	// ValuesFiles are YAML files of values merged in order (--values); a
-	// later file wins.
-	ValuesFiles []string
-	// Set holds --set expressions (a.b=c,d=e), applied after the files.
-	Set []string
-	// ReleaseName is .Release.Name; empty means the chart's name (helm
-	// template's "release-name" would name every object after it).
-	ReleaseName string
-	// Namespace is .Release.Namespace; empty means "default".
-	Namespace string
-	// KubeVersion is .Capabilities.KubeVersion (v1.36.0); empty means
-	// Helm's default, which is derived from the client-go version Helm was
-	// built with (v1.20.0 inside a test binary).
-	KubeVersion string
-	// APIVersions are added to .Capabilities.APIVersions.
-	APIVersions []string
-	// PlainHTTP talks plain HTTP to an oci:// registry.
-	PlainHTTP bool
-}
-
-// Validate checks the inputs that need no chart and no file: the --set
-// expressions and the Kubernetes version. Helm calls it too.
-func (o HelmOptions) Validate() error {
-	for _, s := range o.Set {
-		if _, err := strvals.Parse(s); err != nil {
-			return fmt.Errorf("--set %q: %w", s, err)
-		}
-	}
-	if o.KubeVersion != "" {
-		if _, err := chartcommon.ParseKubeVersion(o.KubeVersion); err != nil {
-			return fmt.Errorf("kube version %q: %w", o.KubeVersion, err)
-		}
-	}
-	return nil
-}
-
-// Chart names the chart that was rendered.
-type Chart struct {
-	Name       string
-	Version    string
-	AppVersion string
-}
-
-// Annotations returns the annotations naming the chart.
-func (c Chart) Annotations() map[string]string {
-	out := map[string]string{ChartNameAnnotation: c.Name, ChartVersionAnnotation: c.Version}
-	if c.AppVersion != "" {
-		out[ChartAppVersionAnnotation] = c.AppVersion
-	}
-	return out
-}
-
-// HookAction is what became of a chart hook in the strategy.
-type HookAction string
-
-const (
-	// HookKept: the hook's object is an ordinary object of the strategy,
-	// applied in its kind's stage of every install and upgrade.
-	HookKept HookAction = "kept"
+	ChartVersionAnnotation = helmspec.ChartVersionAnnotation
+	// ChartAppVersionAnnotation holds the chart's appVersion.
+	ChartAppVersionAnnotation = helmspec.ChartAppVersionAnnotation
+	// HookKept: the hook's object is an ordinary object of the strategy.
+	HookKept = helmspec.HookKept
 	// HookDropped: the hook's object is not in the strategy.
-	HookDropped HookAction = "dropped"
+	HookDropped = helmspec.HookDropped
 )
 
-// Hook reports one hook of the chart and what became of it.
-type Hook struct {
-	// Kind and Name of the hook's object.
-	Kind, Name string
-	// Path is the chart-relative template it came from.
-	Path string
-	// Events are the hook's helm.sh/hook events.
-	Events []string
-	Action HookAction
-	// Reason says why, for people.
-	Reason string
-}
+type (
+	// HelmOptions are the inputs of a chart's rendering (helmspec.Options).
+	HelmOptions = helmspec.Options
+	// Chart names the chart that was rendered.
+	Chart = helmspec.Chart
+	// HookAction is what became of a chart hook in the strategy.
+	HookAction = helmspec.HookAction
+	// Hook reports one hook of the chart and what became of it.
+	Hook = helmspec.Hook
+	// HelmResult is a rendered chart (helmspec.Result).
+	HelmResult = helmspec.Result
+)
 
-func (h Hook) String() string {
-	return fmt.Sprintf("hook %s/%s (%s, %s): %s: %s", h.Kind, h.Name, strings.Join(h.Events, ","), h.Path, h.Action, h.Reason)
-}
+// InProcess renders charts in the calling process with HelmArchive (a
+// helmspec.Renderer). A render past its deadline is left to finish in the
+// background; helmexec's Renderer runs it in a process it can kill.
+type InProcess struct{}
 
-// HelmResult is a rendered chart.
-type HelmResult struct {
-	// Manifests is the text helm template --include-crds prints for the
-	// same inputs, less the dropped hooks: the chart's CRDs, its objects,
-	// then the kept hooks, each document introduced by a --- line and a
-	// "# Source:" comment.
-	Manifests []byte
-	// Chart is the rendered chart's name and versions.
-	Chart Chart
-	// Hooks lists every hook of the chart, in Helm's order, with what was
-	// done with it.
-	Hooks []Hook
+// RenderArchive is HelmArchive.
+func (InProcess) RenderArchive(ctx context.Context, name string, archive []byte, vals map[string]any, opts HelmOptions) (*HelmResult, error) {
+	return HelmArchive(ctx, name, archive, vals, opts)
 }
 
 // keptEvents are the events of hooks that run on install or upgrade: a

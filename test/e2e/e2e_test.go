@@ -223,6 +223,7 @@ func (e *e2e) startManager(t *testing.T) {
 		Metrics:          operator.NewMetrics(),
 		KeyNamespace:     e.keyNS,
 		Product:          dump.Product,
+		HelmRenderer:     helmRenderer(t),
 	}
 	if e.change != nil {
 		e.change(&opts)

@@ -58,6 +58,12 @@ func TestTwoReplicasOnlyLeaderWrites(t *testing.T) {
 		}
 		return leader != nil, fmt.Sprintf("%d leaders", len(leaders)), nil
 	})
+	// Each found its chart renderer beside its binary (as in its image).
+	for _, r := range replicas {
+		if want := "charts of Helm sources are rendered by " + helmRenderer(t).Path; !r.logContains(want) {
+			t.Errorf("replica %s's log lacks %q", r.name, want)
+		}
+	}
 	standby = replicas[0]
 	if leader == standby {
 		standby = replicas[1]

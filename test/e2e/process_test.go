@@ -23,6 +23,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/gobuild"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 )
 
 // The operator binary, built once per test binary.
@@ -43,8 +44,9 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// buildOperator builds cmd/installstrategy-operator into a folder that
-// lives as long as the test binary.
+// buildOperator builds cmd/installstrategy-operator and its chart
+// renderer (cmd/installstrategy-helm-render) into a folder that lives as
+// long as the test binary.
 func buildOperator(t testing.TB) string {
 	t.Helper()
 	operatorBuild.Do(func() {
@@ -57,16 +59,28 @@ func buildOperator(t testing.TB) string {
 		operatorBin = filepath.Join(dir, "installstrategy-operator")
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		// As its image is built (static, stripped): its memory is measured.
-		out, err := gobuild.Command(ctx, operatorBin, "github.com/installstrategy/installstrategy/cmd/installstrategy-operator").CombinedOutput()
-		if err != nil {
-			operatorBuildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		// As its image is built (static, stripped): its memory is
+		// measured. Its chart renderer beside it, where it looks first.
+		for _, b := range []struct{ bin, pkg string }{
+			{operatorBin, "github.com/installstrategy/installstrategy/cmd/installstrategy-operator"},
+			{filepath.Join(dir, helmexec.HelperName), "github.com/installstrategy/installstrategy/cmd/installstrategy-helm-render"},
+		} {
+			if out, err := gobuild.Command(ctx, b.bin, b.pkg).CombinedOutput(); err != nil {
+				operatorBuildErr = fmt.Errorf("go build %s: %v\n%s", b.pkg, err, out)
+				return
+			}
 		}
 	})
 	if operatorBuildErr != nil {
 		t.Fatal(operatorBuildErr)
 	}
 	return operatorBin
+}
+
+// helmRenderer is the chart renderer buildOperator built: the in-process
+// operators of the tests render charts as the operator process does.
+func helmRenderer(t testing.TB) helmexec.Renderer {
+	return helmexec.Renderer{Path: filepath.Join(filepath.Dir(buildOperator(t)), helmexec.HelperName)}
 }
 
 // operatorProcess is the real operator binary running as a process of its

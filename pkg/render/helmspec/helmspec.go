@@ -1,0 +1,151 @@
+// Package helmspec holds the inputs and outputs of a chart's render
+// (Options, Result, Hook) and the Renderer interface, without Helm's
+// template engine: a program that has charts rendered by another process
+// (the operator, through pkg/render/helmexec) links this package and not
+// the engine. Linking Go's text/template makes the linker keep every
+// exported method of every type in the binary, which costs the operator
+// about 14 MB of resident memory (docs/NOTES.md, "Linking Helm").
+//
+// pkg/render renders with Helm's engine and names these types
+// render.HelmOptions, render.HelmResult and so on.
+package helmspec
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	chartcommon "helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/strvals"
+)
+
+// Annotations a strategy rendered from a chart carries on its ConfigMap,
+// naming the chart it came from.
+const (
+	// ChartNameAnnotation holds the chart's name (Chart.yaml name).
+	ChartNameAnnotation = "installstrategy.io/helm-chart"
+	// ChartVersionAnnotation holds the chart's version.
+	ChartVersionAnnotation = "installstrategy.io/helm-chart-version"
+	// ChartAppVersionAnnotation holds the chart's appVersion (absent when
+	// the chart has none).
+	ChartAppVersionAnnotation = "installstrategy.io/helm-app-version"
+)
+
+// Options are the inputs of a chart's rendering, named after the helm
+// CLI's flags. The zero value renders the chart's default values as
+// `helm template` does, with the release named after the chart in
+// namespace "default".
+type Options struct {
+	// ValuesFiles are YAML files of values merged in order (--values); a
+	// later file wins.
+	ValuesFiles []string `json:"valuesFiles,omitempty"`
+	// Set holds --set expressions (a.b=c,d=e), applied after the files.
+	Set []string `json:"set,omitempty"`
+	// ReleaseName is .Release.Name; empty means the chart's name (helm
+	// template's "release-name" would name every object after it).
+	ReleaseName string `json:"releaseName,omitempty"`
+	// Namespace is .Release.Namespace; empty means "default".
+	Namespace string `json:"namespace,omitempty"`
+	// KubeVersion is .Capabilities.KubeVersion (v1.36.0); empty means
+	// Helm's default, which is derived from the client-go version Helm was
+	// built with (v1.20.0 inside a test binary).
+	KubeVersion string `json:"kubeVersion,omitempty"`
+	// APIVersions are added to .Capabilities.APIVersions.
+	APIVersions []string `json:"apiVersions,omitempty"`
+	// PlainHTTP talks plain HTTP to an oci:// registry.
+	PlainHTTP bool `json:"plainHTTP,omitempty"`
+}
+
+// Validate checks the inputs that need no chart and no file: the --set
+// expressions and the Kubernetes version. Helm calls it too.
+func (o Options) Validate() error {
+	for _, s := range o.Set {
+		if _, err := strvals.Parse(s); err != nil {
+			return fmt.Errorf("--set %q: %w", s, err)
+		}
+	}
+	if o.KubeVersion != "" {
+		if _, err := chartcommon.ParseKubeVersion(o.KubeVersion); err != nil {
+			return fmt.Errorf("kube version %q: %w", o.KubeVersion, err)
+		}
+	}
+	return nil
+}
+
+// Chart names the chart that was rendered.
+type Chart struct {
+	Name       string `json:"name"`
+	Version    string `json:"version"`
+	AppVersion string `json:"appVersion,omitempty"`
+}
+
+// Annotations returns the annotations naming the chart.
+func (c Chart) Annotations() map[string]string {
+	out := map[string]string{ChartNameAnnotation: c.Name, ChartVersionAnnotation: c.Version}
+	if c.AppVersion != "" {
+		out[ChartAppVersionAnnotation] = c.AppVersion
+	}
+	return out
+}
+
+// HookAction is what became of a chart hook in the strategy.
+type HookAction string
+
+const (
+	// HookKept: the hook's object is an ordinary object of the strategy,
+	// applied in its kind's stage of every install and upgrade.
+	HookKept HookAction = "kept"
+	// HookDropped: the hook's object is not in the strategy.
+	HookDropped HookAction = "dropped"
+)
+
+// Hook reports one hook of the chart and what became of it.
+type Hook struct {
+	// Kind and Name of the hook's object.
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Path is the chart-relative template it came from.
+	Path string `json:"path"`
+	// Events are the hook's helm.sh/hook events.
+	Events []string   `json:"events,omitempty"`
+	Action HookAction `json:"action"`
+	// Reason says why, for people.
+	Reason string `json:"reason"`
+}
+
+func (h Hook) String() string {
+	return fmt.Sprintf("hook %s/%s (%s, %s): %s: %s", h.Kind, h.Name, strings.Join(h.Events, ","), h.Path, h.Action, h.Reason)
+}
+
+// Result is a rendered chart.
+type Result struct {
+	// Manifests is the text helm template --include-crds prints for the
+	// same inputs, less the dropped hooks: the chart's CRDs, its objects,
+	// then the kept hooks, each document introduced by a --- line and a
+	// "# Source:" comment.
+	Manifests []byte `json:"manifests"`
+	// Chart is the rendered chart's name and versions.
+	Chart Chart `json:"chart"`
+	// Hooks lists every hook of the chart, in Helm's order, with what was
+	// done with it.
+	Hooks []Hook `json:"hooks,omitempty"`
+}
+
+// Renderer renders a packaged chart (.tgz bytes) client-only, as
+// `helm template --include-crds` does, with vals on top of the chart's
+// own values. name names the chart in errors; the render stops at ctx's
+// deadline. pkg/render's InProcess renders in the calling process,
+// pkg/render/helmexec's Renderer in a helper process.
+type Renderer interface {
+	RenderArchive(ctx context.Context, name string, archive []byte, vals map[string]any, opts Options) (*Result, error)
+}
+
+// RendererError is a failure of the renderer, not of the chart (its
+// helper process missing, killed or answering nonsense): unlike a chart's
+// render error it says nothing about the chart, so a caller that keeps
+// render errors by chart retries after one of these.
+type RendererError struct{ Err error }
+
+func (e *RendererError) Error() string { return e.Err.Error() }
+
+func (e *RendererError) Unwrap() error { return e.Err }
