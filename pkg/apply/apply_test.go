@@ -2,6 +2,7 @@ package apply_test
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -376,5 +377,80 @@ func TestPrepareLeavePodTemplates(t *testing.T) {
 		if got.GetAnnotations()[apply.VersionAnnotation] != "v1" {
 			t.Errorf("LeavePodTemplates %v: object annotations %v", leave, got.GetAnnotations())
 		}
+	}
+}
+
+// Prepare (and PrepareShared, and the kept template of an adoption)
+// leaves the strategy's object as it was: the prepared copy shares the
+// object's values below its top level and metadata, so every field it
+// changes (labels, annotations, the pod template's annotations, a
+// Secret's stringData, status and server fields) must be changed on its
+// own maps. The strategy's objects are held across rollouts; a change
+// leaking into them would be applied by every later one.
+func TestPrepareLeavesTheStrategyObjectAlone(t *testing.T) {
+	objs := []*unstructured.Unstructured{
+		{Object: map[string]any{
+			"apiVersion": "apps/v1", "kind": "Deployment",
+			"metadata": map[string]any{"name": "web", "namespace": "apps", "labels": map[string]any{"app": "web"},
+				"annotations": map[string]any{"note": "x"}, "resourceVersion": "7", "uid": "u", "creationTimestamp": "2026-01-01T00:00:00Z"},
+			"spec": map[string]any{"replicas": int64(2), "template": map[string]any{
+				"metadata": map[string]any{"labels": map[string]any{"app": "web"}, "annotations": map[string]any{"a": "b"}, "creationTimestamp": nil},
+				"spec":     map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i"}}}}},
+			"status": map[string]any{"replicas": int64(2)},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "batch/v1", "kind": "CronJob", "metadata": map[string]any{"name": "tick", "namespace": "apps"},
+			"spec": map[string]any{"schedule": "* * * * *", "jobTemplate": map[string]any{"spec": map[string]any{"template": map[string]any{
+				"spec": map[string]any{"containers": []any{map[string]any{"name": "c", "image": "i"}}}}}}},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Secret", "metadata": map[string]any{"name": "s", "namespace": "apps"},
+			"data": map[string]any{"a": "YQ=="}, "stringData": map[string]any{"b": "b"},
+		}},
+		{Object: map[string]any{
+			"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "apps", "annotations": map[string]any{apply.ImplicitAnnotation: "true"}},
+		}},
+	}
+	owner := inventory.Owner{Namespace: "apps", Name: "web", Kind: inventory.KindPlugin}
+	id := strategy.Identity{Version: "v1", Registry: "r", Identifier: "i"}
+	for _, obj := range objs {
+		before := obj.DeepCopy()
+		for _, a := range []*apply.Applier{
+			apply.New(nil, nil, apply.Options{Identity: id, Owner: owner}),
+			apply.New(nil, nil, apply.Options{Identity: id, Owner: owner, LeavePodTemplates: true}),
+			apply.New(nil, nil, apply.Options{Identity: id, Owner: owner, Adopt: apply.AdoptAll}),
+		} {
+			got, err := a.Prepare(obj, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.GetAnnotations()[apply.AppliedHashAnnotation] == "" && obj.GetKind() != "Namespace" {
+				t.Errorf("%s: prepared without the applied hash", obj.GetKind())
+			}
+			// An adopted object: its live copy, unlabelled, with the
+			// template the strategy has (kept).
+			live := obj.DeepCopy()
+			live.SetLabels(nil)
+			if _, err := a.Prepare(obj, live); err != nil {
+				t.Fatal(err)
+			}
+			apply.PrepareShared(obj)
+			if !reflect.DeepEqual(obj.Object, before.Object) {
+				t.Fatalf("%s: Prepare changed the strategy's object:\n%v\nwas\n%v", obj.GetKind(), obj.Object, before.Object)
+			}
+		}
+	}
+	// What strip drops and what prepare adds are on the prepared copy.
+	got, _ := apply.Prepare(objs[0], id, owner)
+	if _, has := got.Object["status"]; has || got.GetResourceVersion() != "" || got.GetUID() != "" {
+		t.Errorf("prepared Deployment keeps server fields: %v", got.Object)
+	}
+	tmplAnn, _, _ := unstructured.NestedStringMap(got.Object, "spec", "template", "metadata", "annotations")
+	if tmplAnn[apply.VersionAnnotation] != "v1" || tmplAnn["a"] != "b" {
+		t.Errorf("prepared pod template annotations %v", tmplAnn)
+	}
+	sec, _ := apply.Prepare(objs[2], id, owner)
+	if data, _, _ := unstructured.NestedStringMap(sec.Object, "data"); data["a"] != "YQ==" || data["b"] != "Yg==" || sec.Object["stringData"] != nil {
+		t.Errorf("prepared Secret: %v", sec.Object)
 	}
 }

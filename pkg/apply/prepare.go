@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -56,7 +57,10 @@ const (
 // Prepare returns the object as the applier writes it: without status and
 // creation timestamps, with the owner's labels (pkg/inventory) and the
 // identity annotations on the object and on its pod template, and with the
-// AppliedHashAnnotation over all of that. obj is not modified.
+// AppliedHashAnnotation over all of that. obj is not modified; the result
+// shares obj's values below its top level and its metadata, so it must
+// not be changed in place below them (copy it first, as the fallback
+// update does).
 func Prepare(obj *unstructured.Unstructured, id strategy.Identity, owner inventory.Owner) (*unstructured.Unstructured, error) {
 	return prepare(obj, id, owner, true)
 }
@@ -92,6 +96,7 @@ func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 		if err := unstructured.SetNestedStringMap(tmpl, tmplAnn, "metadata", "annotations"); err != nil {
 			return nil, fmt.Errorf("prepare %s: pod template: %w", strategy.RefOf(obj), err)
 		}
+		ownPath(u.Object, info.PodTemplate...)
 		if err := unstructured.SetNestedMap(u.Object, tmpl, info.PodTemplate...); err != nil {
 			return nil, fmt.Errorf("prepare %s: pod template: %w", strategy.RefOf(obj), err)
 		}
@@ -119,18 +124,45 @@ func PrepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	return u
 }
 
-// strip copies obj without what the server owns.
+// strip copies obj without what the server owns. Only the top level and
+// the metadata are copied: everything below them is shared with obj (a
+// strategy's objects are held for every rollout; copying all of a
+// KubeVirt CRD's schema for each write held megabytes at once), so
+// whatever changes a field below them must first make the maps on its
+// path its own (ownPath).
 func strip(obj *unstructured.Unstructured) *unstructured.Unstructured {
-	u := obj.DeepCopy()
+	u := &unstructured.Unstructured{Object: maps.Clone(obj.Object)}
+	if u.Object == nil {
+		u.Object = map[string]any{}
+	}
 	delete(u.Object, "status")
-	unstructured.RemoveNestedField(u.Object, "metadata", "creationTimestamp")
-	unstructured.RemoveNestedField(u.Object, "metadata", "resourceVersion")
-	unstructured.RemoveNestedField(u.Object, "metadata", "uid")
-	unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		md = maps.Clone(md)
+		for _, f := range []string{"creationTimestamp", "resourceVersion", "uid", "managedFields"} {
+			delete(md, f)
+		}
+		u.Object["metadata"] = md
+	}
 	if u.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Secret"}) {
 		secretStringDataToData(u)
 	}
 	return u
+}
+
+// ownPath replaces the maps of obj on the way to the field at path (all
+// but its last element) with shallow copies, so that setting that field
+// changes no map obj shares with another object (see strip).
+func ownPath(obj map[string]any, path ...string) {
+	m := obj
+	for _, k := range path[:len(path)-1] {
+		child, ok := m[k].(map[string]any)
+		if !ok {
+			return // SetNestedField makes new maps from here on
+		}
+		child = maps.Clone(child)
+		m[k] = child
+		m = child
+	}
 }
 
 // secretStringDataToData moves a Secret's stringData into data, as the API
