@@ -457,17 +457,24 @@ func (a *Applier) GetAtLeast(ctx context.Context, obj *unstructured.Unstructured
 // live reads obj's live object through ri, or from the cache when it holds
 // a copy at generation gen or later.
 func (a *Applier) live(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, error) {
-	live, _, err := a.liveOrCached(ctx, ri, obj, gen)
+	live, _, err := a.liveOrCached(ctx, ri, obj, gen, false)
 	return live, err
 }
 
 // liveOrCached is live, also saying whether the object came from the
-// cache.
-func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, bool, error) {
+// cache. readOnly says the caller changes nothing of the object: a bulky
+// kind's cached object is then the informer's own, not a copy.
+func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64, readOnly bool) (*unstructured.Unstructured, bool, error) {
 	if a.cacheTrusted() {
 		// A cache that cannot answer (not started yet, a kind its mapper
 		// does not know yet) is passed by: the API server answers.
-		cached, ok, err := a.cache.Cached(ctx, obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
+		read := a.cache.Cached
+		if sr, ok := a.cache.(sharedReader); ok && readOnly {
+			if info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind()); len(info.Bulky) > 0 {
+				read = sr.CachedShared
+			}
+		}
+		cached, ok, err := read(ctx, obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
 		if err == nil && !ok {
 			a.usable(obj, nil)
 		}
@@ -737,7 +744,12 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if err != nil {
 		return Result{Ref: ref}, err
 	}
-	live, cached, err := a.liveOrCached(ctx, ri, obj, 0)
+	if sh, ok := a.cache.(sharer); ok && !a.opts.DryRun {
+		sh.Share(obj)
+	}
+	// The write's decision only reads live (and Result.Object is read
+	// only): a bulky kind's cached object is not copied for it.
+	live, cached, err := a.liveOrCached(ctx, ri, obj, 0, true)
 	if err != nil {
 		return Result{Ref: ref}, err
 	}
@@ -826,6 +838,18 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		res.Reason += "server-side apply rejected the object, written with " + map[bool]string{true: "create", false: "update"}[live == nil]
 	}
 	return res, nil
+}
+
+// sharedReader is a Cache that can return its own copy of an object to a
+// reader that does not change it (InformerCache.CachedShared).
+type sharedReader interface {
+	CachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error)
+}
+
+// sharer is a Cache that holds the strategy's values of bulky fields
+// instead of copies (InformerCache.Share).
+type sharer interface {
+	Share(obj *unstructured.Unstructured)
 }
 
 func (a *Applier) dryRun() []string {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -53,6 +54,9 @@ type InformerCache struct {
 	// starting holds, for kinds whose informer has not synced yet, when
 	// it started.
 	starting map[schema.GroupVersionKind]time.Time
+
+	// shared holds the strategy's values of bulky fields (Share).
+	shared shared
 
 	vmu sync.Mutex
 	// versions holds, by object, the last resourceVersions its informer
@@ -126,14 +130,16 @@ func ManagedSelector() labels.Selector {
 func NewInformerCache(cfg *rest.Config) (*InformerCache, error) {
 	// Field managers are half of a typical object's metadata and no cached
 	// read needs them (adoption, which does, reads the live object).
+	ic := &InformerCache{bypass: map[schema.GroupVersionKind]time.Time{},
+		watched: map[schema.GroupVersionKind]bool{}, starting: map[schema.GroupVersionKind]time.Time{},
+		versions: map[cacheKey]*recentVersions{}}
 	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: ManagedSelector(),
-		DefaultTransform: crcache.TransformStripManagedFields()})
+		DefaultTransform: ic.transform(crcache.TransformStripManagedFields())})
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
-	return &InformerCache{cache: c, bypass: map[schema.GroupVersionKind]time.Time{},
-		watched: map[schema.GroupVersionKind]bool{}, starting: map[schema.GroupVersionKind]time.Time{},
-		versions: map[cacheKey]*recentVersions{}}, nil
+	ic.cache = c
+	return ic, nil
 }
 
 // Start runs the informers until ctx ends.
@@ -176,9 +182,17 @@ func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind,
 	return c.cached(ctx, gvk, namespace, name, FirstSyncWait)
 }
 
+// CachedShared is Cached without the copy: the object returned is the
+// informer's own, which the caller must not change (nor anything it
+// holds). The applier reads bulky kinds' objects (kinds.Info.Bulky: CRDs
+// with their schemas) this way to decide a write.
+func (c *InformerCache) CachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
+	return c.cached(ctx, gvk, namespace, name, FirstSyncWait, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
+}
+
 // cached reads an object of gvk, waiting for the kind's informer to sync
 // up to patience from the informer's start.
-func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patience time.Duration) (*unstructured.Unstructured, bool, error) {
+func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string, patience time.Duration, opts ...client.GetOption) (*unstructured.Unstructured, bool, error) {
 	c.mu.Lock()
 	until, bypassed := c.bypass[gvk]
 	c.mu.Unlock()
@@ -190,7 +204,7 @@ func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind,
 	if err := c.synced(ctx, gvk, u, patience); err != nil {
 		return nil, false, err
 	}
-	err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u)
+	err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u, opts...)
 	switch {
 	case apierrors.IsNotFound(err):
 		c.watchVersions(ctx, gvk)

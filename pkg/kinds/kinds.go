@@ -48,6 +48,13 @@ type Info struct {
 	// rewritten at the new storage version and status.storedVersions is
 	// updated (what kube-storage-version-migrator does; pkg/reconcile).
 	MigrateStoredVersions bool
+	// Bulky names the field that holds most of an object of the kind and
+	// that the cluster keeps as written (a CRD's version schemas: "spec",
+	// "versions", "*", "schema", where "*" is each element of a list). The
+	// operator's informer cache holds such a field, when it equals the
+	// strategy's, as the strategy's own value instead of a second copy
+	// (apply.InformerCache.Share).
+	Bulky []string
 	// MergeIntoExisting marks kinds (Namespaces) whose existing objects
 	// that no installation owns are merged into rather than reported as
 	// conflicts: the strategy's labels and annotations are applied, the
@@ -197,7 +204,8 @@ var table = []Info{
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC, Review: ReviewBinding},
 	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC, Review: ReviewRules},
 	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC, Review: ReviewBinding},
-	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, Review: ReviewSchema},
+	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, Review: ReviewSchema,
+		Bulky: []string{"spec", "versions", "*", "schema"}},
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
 	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},
 	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig},
