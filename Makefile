@@ -23,7 +23,7 @@
 #                       (install, upgrade) on clusters of their own; needs the
 #                       virt-operator binaries (make virt-operator-build); not
 #                       in make test
-#   make build          the plugin and operator binaries into _output/bin
+#   make build          the plugin, the operator and its chart renderer into _output/bin
 #   make release        release archives (linux, darwin; amd64, arm64),
 #                       SHA256SUMS and the krew manifest into _output/release
 #   make demo           a tour (see README.md)
@@ -270,7 +270,7 @@ BUILDINFO := github.com/installstrategy/installstrategy/internal/buildinfo
 STAMP = -X $(BUILDINFO).version=$(VERSION) -X $(BUILDINFO).commit=$(COMMIT) -X $(BUILDINFO).date=$(BUILD_DATE)
 
 .PHONY: build
-build: ## Build the plugin and the operator into _output/bin (static, as released).
+build: ## Build the plugin, the operator and its chart renderer into _output/bin (static, as released).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(STAMP)" -o _output/bin/ ./cmd/...
 
 # release: hack/release.sh builds the plugin and the operator for

@@ -17,6 +17,7 @@ import (
 	"maps"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"slices"
 	"strings"
 	"syscall"
@@ -142,9 +143,16 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 		return fmt.Errorf("--max-concurrent-reconciles %d: must not be negative", mo.maxReconciles)
 	}
 	if mo.helmRenderer != "" {
-		if err := executableFile(mo.helmRenderer); err != nil {
+		// Absolute: a bare name would be checked here and looked up in
+		// $PATH when run.
+		abs, err := filepath.Abs(mo.helmRenderer)
+		if err == nil {
+			err = executableFile(abs)
+		}
+		if err != nil {
 			return fmt.Errorf("--helm-renderer %s: %w", mo.helmRenderer, err)
 		}
+		mo.helmRenderer = abs
 	}
 	log := newLog(*verbosity)
 	if !*dumpMode {

@@ -20,8 +20,10 @@ func WithLive(obj, live *unstructured.Unstructured) *unstructured.Unstructured {
 		return obj
 	}
 	stored, _, _ := unstructured.NestedStringSlice(live.Object, "status", "storedVersions")
-	desired, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
-	liveVersions, _, _ := unstructured.NestedSlice(live.Object, "spec", "versions")
+	// Read in place (the versions hold the schemas; NestedSlice would copy
+	// them all for each decision): nothing below is changed but copies.
+	desired := versionsOf(obj)
+	liveVersions := versionsOf(live)
 	have := map[string]bool{}
 	for _, v := range desired {
 		m, _ := v.(map[string]any)
@@ -47,8 +49,15 @@ func WithLive(obj, live *unstructured.Unstructured) *unstructured.Unstructured {
 		return obj
 	}
 	out := obj.DeepCopy()
-	_ = unstructured.SetNestedSlice(out.Object, append(desired, keep...), "spec", "versions")
+	_ = unstructured.SetNestedField(out.Object, append(versionsOf(out), keep...), "spec", "versions")
 	return out
+}
+
+// versionsOf is a CRD's spec.versions, not copied.
+func versionsOf(crd *unstructured.Unstructured) []any {
+	v, _, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "versions")
+	list, _ := v.([]any)
+	return list
 }
 
 func runtimeDeepCopy(m map[string]any) map[string]any {

@@ -20,8 +20,10 @@ import (
 // and in the CRD informer, about 10 MB of the operator's peak heap.
 //
 // Both sides treat the values as read-only: the strategy's objects are
-// never changed (Prepare shares them, TestPrepareLeavesTheStrategyObjectAlone)
-// and cached objects are copied before a reader gets them.
+// never changed (Prepare shares them, TestPrepareLeavesTheStrategyObjectAlone);
+// cached objects are copied before a reader gets them, except by the
+// applier's write decision (CachedShared), which only reads them, as do
+// the consumers of its Result.Object.
 type shared struct {
 	mu   sync.Mutex
 	vals map[sharedKey]any
@@ -84,8 +86,22 @@ func (c *InformerCache) Share(obj *unstructured.Unstructured) {
 		c.shared.vals = map[sharedKey]any{}
 	}
 	bulky(obj.Object, info.Bulky, "", func(at string, _ map[string]any, _ string, v any) {
-		c.shared.vals[sharedKey{gk, obj.GetNamespace(), obj.GetName(), at}] = v
+		k := sharedKey{gk, obj.GetNamespace(), obj.GetName(), at}
+		// An equal value recorded before stays: the informer's objects
+		// hold that one, and each reconcile's strategy is a new copy (a
+		// resync that changes nothing would otherwise keep two).
+		if old, ok := c.shared.vals[k]; ok && (sameMap(old, v) || reflect.DeepEqual(old, v)) {
+			return
+		}
+		c.shared.vals[k] = v
 	})
+}
+
+// sameMap reports whether a and b are the same map (not only equal).
+func sameMap(a, b any) bool {
+	am, ok1 := a.(map[string]any)
+	bm, ok2 := b.(map[string]any)
+	return ok1 && ok2 && reflect.ValueOf(am).Pointer() == reflect.ValueOf(bm).Pointer()
 }
 
 // transform is the informers' transform: managed fields are dropped (no

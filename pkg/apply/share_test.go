@@ -107,6 +107,20 @@ spec:
 	if !reflect.DeepEqual(own.Object, before.Object) {
 		t.Error("the re-apply changed the informer's object")
 	}
+	// A resync applies a fresh parse of the same strategy (each reconcile
+	// gets its own copy): nothing is written, the informer gets no event,
+	// and it must still share with the table (not hold one copy while the
+	// table holds another).
+	again, _, err := strategy.Parse([]byte(text), strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := a.Apply(ctx, again.Objects[0]); err != nil || res.Action != apply.ActionUnchanged {
+		t.Fatalf("re-apply of a fresh parse: %+v, %v; want unchanged", res, err)
+	}
+	if same, all, err := cache.SharesForTest(ctx, gvk, "", crd.GetName()); err != nil || same != 2 || all != 2 {
+		t.Fatalf("after re-applying a fresh parse: %d of %d schemas shared (%v); want 2 of 2", same, all, err)
+	}
 
 	// Someone edits v1's schema: the cache holds the edit, not the
 	// strategy's schema, and the applier repairs it.

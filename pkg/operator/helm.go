@@ -160,6 +160,9 @@ func (r *Reconciler) renderChart(ctx context.Context, a *oci.Artifact, vals map[
 	if _, broken := errors.AsType[*helmspec.RendererError](err); broken {
 		return nil, err // the renderer's failure, not the chart's: not cached
 	}
+	// A render killed at HelmRenderTimeout is cached like the chart's
+	// other errors: a chart whose templates loop is not run again at every
+	// reconcile (docs/SECURITY.md).
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.done == nil || len(c.done) >= maxRenderedCharts {

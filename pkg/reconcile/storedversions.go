@@ -27,7 +27,9 @@ const StorageVersionsStep = "crds/storage-versions"
 // defines, and obj's storage version.
 func staleStoredVersions(obj, live *unstructured.Unstructured) (stale []string, storage string) {
 	defined := map[string]bool{}
-	versions, _, _ := unstructured.NestedSlice(obj.Object, "spec", "versions")
+	// Read in place: the versions hold the schemas.
+	field, _, _ := unstructured.NestedFieldNoCopy(obj.Object, "spec", "versions")
+	versions, _ := field.([]any)
 	for _, v := range versions {
 		m, _ := v.(map[string]any)
 		name, _ := m["name"].(string)
