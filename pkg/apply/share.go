@@ -37,9 +37,9 @@ type sharedKey struct {
 	at string
 }
 
-// bulky calls fn with the place and the value of each bulky field of obj
-// (none for kinds without one) and, for fields in lists, the list and
-// index, so fn can replace the value.
+// bulky calls fn with the place, the enclosing map and key, and the value
+// of each field of obj at path ("*" steps into each element of a list),
+// so fn can read or replace the value.
 func bulky(obj map[string]any, path []string, at string, fn func(at string, parent map[string]any, key string, v any)) {
 	if len(path) == 0 {
 		return
@@ -57,7 +57,7 @@ func bulky(obj map[string]any, path []string, at string, fn func(at string, pare
 		fn(place, obj, key, v)
 		return
 	}
-	if len(path) >= 2 && path[1] == "*" {
+	if path[1] == "*" {
 		list, _ := v.([]any)
 		for i, el := range list {
 			if m, ok := el.(map[string]any); ok {
@@ -90,18 +90,12 @@ func (c *InformerCache) Share(obj *unstructured.Unstructured) {
 		// An equal value recorded before stays: the informer's objects
 		// hold that one, and each reconcile's strategy is a new copy (a
 		// resync that changes nothing would otherwise keep two).
-		if old, ok := c.shared.vals[k]; ok && (sameMap(old, v) || reflect.DeepEqual(old, v)) {
+		// (DeepEqual answers at once for the very same map.)
+		if old, ok := c.shared.vals[k]; ok && reflect.DeepEqual(old, v) {
 			return
 		}
 		c.shared.vals[k] = v
 	})
-}
-
-// sameMap reports whether a and b are the same map (not only equal).
-func sameMap(a, b any) bool {
-	am, ok1 := a.(map[string]any)
-	bm, ok2 := b.(map[string]any)
-	return ok1 && ok2 && reflect.ValueOf(am).Pointer() == reflect.ValueOf(bm).Pointer()
 }
 
 // transform is the informers' transform: managed fields are dropped (no
