@@ -199,6 +199,9 @@ type Applier struct {
 	// listed holds, by cacheKey, live objects a Probe without a cache
 	// listed, read the same way.
 	listed *sync.Map
+	// listedMeta holds, by cacheKey, the metadata of objects a Probe with
+	// a cache listed (GetMetadata).
+	listedMeta *sync.Map
 }
 
 // cacheKey names an object in Applier.seen.
@@ -441,6 +444,19 @@ func (a *Applier) Resource(obj *unstructured.Unstructured) (dynamic.ResourceInte
 // API server.
 func (a *Applier) Get(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	return a.GetAtLeast(ctx, obj, 0)
+}
+
+// GetMetadata is Get for a reader of the object's metadata alone (labels,
+// annotations): an object the applier's Probe listed with a cache, which
+// Get would read from the API server, is answered from the list, holding
+// its metadata only.
+func (a *Applier) GetMetadata(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if a.listedMeta != nil {
+		if m, ok := a.listedMeta.Load(keyOf(obj)); ok {
+			return m.(*unstructured.Unstructured).DeepCopy(), nil
+		}
+	}
+	return a.Get(ctx, obj)
 }
 
 // GetAtLeast is Get for an object written at generation gen: a cached copy
@@ -796,6 +812,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		// Whatever the write does, later reads ask the API server.
 		a.absent.Delete(keyOf(obj))
 		a.listed.Delete(keyOf(obj))
+		a.listedMeta.Delete(keyOf(obj))
 	}
 	if res.Adopted && !a.opts.DryRun && writesTemplate(prepared) {
 		// An adopted workload whose pod template is replaced gets the

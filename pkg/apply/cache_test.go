@@ -294,6 +294,54 @@ func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
 	}
 }
 
+// With a cache, Probe lists metadata only: a reader of an object's labels
+// (the claim check) takes them from the list with GetMetadata, without a
+// read of each object the cache does not hold; Get still reads the whole
+// object, and an object the list lacked is absent for both.
+func TestProbeWithCacheAnswersMetadataFromItsList(t *testing.T) {
+	env, ns, a, rec := recordedApplier(t)
+	ctx := t.Context()
+	cached := a.WithCache(applytest.StartCache(t, env.Config))
+	var objs []*unstructured.Unstructured
+	for _, name := range []string{"theirs-1", "theirs-2"} {
+		theirs := configMap(t, ns, name, map[string]string{"k": "theirs"})
+		theirs.SetLabels(map[string]string{"team": "others"})
+		if _, err := env.Dynamic.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, configMap(t, ns, name, map[string]string{"k": "ours"}))
+	}
+	absent := configMap(t, ns, "absent", map[string]string{"k": "ours"})
+	objs = append(objs, absent)
+	probed := cached.Probe(ctx, objs)
+	rec.Reset()
+	for _, o := range objs[:2] {
+		m, err := probed.GetMetadata(ctx, o)
+		if err != nil || m == nil {
+			t.Fatalf("metadata of %s: %v, %v", o.GetName(), m, err)
+		}
+		if m.GetLabels()["team"] != "others" {
+			t.Errorf("metadata of %s has labels %v, want the live object's", o.GetName(), m.GetLabels())
+		}
+		if _, ok := m.Object["data"]; ok {
+			t.Errorf("metadata of %s holds its data: %v", o.GetName(), m.Object)
+		}
+	}
+	if m, err := probed.GetMetadata(ctx, absent); err != nil || m != nil {
+		t.Errorf("metadata of an object the list lacked: %v, %v; want absent", m, err)
+	}
+	if r := rec.Reads(); len(r) != 0 {
+		t.Errorf("metadata of probed objects read %v, want nothing", r)
+	}
+	live, err := probed.Get(ctx, objs[0])
+	if err != nil || live == nil || live.Object["data"] == nil {
+		t.Fatalf("get of a probed object: %v, %v; want the whole live object", live, err)
+	}
+	if r := rec.Reads(); len(r) != 1 {
+		t.Errorf("get of a probed object not cached: reads %v, want one GET", r)
+	}
+}
+
 // Once the informer has stored the applier's own write, its cached copy
 // is trusted even after the object's controller changed it (a status
 // write): the next read needs no request, where a copy is otherwise

@@ -34,7 +34,8 @@ const probePage = 500
 // Until the returned applier's first write of an object, its reads of one
 // the list did not hold answer "absent", and without a cache its reads of
 // one the list held answer the listed copy, without a request; reads after
-// that write (whether it succeeded or not) ask as usual. A list that
+// that write (whether it succeeded or not) ask as usual; GetMetadata of one
+// a metadata list held answers that metadata. A list that
 // fails, is refused, or runs long past the objects probed (a namespace
 // full of others' objects; see listGroup) is dropped: those objects are
 // read one by one, as without Probe. An object created or changed between
@@ -71,7 +72,7 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 		}
 		groups[g] = append(groups[g], obj)
 	}
-	absent, listed := new(sync.Map), new(sync.Map)
+	absent, listed, listedMeta := new(sync.Map), new(sync.Map), new(sync.Map)
 	// Without a cache (or with one distrusted), the list carries the live
 	// objects themselves.
 	full := !trusted
@@ -95,6 +96,8 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 					absent.Store(keyOf(obj), struct{}{})
 				case full:
 					listed.Store(keyOf(obj), live)
+				default:
+					listedMeta.Store(keyOf(obj), live)
 				}
 			}
 			return nil
@@ -102,7 +105,7 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 	}
 	_ = eg.Wait()
 	out := a.WithOptions(a.opts)
-	out.noCache, out.absent, out.listed = a.noCache, absent, listed
+	out.noCache, out.absent, out.listed, out.listedMeta = a.noCache, absent, listed, listedMeta
 	return out
 }
 

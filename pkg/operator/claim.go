@@ -17,7 +17,9 @@ import (
 // look again after ClaimRequeue. Once the holder is gone, the rollout runs
 // and takes over what it left (the CRDs it kept).
 func (r *Reconciler) stageClaim(ctx context.Context, s *State) (bool, error) {
-	err := r.rc.CheckClaims(ctx, s.Strategy, reconcile.Options{Owner: Owner(s.Installation)})
+	claims, err := r.rc.CheckClaims(ctx, s.Strategy, reconcile.Options{Owner: Owner(s.Installation)})
+	// The rollout that follows takes this answer instead of looking again.
+	s.claims = claims
 	var claimed *reconcile.ClaimedError
 	if !errors.As(err, &claimed) {
 		return false, err

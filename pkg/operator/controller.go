@@ -473,6 +473,9 @@ type State struct {
 	// returned it: the next write starts from it instead of reading the
 	// object again (a conflict, someone else's write since, reads it).
 	lastWrite client.Object
+	// claims is the claim stage's answer, which the rollout that follows
+	// takes (reconcile.Options.Claims) instead of checking again.
+	claims *reconcile.Claims
 }
 
 // Stages returns the pipeline of an Installation that is not being deleted.

@@ -56,6 +56,7 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 		// is Ready between its crashes and must not clear the condition.
 		VerifyPods: in.IsConditionTrue(v1alpha1.ConditionDegraded),
 		OnEvent:    onEvent,
+		Claims:     s.claims,
 	}
 }
 

@@ -68,7 +68,9 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 	byHolder := map[holder][]held{}
 	var holders []holder
 	for _, o := range cluster {
-		live, err := a.Get(ctx, o)
+		// Labels and annotations are all the check reads: a probe's
+		// metadata list answers for objects the cache does not hold.
+		live, err := a.GetMetadata(ctx, o)
 		if err != nil {
 			return nil, fmt.Errorf("claim check: %w", err)
 		}
@@ -113,11 +115,17 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 	return released, nil
 }
 
-// claim runs checkClaims and gives the run's applier the released objects.
+// claim runs checkClaims (or takes the answer of the check that ran just
+// before, Options.Claims) and gives the run's applier the released objects.
 func (r *run) claim(ctx context.Context) error {
-	released, err := r.checkClaims(ctx)
-	if err != nil {
-		return err
+	var released map[strategy.ObjectRef]string
+	if c := r.opts.Claims; c.answers(r.original, r.opts.Owner) {
+		released = c.released
+	} else {
+		var err error
+		if released, err = r.checkClaims(ctx); err != nil {
+			return err
+		}
 	}
 	if len(released) > 0 {
 		opts := r.a.Options()
@@ -127,16 +135,47 @@ func (r *run) claim(ctx context.Context) error {
 	return nil
 }
 
+// Claims is the answer of a claim check that found no live installation
+// holding the strategy's cluster-scoped objects (CheckClaims): which of
+// them it may take over from installations that are gone. Run and Plan
+// take it (Options.Claims) instead of reading those objects again, for the
+// same strategy and owner only.
+type Claims struct {
+	s        *strategy.Strategy
+	owner    inventory.Owner
+	released map[strategy.ObjectRef]string
+}
+
+// answers reports whether c is the answer for strategy s and owner.
+func (c *Claims) answers(s *strategy.Strategy, owner inventory.Owner) bool {
+	return c != nil && c.s == s && c.owner == owner
+}
+
 // CheckClaims returns a *ClaimedError when the cluster-scoped objects of s
 // belong to another installation that still exists (Run would write
-// nothing), else nil; only opts.Owner is used. It writes nothing and reads
-// only those objects (from the cache, when the Reconciler has one) and the
-// inventory of an installation that labelled one of them.
-func (rc *Reconciler) CheckClaims(ctx context.Context, s *strategy.Strategy, opts Options) error {
+// nothing); else the check's answer, which a Run of the same s and owner
+// that follows at once takes as Options.Claims instead of checking again.
+// Only opts.Owner is used. It writes nothing and reads only those objects
+// (from the cache, when the Reconciler has one; the Namespaces Run would
+// create included) and the inventory of an installation that labelled one
+// of them.
+func (rc *Reconciler) CheckClaims(ctx context.Context, s *strategy.Strategy, opts Options) (*Claims, error) {
 	if err := opts.Owner.Validate(); err != nil {
-		return fmt.Errorf("claim check: %w", err)
+		return nil, fmt.Errorf("claim check: %w", err)
 	}
-	r := &run{opts: opts, s: s, a: rc.a.WithOptions(apply.Options{Owner: opts.Owner}), invs: inventory.NewStore(rc.kube)}
-	_, err := r.checkClaims(ctx)
-	return err
+	// Discovery asked afresh, as by Run, which then does not ask again
+	// when it takes this answer.
+	a := rc.applier(apply.Options{Owner: opts.Owner})
+	// The objects as Run has them: namespaces defaulted, implicit
+	// Namespaces added.
+	ts, err := a.DefaultNamespaces(s, opts.Owner.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("claim check: %w", err)
+	}
+	r := &run{opts: opts, s: withImplicitNamespaces(ts, opts.Owner.Namespace), a: a, invs: inventory.NewStore(rc.kube)}
+	released, err := r.checkClaims(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Claims{s: s, owner: opts.Owner, released: released}, nil
 }

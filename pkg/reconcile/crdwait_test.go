@@ -391,3 +391,38 @@ func TestCRDsKindsAreWaitedForInDiscovery(t *testing.T) {
 	}
 	expectGizmo(t, env, ns, group)
 }
+
+// A run that changes CRDs whose kinds discovery already served when the
+// run began does not ask discovery again to wait for them: one discovery
+// at the run's start.
+func TestChangedCRDsAlreadyServedAskNoDiscovery(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := ns + ".crdwait.installstrategy.test"
+	if res, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute); err != nil || !res.RolledOver {
+		t.Fatalf("install: %v (events %v)", err, events)
+	}
+	s := gizmoStrategy(ns, group)
+	s.Objects[0].SetAnnotations(map[string]string{"changed": "yes"})
+	res, events, rec, err := crdTestRun(t, env, ns, s, time.Minute)
+	if err != nil || !res.RolledOver {
+		t.Fatalf("change: %v (events %v)", err, events)
+	}
+	updated := false
+	for _, a := range res.Applied {
+		updated = updated || (a.Ref.Kind == "CustomResourceDefinition" && a.Action == apply.ActionUpdate)
+	}
+	if !updated {
+		t.Fatalf("the CRD was not updated: %+v", res.Applied)
+	}
+	discovery := 0
+	for _, r := range rec.Reads() {
+		if r.Path == "/apis" {
+			discovery++
+		}
+	}
+	if discovery != 1 {
+		t.Errorf("the run asked discovery %d times, want once (at its start)", discovery)
+	}
+}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -55,4 +56,10 @@ func WaitGetter(ctx context.Context, rc *Reconciler, s *strategy.Strategy, opts 
 		return nil, err
 	}
 	return r.getter(ctx, results, readyResponsesOnly), nil
+}
+
+// ClaimsAnswer reports whether c is taken as the claim check's answer for
+// s and owner.
+func ClaimsAnswer(c *Claims, s *strategy.Strategy, owner inventory.Owner) bool {
+	return c.answers(s, owner)
 }

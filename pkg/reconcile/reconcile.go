@@ -104,6 +104,11 @@ type Options struct {
 	// OnEvent, when set, is called (from one goroutine at a time) with
 	// the progress of the run.
 	OnEvent func(Event)
+	// Claims is the answer of a CheckClaims of the same strategy and
+	// owner just before: the run takes it instead of reading the
+	// strategy's cluster-scoped objects again. Nil (or an answer for
+	// another strategy or owner) means the run checks.
+	Claims *Claims
 }
 
 func (o *Options) defaults() {
@@ -217,21 +222,27 @@ func (e *StepError) Error() string { return fmt.Sprintf("step %s: %v", e.Step, e
 func (e *StepError) Unwrap() error { return e.Err }
 
 type run struct {
-	opts    Options
-	s       *strategy.Strategy
-	a       *apply.Applier
-	kube    kubernetes.Interface
-	checker *health.Checker
-	certs   *certState
-	inv     *inventory.Inventory
-	invs    *inventory.Store
-	mu      sync.Mutex
-	res     *Result
+	opts Options
+	s    *strategy.Strategy
+	// original is the strategy as the caller gave it, before namespaces
+	// were defaulted (which Options.Claims is matched against).
+	original *strategy.Strategy
+	a        *apply.Applier
+	kube     kubernetes.Interface
+	checker  *health.Checker
+	certs    *certState
+	inv      *inventory.Inventory
+	invs     *inventory.Store
+	mu       sync.Mutex
+	res      *Result
 	// probed is the applier of the step running (apply.Probe over its
 	// objects), which the certificates' reads of its Secrets use too.
 	probed *apply.Applier
 	// crds is the applied CRD step not yet waited for (settleCRDs).
 	crds *appliedCRDs
+	// ensured holds, by name, the results of the Namespaces applied
+	// ahead of the steps (ensureNamespace), which their step takes.
+	ensured map[string]apply.Result
 }
 
 // appliedCRDs is a CRD step whose objects were applied: the API server
@@ -424,8 +435,14 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 	}
 	// A transient failure (a webhook whose backend is still starting, 429,
 	// 5xx) is retried until the step's deadline.
-	a := rc.applier(apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline, LeavePodTemplates: opts.LeavePodTemplates})
+	a := rc.a.WithOptions(apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline, LeavePodTemplates: opts.LeavePodTemplates})
+	if !opts.Claims.answers(s, opts.Owner) {
+		// Kinds served since the last run are found. (A claim check whose
+		// answer the run takes has just asked discovery.)
+		a.ResetMapper()
+	}
 	kube := rc.kube
+	original := s
 	s, err := a.DefaultNamespaces(s, opts.Owner.Namespace)
 	if err != nil {
 		return nil, err
@@ -448,7 +465,7 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 		inv.Add(legacy...)
 	}
 	return &run{
-		opts: opts, s: s, a: a, kube: kube, inv: inv, invs: invs,
+		opts: opts, s: s, original: original, a: a, kube: kube, inv: inv, invs: invs,
 		// A rolling-out workload's pods are listed every few polls (for
 		// a failed pod), not at every poll.
 		checker: &health.Checker{Kube: kube, Identity: s.Identity, PodsEvery: 5 * opts.Interval, VerifyPods: opts.VerifyPods},
@@ -541,6 +558,9 @@ func (r *run) recordNamespaces(ctx context.Context, results ...apply.Result) err
 func (r *run) ensureNamespace(ctx context.Context, ns string) error {
 	for _, o := range r.s.Objects {
 		if o.GroupVersionKind().GroupKind() == namespaceKind && o.GetName() == ns {
+			if _, ok := r.ensuredResult(o); ok {
+				return nil
+			}
 			res, err := r.a.Apply(ctx, o)
 			r.emit(Event{Type: EventApplied, Step: "namespace", Ref: res.Ref, Action: res.Action, Reason: res.Reason})
 			if err != nil {
@@ -549,10 +569,30 @@ func (r *run) ensureNamespace(ctx context.Context, ns string) error {
 			if !res.Shared {
 				r.inv.Add(res.Ref)
 			}
+			// Its step takes this result instead of applying it again.
+			res.Object = health.Essentials(res.Object)
+			r.mu.Lock()
+			if r.ensured == nil {
+				r.ensured = map[string]apply.Result{}
+			}
+			r.ensured[ns] = res
+			r.mu.Unlock()
 			return nil
 		}
 	}
 	return nil
+}
+
+// ensuredResult returns the result of obj's apply by ensureNamespace in
+// this run, when obj is a Namespace it applied.
+func (r *run) ensuredResult(obj *unstructured.Unstructured) (apply.Result, bool) {
+	if obj.GroupVersionKind().GroupKind() != namespaceKind {
+		return apply.Result{}, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	res, ok := r.ensured[obj.GetName()]
+	return res, ok
 }
 
 func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
@@ -625,7 +665,9 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	// reads of their Secrets included).
 	raw := make([]*unstructured.Unstructured, 0, len(step.Items))
 	for _, it := range step.Items {
-		raw = append(raw, it.Object)
+		if _, ok := r.ensuredResult(it.Object); !ok {
+			raw = append(raw, it.Object)
+		}
 	}
 	a := r.a.Probe(ctx, raw)
 	r.mu.Lock()
@@ -653,6 +695,11 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(r.opts.Parallelism)
 	for i, obj := range objs {
+		if res, ok := r.ensuredResult(obj); ok {
+			// Applied ahead of the steps by this run (ensureNamespace).
+			results[i] = res
+			continue
+		}
 		g.Go(func() error {
 			res, err := r.applyOne(gctx, a, step, obj)
 			// Kept until the step's wait: only what its health check reads.
@@ -759,8 +806,9 @@ func (r *run) settleCRDs(ctx context.Context, idx []int) error {
 	return nil
 }
 
-// waitServed resets the applier's REST mapper and waits (within the step
-// deadline) until discovery serves the kind of every CRD in c: the API
+// waitServed waits (within the step deadline) until discovery serves the
+// kind of every CRD in c, asking it again (the applier's REST mapper reset)
+// unless what it said last serves them all already: the API
 // server adds a new CRD's group and version to discovery shortly after it
 // reports the CRD established, and a mapping asked in between would take
 // the kind for one the cluster does not serve, and skip the custom
@@ -781,8 +829,7 @@ func (r *run) waitServed(ctx context.Context, c *appliedCRDs) error {
 		want = append(want, kind{strategy.ObjectRef{Group: gk.Group, Kind: gk.Kind}, gvr.Version})
 	}
 	missing := ""
-	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.StageDeadline, true, func(ctx context.Context) (bool, error) {
-		r.a.ResetMapper()
+	served := func() (bool, error) {
 		for _, k := range want {
 			_, err := r.a.Mapping(k.ref, k.version)
 			var notServed *apply.NotServedError
@@ -795,6 +842,20 @@ func (r *run) waitServed(ctx context.Context, c *appliedCRDs) error {
 			}
 		}
 		return true, nil
+	}
+	asked := false
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.StageDeadline, true, func(ctx context.Context) (bool, error) {
+		if !asked {
+			asked = true
+			// What discovery said last may serve them all already (a
+			// step before waited for its CRDs since they were
+			// established): no need to ask again.
+			if ok, err := served(); ok || err != nil {
+				return ok, err
+			}
+		}
+		r.a.ResetMapper()
+		return served()
 	})
 	if err != nil && missing != "" && ctx.Err() == nil {
 		return fmt.Errorf("kind %s of an established CRD is not served by discovery: %w", missing, err)
