@@ -2,9 +2,11 @@ package testenv
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -41,4 +43,24 @@ func (e *Env) Restart(ctx context.Context, t testing.TB, component string, kill 
 	if err := cluster.Restart(ctx, dir, component, kill); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// ReplayKwok restarts kwok, the test cluster's fake kubelets, once the API
+// server is ready again after a restart of etcd. kwok drops a pod's stage
+// whose write failed with an error it does not retry (v0.7.0 retries
+// refused connections, timeouts, 503 and 429; the 500 "connection reset
+// by peer" the API server answers while etcd restarts is dropped), so the
+// pod stays not ready forever, where a real kubelet writes its pod's
+// status again. A new kwok lists every pod and plays the stages each
+// still needs.
+func (e *Env) ReplayKwok(ctx context.Context, t testing.TB) {
+	t.Helper()
+	WaitFor(ctx, t, "the API server ready after the etcd restart", func(ctx context.Context) (bool, string, error) {
+		body, err := e.Kube.Discovery().RESTClient().Get().AbsPath("/readyz").DoRaw(ctx)
+		if err != nil {
+			return false, fmt.Sprintf("GET /readyz: %v: %s", err, strings.TrimSpace(string(body))), nil
+		}
+		return true, "", nil
+	})
+	e.Restart(ctx, t, cluster.Kwok, false)
 }

@@ -20,7 +20,7 @@ type CachedReader func(ctx context.Context, gvk schema.GroupVersionKind, namespa
 
 // WorkloadReport describes the workloads of namespace ns as the API server
 // has them now: each Deployment and DaemonSet with its generation,
-// resourceVersion and rollout counters, and the ReplicaSets (the pods and
+// resourceVersion and rollout counters, the ReplicaSets and the pods (the
 // Events are logged by Namespace's cleanup of a failed test). When cached is set, each workload's copy in that cache is shown beside
 // the live one, so a failed wait tells a cache that stopped following the
 // cluster (another resourceVersion, other counters) from a rollout that
@@ -78,6 +78,20 @@ func WorkloadReport(ctx context.Context, kube kubernetes.Interface, ns string, c
 			}
 			fmt.Fprintf(&b, "\n  ReplicaSet %s: spec %d replicas %d ready %d available %d observedGen %d/%d",
 				rs.Name, want, rs.Status.Replicas, rs.Status.ReadyReplicas, rs.Status.AvailableReplicas, rs.Status.ObservedGeneration, rs.Generation)
+		}
+	}
+	// The pods now: the test's cleanup logs them too, but only after the
+	// uninstall removed them.
+	if pods, err := kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err != nil {
+		fmt.Fprintf(&b, "\n  pods: %v", err)
+	} else {
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			owner := ""
+			if len(p.OwnerReferences) > 0 {
+				owner = " of " + p.OwnerReferences[0].Kind + " " + p.OwnerReferences[0].Name
+			}
+			fmt.Fprintf(&b, "\n  Pod %s%s", DescribePod(p), owner)
 		}
 	}
 	return b.String()

@@ -109,6 +109,11 @@ func TestUpgradesSurviveAPIServerAndEtcdRestarts(t *testing.T) {
 		time.Sleep(wait)
 		e.env.Restart(ctx, t, component, true)
 		t.Logf("round %d: %s killed and restarted %s into the rollout", round+1, component, wait)
+		if component == cluster.Etcd {
+			// kwok may have dropped a pod's readiness meanwhile, which
+			// no real kubelet does (see ReplayKwok).
+			e.env.ReplayKwok(ctx, t)
+		}
 	})
 }
 
