@@ -49,7 +49,7 @@ var stdout io.Writer = os.Stdout
 var version = ""
 
 func main() {
-	gctune.Apply(os.Getenv)
+	gctune.Apply(os.Getenv, gctune.OperatorPercent)
 	os.Exit(exitCode(stderrLogger, os.Args[1:]))
 }
 

@@ -336,7 +336,7 @@ func TestMainSetsTheGCDefault(t *testing.T) {
 	if code, _, errOut := run(t, nil, "version"); code != 0 {
 		t.Fatalf("version: exit %d: %s", code, errOut)
 	}
-	if got := debug.SetGCPercent(100); got != gctune.DefaultPercent {
-		t.Errorf("after the plugin ran, GOGC is %d, want %d", got, gctune.DefaultPercent)
+	if got := debug.SetGCPercent(100); got != gctune.PluginPercent {
+		t.Errorf("after the plugin ran, GOGC is %d, want %d", got, gctune.PluginPercent)
 	}
 }

@@ -63,7 +63,7 @@ func Main(args []string, streams Streams) int {
 // of every cluster connection, as genericclioptions' WrapConfigFn:
 // hack/benchapply counts the plugin's API requests with it.
 func MainWrapped(args []string, streams Streams, wrap func(*rest.Config) *rest.Config) int {
-	gctune.Apply(os.Getenv)
+	gctune.Apply(os.Getenv, gctune.PluginPercent)
 	silenceKlog()
 	root := newRootCommand(streams, wrap)
 	root.SetArgs(args)

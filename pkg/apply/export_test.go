@@ -22,7 +22,7 @@ func (c *InformerCache) SharesForTest(ctx context.Context, gvk schema.GroupVersi
 	info, _ := kinds.Lookup(gvk.GroupKind())
 	c.shared.mu.Lock()
 	defer c.shared.mu.Unlock()
-	bulky(u.Object, info.Bulky, "", func(at string, _ map[string]any, _ string, v any) {
+	info.EachBulky(u.Object, func(at string, _ map[string]any, _ string, v any) {
 		all++
 		if want, ok := c.shared.vals[sharedKey{gvk.GroupKind(), namespace, name, at}]; ok && reflect.ValueOf(v).Pointer() == reflect.ValueOf(want).Pointer() {
 			same++

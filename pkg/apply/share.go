@@ -2,14 +2,13 @@ package apply
 
 import (
 	"reflect"
-	"strconv"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 
+	"github.com/installstrategy/installstrategy/pkg/jsonshare"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 )
 
@@ -37,40 +36,6 @@ type sharedKey struct {
 	at string
 }
 
-// bulky calls fn with the place, the enclosing map and key, and the value
-// of each field of obj at path ("*" steps into each element of a list),
-// so fn can read or replace the value.
-func bulky(obj map[string]any, path []string, at string, fn func(at string, parent map[string]any, key string, v any)) {
-	if len(path) == 0 {
-		return
-	}
-	key := path[0]
-	if key == "*" {
-		return // a list is walked from its parent below
-	}
-	v, ok := obj[key]
-	if !ok {
-		return
-	}
-	place := strings.TrimPrefix(at+"."+key, ".")
-	if len(path) == 1 {
-		fn(place, obj, key, v)
-		return
-	}
-	if path[1] == "*" {
-		list, _ := v.([]any)
-		for i, el := range list {
-			if m, ok := el.(map[string]any); ok {
-				bulky(m, path[2:], place+"."+strconv.Itoa(i), fn)
-			}
-		}
-		return
-	}
-	if m, ok := v.(map[string]any); ok {
-		bulky(m, path[1:], place, fn)
-	}
-}
-
 // Share records the bulky fields of obj, a strategy's object about to be
 // applied, so that the cache holds its live copy's equal fields as these
 // values. obj must not change afterwards (strategy objects do not).
@@ -85,7 +50,7 @@ func (c *InformerCache) Share(obj *unstructured.Unstructured) {
 	if c.shared.vals == nil {
 		c.shared.vals = map[sharedKey]any{}
 	}
-	bulky(obj.Object, info.Bulky, "", func(at string, _ map[string]any, _ string, v any) {
+	info.EachBulky(obj.Object, func(at string, _ map[string]any, _ string, v any) {
 		k := sharedKey{gk, obj.GetNamespace(), obj.GetName(), at}
 		// An equal value recorded before stays: the informer's objects
 		// hold that one, and each reconcile's strategy is a new copy (a
@@ -101,7 +66,13 @@ func (c *InformerCache) Share(obj *unstructured.Unstructured) {
 // transform is the informers' transform: managed fields are dropped (no
 // cached read needs them; adoption reads the live object), and a bulky
 // field equal to the value Share recorded for it is replaced by that
-// value, so the decoded copy is garbage at once.
+// value, so the decoded copy is garbage at once. Other bulky fields (those
+// of an object no strategy applied since the operator started, such as
+// the CRDs an upgrade starts from, listed before the new strategy is
+// loaded) are held with one copy of what repeats in them
+// (jsonshare.Trees): their keys and strings, and equal subschemas, most
+// CRDs' versions having the same schema (KubeVirt v1.8.4's CRDs 6.8 MB
+// as decoded, 1.9 MB so).
 func (c *InformerCache) transform(strip toolscache.TransformFunc) toolscache.TransformFunc {
 	return func(in any) (any, error) {
 		out, err := strip(in)
@@ -117,17 +88,26 @@ func (c *InformerCache) transform(strip toolscache.TransformFunc) toolscache.Tra
 		if len(info.Bulky) == 0 {
 			return out, nil
 		}
-		c.shared.mu.Lock()
-		defer c.shared.mu.Unlock()
-		if len(c.shared.vals) == 0 {
-			return out, nil
+		type field struct {
+			parent map[string]any
+			key    string
 		}
-		bulky(u.Object, info.Bulky, "", func(at string, parent map[string]any, key string, v any) {
+		var own []field
+		c.shared.mu.Lock()
+		info.EachBulky(u.Object, func(at string, parent map[string]any, key string, v any) {
 			want, ok := c.shared.vals[sharedKey{gk, u.GetNamespace(), u.GetName(), at}]
 			if ok && reflect.DeepEqual(v, want) {
 				parent[key] = want
+				return
 			}
+			own = append(own, field{parent, key})
 		})
+		c.shared.mu.Unlock()
+		// The decoded object is the transform's own: shared in place.
+		t := jsonshare.Trees{Strings: &jsonshare.Strings{}}
+		for _, f := range own {
+			f.parent[f.key] = t.Share(f.parent[f.key])
+		}
 		return out, nil
 	}
 }

@@ -9,6 +9,7 @@ package kinds
 
 import (
 	"sort"
+	"strconv"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -190,6 +191,45 @@ func (i Info) GroupVersionKind() schema.GroupVersionKind {
 // APIVersion returns the apiVersion string a strategy writes for the kind.
 func (i Info) APIVersion() string {
 	return i.GroupVersionKind().GroupVersion().String()
+}
+
+// EachBulky calls fn with the place, the enclosing map and key, and the
+// value of each field of obj at the kind's Bulky path ("*" steps into each
+// element of a list), so fn can read or replace the value. The place has
+// list indices, e.g. "spec.versions.1.schema".
+func (i Info) EachBulky(obj map[string]any, fn func(at string, parent map[string]any, key string, v any)) {
+	eachAt(obj, i.Bulky, "", fn)
+}
+
+func eachAt(obj map[string]any, path []string, at string, fn func(at string, parent map[string]any, key string, v any)) {
+	if len(path) == 0 {
+		return
+	}
+	key := path[0]
+	if key == "*" {
+		return // a list is walked from its parent below
+	}
+	v, ok := obj[key]
+	if !ok {
+		return
+	}
+	place := strings.TrimPrefix(at+"."+key, ".")
+	if len(path) == 1 {
+		fn(place, obj, key, v)
+		return
+	}
+	if path[1] == "*" {
+		list, _ := v.([]any)
+		for i, el := range list {
+			if m, ok := el.(map[string]any); ok {
+				eachAt(m, path[2:], place+"."+strconv.Itoa(i), fn)
+			}
+		}
+		return
+	}
+	if m, ok := v.(map[string]any); ok {
+		eachAt(m, path[1:], place, fn)
+	}
 }
 
 var podSpecTemplate = []string{"spec", "template"}

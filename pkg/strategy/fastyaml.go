@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/installstrategy/installstrategy/pkg/jsonshare"
 )
 
 // fastParse reads the block-style YAML subset that sigs.k8s.io/yaml writes,
@@ -19,11 +21,15 @@ import (
 // and the caller then uses the full YAML parser. Where it returns
 // ok=true, its result equals the full parser's: tests check that on every
 // document of the real KubeVirt strategies and by differential fuzzing.
-func fastParse(data []byte) (any, bool) {
+//
+// Keys and strings are strs' copies (jsonshare.Strings), not substrings of
+// the document: the text is garbage once parsed, and what repeats is held
+// once.
+func fastParse(data []byte, strs *jsonshare.Strings) (any, bool) {
 	if !printable(data) {
 		return nil, false
 	}
-	p := fastParser{src: string(data)}
+	p := fastParser{src: string(data), strs: strs}
 	if lines, _ := linesPool.Get().(*[]fastLine); lines != nil {
 		p.lines = *lines
 	}
@@ -106,6 +112,7 @@ type fastParser struct {
 	src   string
 	lines []fastLine
 	i     int
+	strs  *jsonshare.Strings
 }
 
 // split cuts the source into lines, refusing document markers (Parse has
@@ -192,7 +199,7 @@ func (p *fastParser) mapping(indent int) (any, bool) {
 		if !ok {
 			return nil, false
 		}
-		m[key] = v
+		m[p.strs.String(key)] = v
 	}
 }
 
@@ -321,19 +328,23 @@ func (p *fastParser) scalarOrEmpty(rest string, parentIndent int) (any, bool) {
 	case rest == "[]":
 		v = []any{}
 	case rest[0] == '|':
-		return p.literal(rest, parentIndent)
+		s, ok := p.literal(rest, parentIndent)
+		if !ok {
+			return nil, false
+		}
+		return p.strs.Value(s), true
 	case rest[0] == '"' || rest[0] == '\'':
 		s, ok := p.multiQuoted(rest, parentIndent)
 		if !ok {
 			return nil, false
 		}
-		v = s
+		v = p.strs.Value(s)
 	default:
 		text, ok := p.foldPlain(rest, parentIndent)
 		if !ok {
 			return nil, false
 		}
-		if v, ok = plainValue(text); !ok {
+		if v, ok = plainValue(text, p.strs); !ok {
 			return nil, false
 		}
 	}
@@ -351,8 +362,8 @@ var (
 )
 
 // plainValue resolves a one-line plain scalar as YAML 1.2's core schema (and
-// yaml.v3) would, or gives up.
-func plainValue(s string) (any, bool) {
+// yaml.v3) would, or gives up. A string is strs' copy.
+func plainValue(s string, strs *jsonshare.Strings) (any, bool) {
 	s = strings.TrimRight(s, " ")
 	if s == "" || !plainStart(s) && !(s[0] == '-' && len(s) > 1 && s[1] != ' ') {
 		return nil, false
@@ -401,7 +412,7 @@ func plainValue(s string) (any, bool) {
 			return nil, false
 		}
 	}
-	return s, true
+	return strs.Value(s), true
 }
 
 // foldPlain joins a plain scalar's continuation lines (those indented more
@@ -606,26 +617,26 @@ var simpleEscapes = map[byte]rune{
 
 // literal reads a "|" block scalar (clip or strip chomping, indentation
 // detected from its first line) whose key or entry is at parentIndent.
-func (p *fastParser) literal(header string, parentIndent int) (any, bool) {
+func (p *fastParser) literal(header string, parentIndent int) (string, bool) {
 	var strip bool
 	switch strings.TrimRight(header, " ") {
 	case "|":
 	case "|-":
 		strip = true
 	default:
-		return nil, false // keep chomping, indentation indicators, comments
+		return "", false // keep chomping, indentation indicators, comments
 	}
 	// Content indentation: that of the first non-blank line.
 	start := p.i
 	j := start
 	for j < len(p.lines) && p.lines[j].blank {
 		if p.lines[j].indent > 0 {
-			return nil, false // leading lines of spaces: subtle rules
+			return "", false // leading lines of spaces: subtle rules
 		}
 		j++
 	}
 	if j >= len(p.lines) || p.lines[j].indent <= parentIndent {
-		return nil, false // empty block scalar: subtle rules
+		return "", false // empty block scalar: subtle rules
 	}
 	indent := p.lines[j].indent
 	var b strings.Builder
@@ -635,7 +646,7 @@ func (p *fastParser) literal(header string, parentIndent int) (any, bool) {
 		l := p.lines[end]
 		if l.blank {
 			if l.indent > indent {
-				return nil, false
+				return "", false
 			}
 			end++
 			continue
@@ -647,7 +658,7 @@ func (p *fastParser) literal(header string, parentIndent int) (any, bool) {
 		end++
 	}
 	if lastContent == len(p.lines)-1 && !strings.HasSuffix(p.src, "\n") {
-		return nil, false // no final line break: chomping differs
+		return "", false // no final line break: chomping differs
 	}
 	size := 1
 	for k := start; k <= lastContent; k++ {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/pkg/jsonshare"
 )
 
 // TestFastPathMatchesYAMLOnRealStrategies: every document of the real
@@ -17,11 +18,11 @@ func TestFastPathMatchesYAMLOnRealStrategies(t *testing.T) {
 		docs := splitDocuments(kubevirtdata.Read(t, v, "manifests.yaml"))
 		fast := 0
 		for _, d := range docs {
-			want, _, err := decodeYAML(d)
+			want, _, err := decodeYAML(d, new(jsonshare.Strings))
 			if err != nil {
 				t.Fatalf("%s document %d: %v", v, d.Index, err)
 			}
-			got, ok := fastParse(d.Data)
+			got, ok := fastParse(d.Data, new(jsonshare.Strings))
 			if !ok {
 				continue
 			}
@@ -77,7 +78,7 @@ func TestFastPathCases(t *testing.T) {
 		{"a: \"x\n... y\"\n", false},
 	}
 	for _, c := range cases {
-		got, ok := fastParse([]byte(c.text))
+		got, ok := fastParse([]byte(c.text), new(jsonshare.Strings))
 		if ok != c.ok {
 			t.Errorf("%q: ok = %v, want %v", c.text, ok, c.ok)
 			continue
@@ -85,7 +86,7 @@ func TestFastPathCases(t *testing.T) {
 		if !ok {
 			continue
 		}
-		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: []byte(c.text)})
+		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: []byte(c.text)}, new(jsonshare.Strings))
 		if err != nil || !reflect.DeepEqual(got, want) {
 			t.Errorf("%q: fast %#v, yaml %#v (%v)", c.text, got, want, err)
 		}
@@ -106,11 +107,11 @@ func FuzzFastPath(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		got, ok := fastParse(data)
+		got, ok := fastParse(data, new(jsonshare.Strings))
 		if !ok {
 			return
 		}
-		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: data})
+		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: data}, new(jsonshare.Strings))
 		if err != nil {
 			t.Fatalf("fast path accepted what the YAML parser rejects (%v):\n%q", err, data)
 		}
@@ -150,12 +151,12 @@ func TestFastPathQuotedAndFoldedScalars(t *testing.T) {
 		default:
 			doc = "k: p" + body + "\nz: 1\n"
 		}
-		got, ok := fastParse([]byte(doc))
+		got, ok := fastParse([]byte(doc), new(jsonshare.Strings))
 		if !ok {
 			continue
 		}
 		accepted++
-		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: []byte(doc)})
+		want, _, err := decodeYAML(document{Index: 1, Line: 1, Data: []byte(doc)}, new(jsonshare.Strings))
 		if err != nil {
 			t.Fatalf("fast path accepted what yaml.v3 rejects (%v): %q", err, doc)
 		}

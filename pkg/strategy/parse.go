@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/installstrategy/installstrategy/pkg/jsonshare"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 )
 
@@ -71,6 +72,9 @@ type Document struct {
 // rules) and decodes each, in parallel, into an object. A v1 List document
 // is replaced by its items. Objects are not checked beyond being maps. The
 // error, when not nil, joins one *ParseError per bad document.
+//
+// The objects share their keys and strings: each worker holds one copy of
+// each (jsonshare.Strings), none of them part of the text.
 func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
 	docs := splitDocuments(text)
 	results := make([]docResult, len(docs))
@@ -89,8 +93,9 @@ func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var strs jsonshare.Strings
 			for i := range next {
-				results[i] = decodeDocument(docs[i])
+				results[i] = decodeDocument(docs[i], &strs)
 			}
 		}()
 	}
@@ -138,6 +143,11 @@ func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
 // group, objects written twice), reporting every repair as a Warning. The
 // strategy has an empty Identity and its objects in serialisation order. The
 // error, when not nil, joins one *ParseError per bad document.
+//
+// The objects share what repeats in them: keys and strings (see
+// ReadDocuments), and equal parts of their bulky fields (kinds.Info.Bulky,
+// a CRD's version schemas), which must not be changed in place: change a
+// DeepCopy of an object instead.
 func Parse(text []byte, opts ParseOptions) (*Strategy, []Warning, error) {
 	docs, err := ReadDocuments(text, opts)
 	if err != nil {
@@ -211,8 +221,23 @@ func assemble(docs []Document, warnings []Warning) (*Strategy, []Warning, error)
 		firstDoc[ref] = d.Index
 		s.Objects = append(s.Objects, d.Object)
 	}
+	shareBulky(s.Objects)
 	s.Sort()
 	return s, warnings, nil
+}
+
+// shareBulky holds one copy of each equal map and list in the objects'
+// bulky fields (kinds.Info.Bulky: CRDs' version schemas), which nothing
+// changes once parsed: most KubeVirt CRDs have the same schema at each
+// version, and its CRDs share subschemas (jsonshare.Trees).
+func shareBulky(objs []*unstructured.Unstructured) {
+	var t jsonshare.Trees
+	for _, o := range objs {
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		info.EachBulky(o.Object, func(_ string, parent map[string]any, key string, v any) {
+			parent[key] = t.Share(v)
+		})
+	}
 }
 
 func equalObjects(a, b *unstructured.Unstructured) bool {
@@ -221,11 +246,11 @@ func equalObjects(a, b *unstructured.Unstructured) bool {
 	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
-func decodeDocument(d document) docResult {
+func decodeDocument(d document, strs *jsonshare.Strings) docResult {
 	fail := func(line int, err error) docResult {
 		return docResult{err: &ParseError{Document: d.Index, Line: line, Offset: d.Offset, Err: err}}
 	}
-	value, line, err := decodeValue(d)
+	value, line, err := decodeValue(d, strs)
 	if err != nil {
 		return fail(line, err)
 	}
@@ -353,9 +378,10 @@ var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): `)
 
 // decodeValue parses one document as JSON (when it looks like JSON and is
 // valid JSON) or YAML, into JSON-compatible values: maps with string keys,
-// slices, strings, bools, int64, float64 and nil. It returns the 1-based line
-// (in the whole text) of an error.
-func decodeValue(d document) (any, int, error) {
+// slices, strings, bools, int64, float64 and nil. Keys and strings are
+// strs' copies. It returns the 1-based line (in the whole text) of an
+// error.
+func decodeValue(d document, strs *jsonshare.Strings) (any, int, error) {
 	trimmed := bytes.TrimLeft(d.Data, " \t\r\n")
 	if len(trimmed) > 0 && trimmed[0] == '{' {
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
@@ -365,19 +391,19 @@ func decodeValue(d document) (any, int, error) {
 			if dec.More() {
 				return nil, d.Line, errors.New("more than one JSON value in one document; separate them with --- lines")
 			}
-			v, err = fromJSONNumbers(v)
+			v, err = fromJSONNumbers(v, strs)
 			return v, d.Line, err
 		}
 		// Not JSON: flow-style YAML is read below.
 	}
-	if v, ok := fastParse(d.Data); ok {
+	if v, ok := fastParse(d.Data, strs); ok {
 		return v, d.Line, nil
 	}
-	return decodeYAML(d)
+	return decodeYAML(d, strs)
 }
 
 // decodeYAML parses a document with the full YAML parser.
-func decodeYAML(d document) (any, int, error) {
+func decodeYAML(d document, strs *jsonshare.Strings) (any, int, error) {
 	var n yaml.Node
 	if err := yaml.Unmarshal(d.Data, &n); err != nil {
 		msg := err.Error()
@@ -391,7 +417,7 @@ func decodeYAML(d document) (any, int, error) {
 		}
 		return nil, line, fmt.Errorf("not valid YAML: %s", msg)
 	}
-	c := converter{base: d.Line - 1, budget: 16*len(d.Data) + 1024}
+	c := converter{base: d.Line - 1, budget: 16*len(d.Data) + 1024, strs: strs}
 	v, err := c.value(&n)
 	if err != nil {
 		return nil, c.line, err
@@ -404,6 +430,7 @@ type converter struct {
 	base   int // line offset of the document in the whole text
 	line   int // line of the last error
 	budget int // nodes left to convert; bounds alias expansion
+	strs   *jsonshare.Strings
 }
 
 func (c *converter) errorf(n *yaml.Node, format string, args ...any) error {
@@ -465,7 +492,7 @@ func (c *converter) mapping(n *yaml.Node, out map[string]any, merging bool) erro
 		if err != nil {
 			return err
 		}
-		out[k.Value] = val
+		out[c.strs.String(k.Value)] = val
 	}
 	return nil
 }
@@ -528,29 +555,32 @@ func (c *converter) scalar(n *yaml.Node) (any, error) {
 	default:
 		// !!str, !!timestamp, !!binary and custom tags stay strings, as
 		// they would after a round trip through JSON.
-		return n.Value, nil
+		return c.strs.Value(n.Value), nil
 	}
 }
 
-// fromJSONNumbers replaces json.Number with int64 or float64.
-func fromJSONNumbers(v any) (any, error) {
+// fromJSONNumbers replaces json.Number with int64 or float64, and keys
+// and strings with strs' copies.
+func fromJSONNumbers(v any, strs *jsonshare.Strings) (any, error) {
 	switch t := v.(type) {
 	case map[string]any:
 		for k, x := range t {
-			y, err := fromJSONNumbers(x)
+			y, err := fromJSONNumbers(x, strs)
 			if err != nil {
 				return nil, err
 			}
-			t[k] = y
+			t[strs.String(k)] = y // replaces the key too
 		}
 	case []any:
 		for i, x := range t {
-			y, err := fromJSONNumbers(x)
+			y, err := fromJSONNumbers(x, strs)
 			if err != nil {
 				return nil, err
 			}
 			t[i] = y
 		}
+	case string:
+		return strs.Value(t), nil
 	case json.Number:
 		if i, err := t.Int64(); err == nil {
 			return i, nil
