@@ -426,3 +426,36 @@ func TestChangedCRDsAlreadyServedAskNoDiscovery(t *testing.T) {
 		t.Errorf("the run asked discovery %d times, want once (at its start)", discovery)
 	}
 }
+
+// A CRD recreated for a changed scope is served with its new scope before
+// its custom resources are written: the CRD wait asks discovery again,
+// whatever it said at the run's start (the kind mapped as namespaced).
+func TestRecreatedCRDIsAskedOfDiscoveryAgain(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	group := ns + ".crdwait.installstrategy.test"
+	if res, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute); err != nil || !res.RolledOver {
+		t.Fatalf("install: %v (events %v)", err, events)
+	}
+	s := gizmoStrategy(ns, group)
+	if err := unstructured.SetNestedField(s.Objects[0].Object, "Cluster", "spec", "scope"); err != nil {
+		t.Fatal(err)
+	}
+	s.Objects[2].SetNamespace("")
+	res, events, _, err := crdTestRun(t, env, ns, s, time.Minute)
+	if err != nil || !res.RolledOver {
+		t.Fatalf("scope change: %v (events %v)", err, events)
+	}
+	actions := map[string]apply.Action{}
+	for _, a := range res.Applied {
+		actions[a.Ref.Kind] = a.Action
+	}
+	if actions["CustomResourceDefinition"] != apply.ActionRecreate || actions["Gizmo"] != apply.ActionCreate {
+		t.Fatalf("actions %v, want the CRD recreated and the Gizmo created", actions)
+	}
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "gizmos"}
+	if _, err := env.Dynamic.Resource(gvr).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
+		t.Errorf("the cluster-scoped Gizmo: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -843,7 +844,9 @@ func (r *run) waitServed(ctx context.Context, c *appliedCRDs) error {
 		}
 		return true, nil
 	}
-	asked := false
+	// A recreated CRD (an immutable field changed, its scope) may map
+	// as it did before: discovery is asked again whatever it said last.
+	asked := slices.ContainsFunc(c.results, func(res apply.Result) bool { return res.Action == apply.ActionRecreate })
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.StageDeadline, true, func(ctx context.Context) (bool, error) {
 		if !asked {
 			asked = true
