@@ -396,13 +396,7 @@ func TestCRDsKindsAreWaitedForInDiscovery(t *testing.T) {
 // run began does not ask discovery again to wait for them: one discovery
 // at the run's start.
 func TestChangedCRDsAlreadyServedAskNoDiscovery(t *testing.T) {
-	env := testenv.New(t)
-	ctx := t.Context()
-	ns := env.Namespace(ctx, t)
-	group := ns + ".crdwait.installstrategy.test"
-	if res, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute); err != nil || !res.RolledOver {
-		t.Fatalf("install: %v (events %v)", err, events)
-	}
+	env, ns, group := installedGizmo(t)
 	s := gizmoStrategy(ns, group)
 	s.Objects[0].SetAnnotations(map[string]string{"changed": "yes"})
 	res, events, rec, err := crdTestRun(t, env, ns, s, time.Minute)
@@ -431,13 +425,8 @@ func TestChangedCRDsAlreadyServedAskNoDiscovery(t *testing.T) {
 // its custom resources are written: the CRD wait asks discovery again,
 // whatever it said at the run's start (the kind mapped as namespaced).
 func TestRecreatedCRDIsAskedOfDiscoveryAgain(t *testing.T) {
-	env := testenv.New(t)
+	env, ns, group := installedGizmo(t)
 	ctx := t.Context()
-	ns := env.Namespace(ctx, t)
-	group := ns + ".crdwait.installstrategy.test"
-	if res, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute); err != nil || !res.RolledOver {
-		t.Fatalf("install: %v (events %v)", err, events)
-	}
 	s := gizmoStrategy(ns, group)
 	if err := unstructured.SetNestedField(s.Objects[0].Object, "Cluster", "spec", "scope"); err != nil {
 		t.Fatal(err)
@@ -458,4 +447,17 @@ func TestRecreatedCRDIsAskedOfDiscoveryAgain(t *testing.T) {
 	if _, err := env.Dynamic.Resource(gvr).Get(ctx, "g1", metav1.GetOptions{}); err != nil {
 		t.Errorf("the cluster-scoped Gizmo: %v", err)
 	}
+}
+
+// installedGizmo installs gizmoStrategy in a new namespace and returns the
+// environment, the namespace and the CRD's group.
+func installedGizmo(t *testing.T) (*testenv.Env, string, string) {
+	t.Helper()
+	env := testenv.New(t)
+	ns := env.Namespace(t.Context(), t)
+	group := ns + ".crdwait.installstrategy.test"
+	if res, events, _, err := crdTestRun(t, env, ns, gizmoStrategy(ns, group), time.Minute); err != nil || !res.RolledOver {
+		t.Fatalf("install: %v (events %v)", err, events)
+	}
+	return env, ns, group
 }
