@@ -147,7 +147,23 @@ func TestWaitOutlivesAStaleCache(t *testing.T) {
 	if err := unstructured.SetNestedField(ctl.Object, int64(4), "spec", "minReadySeconds"); err != nil {
 		t.Fatal(err)
 	}
-	lag.FreezeWhen(ctl, func(u *unstructured.Unstructured) bool { return u.GetGeneration() >= 2 })
+	// The cache stops at the informer's first copy in which the
+	// controller has seen the new generation (mid-rollout), not at the
+	// run's first read of it: under load that read can come after the
+	// rollout has finished, and then nothing is tested.
+	lag.FreezeWhen(ctl, func(u *unstructured.Unstructured) bool {
+		seen, _, _ := unstructured.NestedInt64(u.Object, "status", "observedGeneration")
+		return u.GetGeneration() >= 2 && seen >= 2
+	})
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		for watchCtx.Err() == nil && !lag.Frozen(ctl) {
+			_, _, _ = lag.Cached(watchCtx, ctl.GroupVersionKind(), ctl.GetNamespace(), ctl.GetName())
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
 	opts := se.options(t)
 	opts.Observed = v1.Identity
 	opts.StageDeadline = time.Minute
@@ -161,14 +177,16 @@ func TestWaitOutlivesAStaleCache(t *testing.T) {
 		log(e)
 	}
 	res, err = rc.Run(ctx, v2, opts)
+	stopWatch()
+	<-watched
 	frozen, _, _ := lag.Cached(ctx, ctl.GroupVersionKind(), ctl.GetNamespace(), ctl.GetName())
 	if !lag.Frozen(ctl) || frozen.GetGeneration() < 2 {
 		t.Fatal("the cache never held the controller's new generation: nothing was tested")
 	}
-	if st, _, _ := unstructured.NestedInt64(frozen.Object, "status", "availableReplicas"); st >= 2 {
-		if up, _, _ := unstructured.NestedInt64(frozen.Object, "status", "updatedReplicas"); up >= 2 {
-			t.Fatal("the cache stopped at a copy already rolled out: nothing was tested")
-		}
+	av, _, _ := unstructured.NestedInt64(frozen.Object, "status", "availableReplicas")
+	up, _, _ := unstructured.NestedInt64(frozen.Object, "status", "updatedReplicas")
+	if av >= 2 && up >= 2 {
+		t.Fatalf("the cache stopped at a copy already rolled out (%d updated, %d available): nothing was tested", up, av)
 	}
 	assertRolledOver(t, se, res, err)
 	if len(stale) != 1 || stale[0].Ref != strategy.RefOf(ctl) || !strings.Contains(stale[0].Reason, "read from the API server") {

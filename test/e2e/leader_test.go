@@ -59,10 +59,15 @@ func TestTwoReplicasOnlyLeaderWrites(t *testing.T) {
 		return leader != nil, fmt.Sprintf("%d leaders", len(leaders)), nil
 	})
 	// Each found its chart renderer beside its binary (as in its image).
+	// The standby may still be starting when the leader has the lease:
+	// wait for its line as for the leader's.
+	want := "charts of Helm sources are rendered by " + helmRenderer(t).Path
 	for _, r := range replicas {
-		if want := "charts of Helm sources are rendered by " + helmRenderer(t).Path; !r.logContains(want) {
-			t.Errorf("replica %s's log lacks %q", r.name, want)
-		}
+		wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		testenv.WaitFor(wctx, t, "replica "+r.name+" logs "+want, func(ctx context.Context) (bool, string, error) {
+			return r.logContains(want), "", nil
+		})
+		cancel()
 	}
 	standby = replicas[0]
 	if leader == standby {
