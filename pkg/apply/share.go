@@ -53,9 +53,11 @@ func (c *InformerCache) Share(obj *unstructured.Unstructured) {
 	info.EachBulky(obj.Object, func(at string, _ map[string]any, _ string, v any) {
 		k := sharedKey{gk, obj.GetNamespace(), obj.GetName(), at}
 		// An equal value recorded before stays: the informer's objects
-		// hold that one, and each reconcile's strategy is a new copy (a
-		// resync that changes nothing would otherwise keep two).
-		// (DeepEqual answers at once for the very same map.)
+		// hold that one, and a strategy parsed again (a new operator
+		// process's, another Installation's) holds a copy of its own (a
+		// resync that changes nothing would otherwise keep two). The
+		// loader's copies for each reconcile share the parsed value, for
+		// which DeepEqual answers at once (the very same map).
 		if old, ok := c.shared.vals[k]; ok && reflect.DeepEqual(old, v) {
 			return
 		}

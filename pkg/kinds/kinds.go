@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -230,6 +231,56 @@ func eachAt(obj map[string]any, path []string, at string, fn func(at string, par
 	if m, ok := v.(map[string]any); ok {
 		eachAt(m, path[1:], place, fn)
 	}
+}
+
+// CopySharingBulky returns a deep copy of obj in which the fields
+// EachBulky visits are obj's own values, not copies: the copy may be
+// changed anywhere else, but its bulky fields only by replacing them. For
+// a kind without a bulky field it is a plain deep copy. obj must hold
+// JSON values only (as runtime.DeepCopyJSON).
+func (i Info) CopySharingBulky(obj map[string]any) map[string]any {
+	return copyExcept(obj, i.Bulky)
+}
+
+// copyExcept deep-copies m except the value at path (as eachAt walks it),
+// which stays shared.
+func copyExcept(m map[string]any, path []string) map[string]any {
+	if len(path) == 0 || path[0] == "*" {
+		return runtime.DeepCopyJSON(m)
+	}
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != path[0] {
+			out[k] = runtime.DeepCopyJSONValue(v)
+			continue
+		}
+		switch {
+		case len(path) == 1:
+			out[k] = v
+		case path[1] == "*":
+			list, ok := v.([]any)
+			if !ok {
+				out[k] = runtime.DeepCopyJSONValue(v)
+				break
+			}
+			cp := make([]any, len(list))
+			for j, el := range list {
+				if em, ok := el.(map[string]any); ok {
+					cp[j] = copyExcept(em, path[2:])
+				} else {
+					cp[j] = runtime.DeepCopyJSONValue(el)
+				}
+			}
+			out[k] = cp
+		default:
+			if vm, ok := v.(map[string]any); ok {
+				out[k] = copyExcept(vm, path[1:])
+			} else {
+				out[k] = runtime.DeepCopyJSONValue(v)
+			}
+		}
+	}
+	return out
 }
 
 var podSpecTemplate = []string{"spec", "template"}

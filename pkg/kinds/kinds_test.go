@@ -1,6 +1,7 @@
 package kinds
 
 import (
+	"reflect"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -100,5 +101,56 @@ func TestPruneOrder(t *testing.T) {
 	}
 	if len(Stages()) != int(StageCustomResources)+1 || StageCustomResources.String() != "custom-resources" {
 		t.Errorf("stages: %v", Stages())
+	}
+}
+
+// A copy sharing the bulky fields holds each schema as the very value of
+// the original, and everything else as its own copy: changing the copy
+// outside the schemas leaves the original alone.
+func TestCopySharingBulky(t *testing.T) {
+	info, ok := Lookup(schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"})
+	if !ok {
+		t.Fatal("no CRD in the kind table")
+	}
+	version := func(name string) map[string]any {
+		return map[string]any{"name": name, "served": true, "schema": map[string]any{
+			"openAPIV3Schema": map[string]any{"type": "object", "required": []any{"spec"}},
+		}}
+	}
+	orig := map[string]any{
+		"metadata": map[string]any{"name": "gizmos.example.com", "labels": map[string]any{"a": "b"}},
+		"spec": map[string]any{
+			"group":    "example.com",
+			"versions": []any{version("v1"), version("v2"), "not a map"},
+		},
+	}
+	cp := info.CopySharingBulky(orig)
+	if !reflect.DeepEqual(cp, orig) {
+		t.Fatalf("the copy differs:\n%v\n%v", cp, orig)
+	}
+	ov, cv := orig["spec"].(map[string]any)["versions"].([]any), cp["spec"].(map[string]any)["versions"].([]any)
+	for i := range 2 {
+		o, c := ov[i].(map[string]any), cv[i].(map[string]any)
+		if reflect.ValueOf(o["schema"]).UnsafePointer() != reflect.ValueOf(c["schema"]).UnsafePointer() {
+			t.Errorf("version %d: the schema was copied, not shared", i)
+		}
+		c["served"] = false
+		if o["served"] != true {
+			t.Errorf("version %d: changing the copy's served changed the original", i)
+		}
+	}
+	cp["metadata"].(map[string]any)["labels"].(map[string]any)["a"] = "changed"
+	cv[0] = "replaced"
+	if orig["metadata"].(map[string]any)["labels"].(map[string]any)["a"] != "b" || ov[0].(map[string]any)["name"] != "v1" {
+		t.Error("changing the copy's labels or versions list changed the original")
+	}
+
+	// A kind without a bulky field: a plain deep copy.
+	cm, _ := Lookup(schema.GroupKind{Kind: "ConfigMap"})
+	data := map[string]any{"data": map[string]any{"schema": map[string]any{"k": "v"}}}
+	c2 := cm.CopySharingBulky(data)
+	c2["data"].(map[string]any)["schema"].(map[string]any)["k"] = "changed"
+	if data["data"].(map[string]any)["schema"].(map[string]any)["k"] != "v" {
+		t.Error("a ConfigMap's copy shares a field with the original")
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -162,6 +163,19 @@ func TestLoadFromStoreAndCache(t *testing.T) {
 	if again.Digest != entry.Digest {
 		t.Fatalf("cached load: digest %q, want %q", again.Digest, entry.Digest)
 	}
+	// Each load is a copy, but not of the CRDs' schemas: those stay the
+	// values the cache holds (most of a KubeVirt strategy).
+	third, err := f.loader.Load(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := sharedSchemas(t, again.Strategy, third.Strategy); n == 0 {
+		t.Fatal("the sample's CRDs have no schema: nothing was tested")
+	}
+	third.Strategy.Objects[0].SetName("changed-by-caller")
+	if again.Strategy.Objects[0].GetName() == "changed-by-caller" {
+		t.Fatal("two loads share an object's metadata")
+	}
 
 	calls := 0
 	customize := func(s *strategy.Strategy) error {
@@ -209,6 +223,32 @@ func TestLoadFromStoreAndCache(t *testing.T) {
 	if _, err := f.loader.Load(ctx, req); err == nil || !strings.Contains(err.Error(), "bad patch") {
 		t.Fatalf("failing customisation: %v", err)
 	}
+}
+
+// sharedSchemas checks that the CRDs of two loads hold the very same
+// schema values (not equal copies) and returns how many there are.
+func sharedSchemas(t *testing.T, a, b *strategy.Strategy) int {
+	t.Helper()
+	schemas := func(s *strategy.Strategy) map[string]any {
+		out := map[string]any{}
+		for _, o := range s.Objects {
+			info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+			info.EachBulky(o.Object, func(at string, _ map[string]any, _ string, v any) {
+				out[o.GetName()+" "+at] = v
+			})
+		}
+		return out
+	}
+	x, y := schemas(a), schemas(b)
+	if len(x) != len(y) {
+		t.Fatalf("%d schemas in one load, %d in the other", len(x), len(y))
+	}
+	for k, v := range x {
+		if reflect.ValueOf(v).UnsafePointer() != reflect.ValueOf(y[k]).UnsafePointer() {
+			t.Errorf("%s: each load holds its own copy of the schema", k)
+		}
+	}
+	return len(x)
 }
 
 func sameText(t *testing.T, a, b *strategy.Strategy) bool {
