@@ -63,12 +63,21 @@ teardown() {
 			rc=1
 		fi
 	done
-	local left=()
-	for pid in "${pids[@]}"; do
-		# Z (zombie) and X (dead, being reaped) are gone, as localcluster down counts them.
-		if [[ -e /proc/${pid} ]] && ! grep -q '^State:.*[ZX]' "/proc/${pid}/status" 2>/dev/null; then
+	# A process is left when its status still reads as running after a
+	# few seconds. Z (zombie) and X (dead, being reaped) are gone, as
+	# localcluster down counts them, and so is a status that can no longer
+	# be read: a zombie reaped between two looks (once a failed read of a
+	# just-reaped kwok was taken for a process left behind).
+	local left=() pid st tries
+	for tries in 1 2 3 4 5 6 7 8 9 10; do
+		left=()
+		for pid in "${pids[@]}"; do
+			st="$(grep '^State:' "/proc/${pid}/status" 2>/dev/null)" || continue
+			[[ "${st}" =~ ^State:[[:space:]]*[ZX] ]] && continue
 			left+=("${pid}")
-		fi
+		done
+		((${#left[@]} == 0)) && break
+		sleep 0.5
 	done
 	if ((${#left[@]})); then
 		log "processes left behind after teardown: ${left[*]}"
