@@ -25,8 +25,8 @@ import (
 type ParseOptions struct {
 	// Parallelism bounds the documents parsed at once; 0 means GOMAXPROCS.
 	Parallelism int
-	// MaxErrors bounds the errors reported before Parse stops listing them;
-	// 0 means 20.
+	// MaxErrors bounds the errors reported before Parse stops listing them
+	// (the rest are counted); 0 means DefaultMaxErrors.
 	MaxErrors int
 }
 
@@ -76,7 +76,10 @@ type Document struct {
 // The objects share their keys and strings: each worker holds one copy of
 // each (jsonshare.Strings), none of them part of the text.
 func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
-	docs := splitDocuments(text)
+	docs, more := splitDocumentsMax(text, MaxDocuments)
+	if more {
+		return nil, fmt.Errorf("read documents: %w", ErrTooManyDocuments)
+	}
 	results := make([]docResult, len(docs))
 	workers := opts.Parallelism
 	if workers <= 0 {
@@ -101,26 +104,16 @@ func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
 	}
 	wg.Wait()
 
-	maxErrors := opts.MaxErrors
-	if maxErrors <= 0 {
-		maxErrors = 20
-	}
-	var errs []error
-	failed, total := 0, 0
+	errs := errorList{max: opts.maxErrors()}
+	total := 0
 	for _, r := range results {
 		total += len(r.objs)
 		if r.err != nil {
-			failed++
-			if len(errs) < maxErrors {
-				errs = append(errs, r.err)
-			}
+			errs.add(r.err)
 		}
 	}
-	if failed > 0 {
-		if failed > len(errs) {
-			errs = append(errs, fmt.Errorf("%d more documents with errors not shown", failed-len(errs)))
-		}
-		return nil, errors.Join(errs...)
+	if err := errs.err(); err != nil {
+		return nil, err
 	}
 	out := make([]Document, 0, total)
 	for i, r := range results {
@@ -154,7 +147,7 @@ func Parse(text []byte, opts ParseOptions) (*Strategy, []Warning, error) {
 		return nil, nil, err
 	}
 	var warnings []Warning
-	var errs []error
+	errs := errorList{max: opts.maxErrors()}
 	lastList := 0
 	for _, d := range docs {
 		if d.InList > 0 && d.Index != lastList {
@@ -167,7 +160,7 @@ func Parse(text []byte, opts ParseOptions) (*Strategy, []Warning, error) {
 			if d.Item > 0 {
 				err = fmt.Errorf("%s item %d: %w", d.ListKind, d.Item, err)
 			}
-			errs = append(errs, &ParseError{Document: d.Index, Line: d.Line, Offset: d.Offset, Err: err})
+			errs.add(&ParseError{Document: d.Index, Line: d.Line, Offset: d.Offset, Err: err})
 			continue
 		}
 		for i := range w {
@@ -175,8 +168,8 @@ func Parse(text []byte, opts ParseOptions) (*Strategy, []Warning, error) {
 		}
 		warnings = append(warnings, w...)
 	}
-	if len(errs) > 0 {
-		return nil, nil, errors.Join(errs...)
+	if err := errs.err(); err != nil {
+		return nil, nil, err
 	}
 	return assemble(docs, warnings)
 }
@@ -417,7 +410,7 @@ func decodeYAML(d document, strs *jsonshare.Strings) (any, int, error) {
 		}
 		return nil, line, fmt.Errorf("not valid YAML: %s", msg)
 	}
-	c := converter{base: d.Line - 1, budget: 16*len(d.Data) + 1024, strs: strs}
+	c := converter{base: d.Line - 1, budget: 16*len(d.Data) + 1024, aliasValues: MaxAliasValues, strs: strs}
 	v, err := c.value(&n)
 	if err != nil {
 		return nil, c.line, err
@@ -430,7 +423,11 @@ type converter struct {
 	base   int // line offset of the document in the whole text
 	line   int // line of the last error
 	budget int // nodes left to convert; bounds alias expansion
-	strs   *jsonshare.Strings
+	// depth is the nesting of the value converted (MaxDepth bounds it);
+	// inAlias counts the aliases being expanded, and aliasValues the
+	// values they may still expand to (MaxAliasValues).
+	depth, inAlias, aliasValues int
+	strs                        *jsonshare.Strings
 }
 
 func (c *converter) errorf(n *yaml.Node, format string, args ...any) error {
@@ -443,6 +440,15 @@ func (c *converter) value(n *yaml.Node) (any, error) {
 	if c.budget < 0 {
 		return nil, c.errorf(n, "document expands to too many values (alias bomb?)")
 	}
+	if c.inAlias > 0 {
+		if c.aliasValues--; c.aliasValues < 0 {
+			return nil, c.errorf(n, "aliases expand to more than %d values (alias bomb?)", MaxAliasValues)
+		}
+	}
+	if c.depth++; c.depth > MaxDepth {
+		return nil, c.errorf(n, "nested deeper than %d levels", MaxDepth)
+	}
+	defer func() { c.depth-- }()
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
@@ -450,6 +456,8 @@ func (c *converter) value(n *yaml.Node) (any, error) {
 		}
 		return c.value(n.Content[0])
 	case yaml.AliasNode:
+		c.inAlias++
+		defer func() { c.inAlias-- }()
 		return c.value(n.Alias)
 	case yaml.SequenceNode:
 		out := make([]any, len(n.Content))
@@ -499,6 +507,8 @@ func (c *converter) mapping(n *yaml.Node, out map[string]any, merging bool) erro
 
 // merge applies a YAML merge key ("<<: *anchor"); explicit keys win.
 func (c *converter) merge(v *yaml.Node, out map[string]any) error {
+	c.inAlias++ // what is merged counts as alias expansion
+	defer func() { c.inAlias-- }()
 	if v.Kind == yaml.AliasNode {
 		v = v.Alias
 	}

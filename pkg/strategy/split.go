@@ -20,15 +20,27 @@ type document struct {
 // quoted scalar, so unlike a split on the substring "---" this never cuts a
 // value in two. Documents holding only white space and comments are dropped.
 func splitDocuments(text []byte) []document {
+	docs, _ := splitDocumentsMax(text, -1)
+	return docs
+}
+
+// splitDocumentsMax is splitDocuments that stops after max documents (no
+// limit when max < 0) and reports whether the text holds more.
+func splitDocumentsMax(text []byte, max int) ([]document, bool) {
 	var docs []document
+	more := false
 	start, startLine := 0, 1
 	line := 1
 	flush := func(end int) {
 		if end > start && !isBlank(text[start:end]) {
+			if max >= 0 && len(docs) >= max {
+				more = true
+				return
+			}
 			docs = append(docs, document{Index: len(docs) + 1, Line: startLine, Offset: start, Data: text[start:end]})
 		}
 	}
-	for pos := 0; pos < len(text); {
+	for pos := 0; pos < len(text) && !more; {
 		nl := bytes.IndexByte(text[pos:], '\n')
 		end := len(text)
 		next := len(text)
@@ -54,8 +66,10 @@ func splitDocuments(text []byte) []document {
 		pos = next
 		line++
 	}
-	flush(len(text))
-	return docs
+	if !more {
+		flush(len(text))
+	}
+	return docs, more
 }
 
 func isMarker(line []byte, marker string) bool {
