@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"time"
+	"unicode/utf8"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,9 +39,33 @@ func (in *Installation) SetCondition(t ConditionType, status metav1.ConditionSta
 		Type:               string(t),
 		Status:             status,
 		Reason:             reason,
-		Message:            message,
+		Message:            ConditionMessage(message),
 		ObservedGeneration: in.Generation,
 	})
+}
+
+// MaxConditionMessage is the most bytes the API server accepts in a
+// condition's message (metav1.Condition's maxLength): a longer one fails
+// the whole status write, and the condition saying why is lost.
+const MaxConditionMessage = 32768
+
+// ConditionMessage shortens a message to MaxConditionMessage bytes (see
+// Truncate).
+func ConditionMessage(s string) string { return Truncate(s, MaxConditionMessage) }
+
+// Truncate shortens s to at most max bytes (max above 16), cutting at a
+// rune boundary and saying so, for the API server's limits on messages
+// (which reject the whole object otherwise).
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const more = " …(truncated)"
+	cut := max - len(more)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + more
 }
 
 // RemoveCondition removes the condition of type t and reports whether it

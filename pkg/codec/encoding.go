@@ -58,7 +58,9 @@ func gunzip(compressed []byte, limit int64) ([]byte, error) {
 	if len(compressed) >= 4 {
 		hint = int64(binary.LittleEndian.Uint32(compressed[len(compressed)-4:]))
 	}
-	hint = min(hint, limit) + 1
+	// bytes.Buffer.ReadFrom wants MinRead bytes free before each read:
+	// without them a text of exactly the hinted size doubles the buffer.
+	hint = min(hint, limit) + bytes.MinRead
 	buf := bytes.NewBuffer(make([]byte, 0, hint))
 	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
 	if err != nil {

@@ -76,6 +76,15 @@ func head(cm *corev1.ConfigMap, chunks []*corev1.ConfigMap) (*corev1.ConfigMap, 
 	return h, nil
 }
 
+// MaxChunks is the most chunks a head may list, and MaxEncodedBytes the
+// most their parts may hold together: enough for a text at codec's
+// decoded-size limit that does not compress at all (64 MiB, 86 MiB as
+// base64), so a head cannot make a reader fetch or join more.
+const (
+	MaxChunks       = 1024
+	MaxEncodedBytes = codec.DefaultMaxDecodedBytes/3*4 + 4<<20
+)
+
 func parseChunks(raw string) ([]Chunk, error) {
 	var chunks []Chunk
 	if err := json.Unmarshal([]byte(raw), &chunks); err != nil {
@@ -84,9 +93,24 @@ func parseChunks(raw string) ([]Chunk, error) {
 	if len(chunks) == 0 {
 		return nil, errors.New("lists no chunks")
 	}
+	if len(chunks) > MaxChunks {
+		return nil, fmt.Errorf("lists %d chunks, more than %d", len(chunks), MaxChunks)
+	}
+	seen := make(map[string]int, len(chunks))
+	total := 0
 	for i, c := range chunks {
 		if c.Name == "" || !strings.HasPrefix(c.Digest, "sha256:") {
 			return nil, fmt.Errorf("chunk %d: want a name and a sha256 digest", i+1)
+		}
+		if j, dup := seen[c.Name]; dup {
+			return nil, fmt.Errorf("chunk %d: %s is listed twice (also chunk %d)", i+1, c.Name, j+1)
+		}
+		seen[c.Name] = i
+		if c.Size <= 0 || c.Size > codec.ObjectSizeLimit {
+			return nil, fmt.Errorf("chunk %d: size %d is outside 1..%d", i+1, c.Size, codec.ObjectSizeLimit)
+		}
+		if total += c.Size; total > MaxEncodedBytes {
+			return nil, fmt.Errorf("chunks hold more than %d bytes", MaxEncodedBytes)
 		}
 	}
 	return chunks, nil

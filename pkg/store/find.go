@@ -209,46 +209,62 @@ func (s *Store) Read(ctx context.Context, e Entry) (*Loaded, error) {
 }
 
 func (s *Store) readText(ctx context.Context, e Entry) ([]byte, error) {
+	cm, fresh, err := s.readConfigMap(ctx, e, nil)
+	if err != nil {
+		return nil, err
+	}
+	return s.textOf(ctx, fresh, cm)
+}
+
+// ReadConfigMap reads the ConfigMap of an entry as stored, a chunked one
+// assembled (each chunk checked against the head's record), without
+// decoding it. admit, when set, judges the ConfigMap's metadata as read now
+// before any chunk is fetched (trust.Gate.Admit), so a head nobody vouches
+// for costs nothing but itself; its error is returned wrapping
+// ErrUntrusted.
+func (s *Store) ReadConfigMap(ctx context.Context, e Entry, admit func(*metav1.ObjectMeta) error) (*corev1.ConfigMap, error) {
+	cm, fresh, err := s.readConfigMap(ctx, e, admit)
+	if err != nil || fresh.Chunks == nil {
+		return cm, err
+	}
+	joined, err := s.readChunks(ctx, fresh)
+	if err != nil {
+		return nil, err
+	}
+	cm = cm.DeepCopy()
+	cm.Data = map[string]string{codec.ManifestsKey: joined}
+	delete(cm.Annotations, ChunksAnnotation)
+	return cm, nil
+}
+
+func (s *Store) readConfigMap(ctx context.Context, e Entry, admit func(*metav1.ObjectMeta) error) (*corev1.ConfigMap, Entry, error) {
 	api := s.kube.CoreV1().ConfigMaps(e.Namespace)
 	cm, err := api.Get(ctx, e.Name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return nil, fmt.Errorf("read %s: %w", e, errVanished)
+		return nil, Entry{}, fmt.Errorf("read %s: %w", e, errVanished)
 	case err != nil:
-		return nil, fmt.Errorf("read strategy configmap %s: %w", e, err)
+		return nil, Entry{}, fmt.Errorf("read strategy configmap %s: %w", e, err)
 	case cm.UID != e.UID:
-		return nil, fmt.Errorf("read %s: %w", e, errVanished)
+		return nil, Entry{}, fmt.Errorf("read %s: %w", e, errVanished)
 	}
 	fresh, err := entryOf(&cm.ObjectMeta)
 	if err != nil {
-		return nil, err
+		return nil, Entry{}, err
 	}
 	if s.opts.Trusted != nil {
 		// Judge what is read now, not what was listed: the text is
 		// verified against this digest, the signature must cover it.
 		if err := s.opts.Trusted(fresh); err != nil {
-			return nil, fmt.Errorf("read strategy %s: %w: %w", e, ErrUntrusted, err)
+			return nil, Entry{}, fmt.Errorf("read strategy %s: %w: %w", e, ErrUntrusted, err)
 		}
 	}
-	return s.textOf(ctx, fresh, cm)
-}
-
-// textOf decodes and verifies the text of a (head) ConfigMap.
-func (s *Store) textOf(ctx context.Context, fresh Entry, cm *corev1.ConfigMap) ([]byte, error) {
-	e := fresh
-	if fresh.Chunks != nil {
-		joined, err := s.readChunks(ctx, fresh)
-		if err != nil {
-			return nil, err
+	if admit != nil {
+		if err := admit(&cm.ObjectMeta); err != nil {
+			return nil, Entry{}, fmt.Errorf("read strategy %s: %w: %w", e, ErrUntrusted, err)
 		}
-		cm = cm.DeepCopy()
-		cm.Data = map[string]string{codec.ManifestsKey: joined}
 	}
-	text, _, err := codec.Decode(cm, s.opts.Decode)
-	if err != nil {
-		return nil, &CorruptError{ConfigMap: e.String(), Chunk: -1, Chunks: len(fresh.Chunks), Err: err}
-	}
-	return text, nil
+	return cm, fresh, nil
 }
 
 // readChunks fetches and checks every chunk of a head, a few at a time,
@@ -306,4 +322,22 @@ func (s *Store) Delete(ctx context.Context, e Entry) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// textOf decodes and verifies the text of a (head) ConfigMap.
+func (s *Store) textOf(ctx context.Context, fresh Entry, cm *corev1.ConfigMap) ([]byte, error) {
+	e := fresh
+	if fresh.Chunks != nil {
+		joined, err := s.readChunks(ctx, fresh)
+		if err != nil {
+			return nil, err
+		}
+		cm = cm.DeepCopy()
+		cm.Data = map[string]string{codec.ManifestsKey: joined}
+	}
+	text, _, err := codec.Decode(cm, s.opts.Decode)
+	if err != nil {
+		return nil, &CorruptError{ConfigMap: e.String(), Chunk: -1, Chunks: len(fresh.Chunks), Err: err}
+	}
+	return text, nil
 }

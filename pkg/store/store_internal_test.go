@@ -1,6 +1,7 @@
 package store
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -94,5 +95,47 @@ func TestParseChunks(t *testing.T) {
 		if (err == nil) != (tt.wantErr == "") || (err != nil && !strings.Contains(err.Error(), tt.wantErr)) {
 			t.Errorf("parseChunks(%s) error = %v, want %q", tt.raw, err, tt.wantErr)
 		}
+	}
+}
+
+// A head lists each chunk once, at most MaxChunks of them, holding at most
+// MaxEncodedBytes together: a head naming one chunk thousands of times
+// (issue 39) made a reader fetch and join it thousands of times.
+func TestParseChunksBounds(t *testing.T) {
+	chunk := func(name string, size int) string {
+		return `{"name":"` + name + `","size":` + strconv.Itoa(size) + `,"digest":"sha256:00"}`
+	}
+	list := func(items ...string) string { return "[" + strings.Join(items, ",") + "]" }
+	many := func(n int, distinct bool) string {
+		items := make([]string, n)
+		for i := range items {
+			name := "c"
+			if distinct {
+				name = "c" + strconv.Itoa(i)
+			}
+			items[i] = chunk(name, 10)
+		}
+		return list(items...)
+	}
+	big := make([]string, 100)
+	for i := range big {
+		big[i] = chunk("c"+strconv.Itoa(i), 1<<20)
+	}
+	for name, raw := range map[string]string{
+		"one chunk listed 5000 times":  many(5000, false),
+		"one chunk listed twice":       list(chunk("a", 10), chunk("b", 10), chunk("a", 10)),
+		"more than MaxChunks chunks":   many(MaxChunks+1, true),
+		"parts above MaxEncodedBytes":  list(big...),
+		"a part above the object size": list(chunk("a", 2<<20)),
+		"a part of no bytes":           list(chunk("a", 0)),
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := parseChunks(raw); err == nil {
+				t.Fatal("accepted")
+			}
+		})
+	}
+	if _, err := parseChunks(many(MaxChunks, true)); err != nil {
+		t.Fatalf("MaxChunks distinct chunks: %v", err)
 	}
 }
