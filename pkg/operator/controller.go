@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
@@ -636,18 +635,8 @@ func (r *Reconciler) event(in *v1alpha1.Installation, eventType, reason, action,
 const maxEventNote = 1024
 
 // eventNote shortens a note to the API server's limit (which rejects the
-// whole Event otherwise), cutting at a rune boundary and saying so.
-func eventNote(s string) string {
-	if len(s) <= maxEventNote {
-		return s
-	}
-	const more = " …(truncated)"
-	cut := maxEventNote - len(more)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + more
-}
+// whole Event otherwise).
+func eventNote(s string) string { return v1alpha1.Truncate(s, maxEventNote) }
 
 func (r *Reconciler) resync() time.Duration {
 	if r.opts.ResyncPeriod > 0 {
@@ -780,13 +769,9 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 	loadedFrom := "" // the strategy load counter's source, once loaded
 	switch src.Source {
 	case v1alpha1.StrategySourceConfigMap:
-		loaded, err := r.loadConfigMap(ctx, in.Namespace, in.Spec.Strategy.ConfigMap.Name)
+		loaded, entry, err := r.loadConfigMap(ctx, in)
 		if err != nil {
-			loadErr = err
-			break
-		}
-		if src.VerifiedBy, loadErr = r.checkTrust(ctx, in, loaded); loadErr != nil {
-			if untrusted := (*trust.UntrustedError)(nil); errors.As(loadErr, &untrusted) {
+			if loadErr = err; errors.As(err, new(*trust.UntrustedError)) {
 				r.metrics.UntrustedStrategies.WithLabelValues("configmap").Inc()
 			}
 			break
@@ -798,7 +783,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 			break
 		}
 		s.Strategy, s.Target = st, st.Identity
-		src.ConfigMap, src.Digest = loaded.Entry.String(), loaded.Digest
+		src.ConfigMap, src.Digest, src.VerifiedBy = entry.String(), loaded.Digest, loaded.VerifiedBy
 	case v1alpha1.StrategySourceOCI, v1alpha1.StrategySourceHelm:
 		label := strings.ToLower(string(src.Source))
 		l, err := r.loadRemote(ctx, in)
@@ -917,16 +902,38 @@ func (r *Reconciler) product(ctx context.Context, cfg *identity.Config) (*strate
 	return st, entry, nil
 }
 
-// loadConfigMap reads the stored strategy of one named ConfigMap.
-func (r *Reconciler) loadConfigMap(ctx context.Context, namespace, name string) (*store.Loaded, error) {
+// loadConfigMap reads the strategy ConfigMap an Installation names through
+// the trust gate (configMapPolicy): its metadata is judged before any
+// chunk is fetched, its text before it is parsed, so an untrusted
+// ConfigMap costs at most its bounded decode.
+func (r *Reconciler) loadConfigMap(ctx context.Context, in *v1alpha1.Installation) (*trust.Verified, store.Entry, error) {
+	namespace, name := in.Namespace, in.Spec.Strategy.ConfigMap.Name
 	entries, err := r.plain.List(ctx, namespace)
 	for _, e := range entries {
-		if e.Name == name {
-			return r.plain.Read(ctx, e)
+		if e.Name != name {
+			continue
 		}
+		policy, err := r.configMapPolicy(ctx, in)
+		if err != nil {
+			return nil, e, err
+		}
+		gate := trust.Gate{Policy: policy, MaxEncodedBytes: store.MaxEncodedBytes}
+		cm, err := r.plain.ReadConfigMap(ctx, e, gate.Admit)
+		if err == nil {
+			var v *trust.Verified
+			if v, err = gate.Open(cm); err == nil {
+				return v, e, nil
+			}
+			if refused := (*trust.RefusedError)(nil); errors.As(err, &refused) {
+				// What does not decode or parse as its metadata says is
+				// corrupt, as the store reports it.
+				return nil, e, &store.CorruptError{ConfigMap: e.String(), Chunk: -1, Err: err}
+			}
+		}
+		return nil, e, fmt.Errorf("strategy configmap %s: %w", e, err)
 	}
 	if err != nil {
-		return nil, err
+		return nil, store.Entry{}, err
 	}
-	return nil, fmt.Errorf("strategy configmap %s/%s: %w", namespace, name, store.ErrNotFound)
+	return nil, store.Entry{}, fmt.Errorf("strategy configmap %s/%s: %w", namespace, name, store.ErrNotFound)
 }

@@ -71,27 +71,20 @@ func (r *Reconciler) trustedStored(e store.Entry) error {
 	return nil
 }
 
-// checkTrust is the policy of a strategy ConfigMap named by an
+// configMapPolicy is the policy of a strategy ConfigMap named by an
 // Installation: signed by the operator's key or a key of the trusted keys
 // ConfigMap of the operator's namespace, or its text hashing to the digest
 // pinned in the Installation. The digest is computed from the text read,
 // never taken from an annotation. A signed strategy must also carry a
 // signed statement that names its text, spec.version when set, and no
 // older version than the deployed one (unless spec.allowDowngrade): the
-// named ConfigMap replaced with another signed release is refused. It
-// returns how the strategy is trusted.
-func (r *Reconciler) checkTrust(ctx context.Context, in *v1alpha1.Installation, l *store.Loaded) (string, error) {
+// named ConfigMap replaced with another signed release is refused.
+// loadConfigMap applies it through trust.Gate, before the text is parsed.
+func (r *Reconciler) configMapPolicy(ctx context.Context, in *v1alpha1.Installation) (trust.Policy, error) {
 	ring, err := r.trustedKeys(ctx)
 	if err != nil {
-		return "", err
+		return trust.Policy{}, err
 	}
 	expect := &trust.Expect{Version: in.Spec.Version, Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade}
-	how, err := trust.Policy{Keys: ring, Pinned: in.Spec.Strategy.ConfigMap.Digest, Expect: expect}.Check(trust.Subject{
-		Digest: l.Digest, Signature: l.Entry.Signature, KeyID: l.Entry.SignatureKey,
-		Statement: l.Entry.Statement, StatementSignature: l.Entry.StatementSignature,
-	})
-	if err != nil {
-		return "", fmt.Errorf("strategy configmap %s: %w", l.Entry, err)
-	}
-	return how, nil
+	return trust.Policy{Keys: ring, Pinned: in.Spec.Strategy.ConfigMap.Digest, Expect: expect}, nil
 }
