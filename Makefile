@@ -139,6 +139,8 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParse$$' -fuzztime=$(FUZZ_COUNT) ./pkg/strategy
 	$(GO) test -run='^$$' -fuzz='^FuzzFastPath$$' -fuzztime=$(FUZZ_COUNT) ./pkg/strategy
 	$(GO) test -run='^$$' -fuzz='^FuzzDecode$$' -fuzztime=$(FUZZ_COUNT) ./pkg/codec
+	$(GO) test -run='^$$' -fuzz='^FuzzGate$$' -fuzztime=$(FUZZ_COUNT) ./pkg/trust
+	$(GO) test -run='^$$' -fuzz='^FuzzParseChunks$$' -fuzztime=$(FUZZ_COUNT) ./pkg/store
 
 # fuzz-long: every fuzz target for a million inputs (docs/RELIABILITY.md).
 .PHONY: fuzz-long

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -138,4 +139,34 @@ func TestParseChunksBounds(t *testing.T) {
 	if _, err := parseChunks(many(MaxChunks, true)); err != nil {
 		t.Fatalf("MaxChunks distinct chunks: %v", err)
 	}
+}
+
+// FuzzParseChunks: a head's chunk list never makes parseChunks panic or
+// accept a list beyond its bounds, and costs at most 256 MB.
+func FuzzParseChunks(f *testing.F) {
+	f.Add(`[{"name":"a","size":10,"digest":"sha256:00"}]`)
+	f.Add(`[{"name":"a","size":10,"digest":"sha256:00"},{"name":"a","size":10,"digest":"sha256:00"}]`)
+	f.Add(`[]`)
+	f.Fuzz(func(t *testing.T, raw string) {
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		chunks, err := parseChunks(raw)
+		runtime.ReadMemStats(&after)
+		if n := after.TotalAlloc - before.TotalAlloc; n > 256<<20 {
+			t.Fatalf("%d bytes allocated", n)
+		}
+		if err != nil {
+			return
+		}
+		seen, total := map[string]bool{}, 0
+		for _, c := range chunks {
+			if seen[c.Name] || c.Size <= 0 {
+				t.Fatalf("accepted %s", raw)
+			}
+			seen[c.Name], total = true, total+c.Size
+		}
+		if len(chunks) > MaxChunks || total > MaxEncodedBytes {
+			t.Fatalf("accepted %d chunks of %d bytes", len(chunks), total)
+		}
+	})
 }

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// FuzzParse: Parse never panics, and a text it accepts serialises to a
-// fixed point (parse ∘ serialise is idempotent).
+// FuzzParse: Parse never panics, no text makes it allocate more than
+// 256 MB (issue 39's bound), and a text it accepts serialises to a fixed
+// point (parse ∘ serialise is idempotent).
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
 		"---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n",
@@ -20,7 +21,11 @@ func FuzzParse(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, text []byte) {
-		s, _, err := Parse(text, ParseOptions{})
+		var s *Strategy
+		var err error
+		if n := allocated(func() { s, _, err = Parse(text, ParseOptions{}) }); n > 256<<20 {
+			t.Fatalf("parsing %d bytes allocated %d bytes", len(text), n)
+		}
 		if err != nil {
 			return
 		}
