@@ -70,6 +70,19 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 	if got := job.Annotations[IdentifierAnnotation]; got != id.Identifier {
 		return nil, fmt.Errorf("dump strategy %s: job %s/%s belongs to identifier %q", id.Identifier, ns, name, got)
 	}
+	if err := l.believe(ctx, req, id, job, st); err != nil {
+		l.mu.Lock()
+		ours := st.created == job.UID
+		l.mu.Unlock()
+		if ours {
+			// Ours, changed since (a suspended Job's template is
+			// partly mutable): delete it and start again.
+			return nil, l.fail(ctx, id, job, &JobError{Reason: ReasonUntrusted, Message: err.Error()})
+		}
+		// Not ours (or ours from before a restart, changed): never
+		// believed, and not deleted either (it is not ours to delete).
+		return nil, fmt.Errorf("dump strategy %s: %w", id.Identifier, err)
+	}
 	l.mu.Lock()
 	if st.job != job.UID {
 		st.job, st.firstSeen = job.UID, now
@@ -86,7 +99,7 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 			return l.found(ctx, req, id, loaded)
 		}
 		if l.opts.Store.CanSign() {
-			if loaded, err = l.adopt(ctx, job, req.Image, id); err == nil {
+			if loaded, err = l.adopt(ctx, job, id); err == nil {
 				return l.found(ctx, req, id, loaded)
 			}
 		}
@@ -115,11 +128,8 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 // signed with the store's key, so later reads trust it. The Job and the
 // pod must run the dump the loader would start (image, arguments), so a
 // Job or pod put in its place with another image reports nothing.
-func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, image string, id strategy.Identity) (*store.Loaded, error) {
-	if !isDump(&job.Spec.Template.Spec, image) {
-		return nil, fmt.Errorf("job %s/%s does not run %s %s as the loader's dump Job does", job.Namespace, job.Name, image, DumpFlag)
-	}
-	digest, err := l.reportedDigest(ctx, job, image)
+func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, id strategy.Identity) (*store.Loaded, error) {
+	digest, err := l.reportedDigest(ctx, job)
 	if err != nil {
 		return nil, err
 	}
@@ -140,14 +150,18 @@ func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, image string, id s
 }
 
 // reportedDigest is the digest a dump Job's succeeded pod reported in its
-// termination message (see internal/dump).
-func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job, image string) (string, error) {
+// termination message (see internal/dump). The Job was believed (see
+// believe); its pods are believed only when their spec is the Job's
+// template plus what admission and the scheduler add (podFromTemplate):
+// whoever may create pods in the namespace can forge the owner reference
+// and the Job's labels, not what the pod runs.
+func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job) (string, error) {
 	pods, err := l.pods(ctx, job)
 	if err != nil {
 		return "", err
 	}
 	for _, p := range pods {
-		if p.Status.Phase != corev1.PodSucceeded || !ownedBy(&p, job) || !isDump(&p.Spec, image) {
+		if p.Status.Phase != corev1.PodSucceeded || !ownedBy(&p, job) || !podFromTemplate(&p.Spec, &job.Spec.Template.Spec) {
 			continue
 		}
 		for _, cs := range p.Status.ContainerStatuses {
@@ -159,17 +173,6 @@ func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job, image str
 		}
 	}
 	return "", fmt.Errorf("no succeeded pod of job %s/%s reported the digest of its strategy in its termination message", job.Namespace, job.Name)
-}
-
-// isDump reports whether a pod spec runs exactly the loader's dump
-// container: one container of image with the dump flag as its only
-// argument and no command of its own.
-func isDump(spec *corev1.PodSpec, image string) bool {
-	if len(spec.Containers) != 1 || len(spec.InitContainers) != 0 {
-		return false
-	}
-	c := spec.Containers[0]
-	return c.Image == image && len(c.Command) == 0 && slices.Equal(c.Args, []string{DumpFlag})
 }
 
 func ownedBy(p *corev1.Pod, job *batchv1.Job) bool {
@@ -399,6 +402,7 @@ func (l *Loader) startJob(ctx context.Context, req Request, id strategy.Identity
 	default:
 		l.mu.Lock()
 		st.job, st.firstSeen = created.UID, l.opts.Clock.Now()
+		st.created, st.createdJob = created.UID, created
 		l.mu.Unlock()
 	}
 	return &Result{Job: ns + "/" + job.Name, RequeueAfter: l.opts.PollInterval}, nil

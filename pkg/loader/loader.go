@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -193,6 +194,14 @@ type attempts struct {
 	// job is the Job being watched and when the loader first saw it.
 	job       types.UID
 	firstSeen time.Time
+	// created is the UID of the Job this loader created, as the API
+	// server returned it (defaulted): createdJob.
+	created    types.UID
+	createdJob *batchv1.Job
+	// expected is the generated Job as the API server defaults it (a dry
+	// run), for the Job spec whose JSON is expectedKey.
+	expected    *batchv1.Job
+	expectedKey string
 }
 
 // New returns a loader.
@@ -359,6 +368,9 @@ const (
 	// ReasonNotStarted: the Job's pod was not running within the start
 	// timeout (unschedulable, image not pulled, pod not created).
 	ReasonNotStarted FailureReason = "NotStarted"
+	// ReasonUntrusted: the loader's own Job was changed after it created
+	// it (its spec is no longer the one the loader generated).
+	ReasonUntrusted FailureReason = "Untrusted"
 )
 
 // JobError says why a dump Job did not produce a strategy, and when the
