@@ -3,15 +3,15 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
 
-	"github.com/installstrategy/installstrategy/internal/atomicfile"
+	"github.com/installstrategy/installstrategy/internal/confine"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -123,17 +123,24 @@ func writeFolder(dir string, files []namedFile, force bool) (int, error) {
 		want[f.name] = true
 	}
 	owned := map[string]bool{}
-	if data, err := os.ReadFile(filepath.Join(dir, folderIndex)); err == nil {
-		for _, n := range strings.Split(string(data), "\n") {
-			if n != "" && n == filepath.Base(n) {
-				owned[n] = true
+	var entries []fs.DirEntry
+	d, err := confine.Open(dir)
+	switch {
+	case err == nil:
+		defer d.Close()
+		if data, err := d.ReadFile(folderIndex); err == nil {
+			for _, n := range strings.Split(string(data), "\n") {
+				if n != "" && n == filepath.Base(n) {
+					owned[n] = true
+				}
 			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return 0, fmt.Errorf("output folder %s: %w", dir, err)
 		}
-	} else if !errors.Is(err, os.ErrNotExist) {
-		return 0, fmt.Errorf("output folder %s: %w", dir, err)
-	}
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		if entries, err = d.Entries(); err != nil {
+			return 0, fmt.Errorf("output folder %s: %w", dir, err)
+		}
+	case !errors.Is(err, fs.ErrNotExist):
 		return 0, fmt.Errorf("output folder %s: %w", dir, err)
 	}
 	var stale, foreign []string
@@ -154,8 +161,11 @@ func writeFolder(dir string, files []namedFile, force bool) (int, error) {
 		return 0, fmt.Errorf("output folder %s holds %d manifest files that decode did not write (%s); a later encode %s would include them: use an empty folder, or --force to remove them",
 			dir, len(foreign), strings.Join(shown, ", "), dir)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return 0, fmt.Errorf("create output folder: %w", err)
+	if d == nil {
+		if d, err = confine.Create(dir); err != nil {
+			return 0, fmt.Errorf("create output folder: %w", err)
+		}
+		defer d.Close()
 	}
 	index := func(names map[string]bool) error {
 		list := make([]string, 0, len(names))
@@ -163,7 +173,7 @@ func writeFolder(dir string, files []namedFile, force bool) (int, error) {
 			list = append(list, n)
 		}
 		sort.Strings(list)
-		return atomicfile.WriteFile(filepath.Join(dir, folderIndex), []byte(strings.Join(list, "\n")+"\n"), 0o644)
+		return d.WriteFile(folderIndex, []byte(strings.Join(list, "\n")+"\n"), 0o644)
 	}
 	union := maps.Clone(want)
 	for _, n := range stale {
@@ -173,12 +183,12 @@ func writeFolder(dir string, files []namedFile, force bool) (int, error) {
 		return 0, err
 	}
 	for _, f := range files {
-		if err := atomicfile.WriteFile(filepath.Join(dir, f.name), f.data, 0o644); err != nil {
+		if err := d.WriteFile(f.name, f.data, 0o644); err != nil {
 			return 0, err
 		}
 	}
 	for _, n := range stale {
-		if err := os.Remove(filepath.Join(dir, n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := d.Remove(n); err != nil {
 			return 0, fmt.Errorf("remove stale file: %w", err)
 		}
 	}
@@ -203,14 +213,13 @@ type namedFile struct {
 // before anything is written.
 func objectFiles(s *strategy.Strategy) ([]namedFile, error) {
 	files := make([]namedFile, 0, len(s.Objects))
-	seen := map[string]bool{}
+	var names confine.Names
 	for _, obj := range s.Objects {
 		ref := strategy.RefOf(obj)
 		name := fileName(ref)
-		if seen[name] {
-			return nil, fmt.Errorf("two objects map to the file name %s (%s); decode without --output-dir", name, ref)
+		if err := names.Add(name, ref.String()); err != nil {
+			return nil, fmt.Errorf("%w; decode without --output-dir", err)
 		}
-		seen[name] = true
 		data, err := strategy.MarshalObject(obj)
 		if err != nil {
 			return nil, fmt.Errorf("serialise %s: %w", ref, err)
@@ -220,8 +229,8 @@ func objectFiles(s *strategy.Strategy) ([]namedFile, error) {
 	return files, nil
 }
 
-// fileName is <kind>_<namespace>_<name>.yaml with path separators replaced.
+// fileName is <kind>_<namespace>_<name>.yaml, the kind in lower case, each
+// part escaped (confine.Name).
 func fileName(ref strategy.ObjectRef) string {
-	clean := strings.NewReplacer("/", "-", "\\", "-", "\x00", "")
-	return strings.ToLower(ref.Kind) + "_" + clean.Replace(ref.Namespace) + "_" + clean.Replace(ref.Name) + ".yaml"
+	return confine.Name("_", ".yaml", strings.ToLower(ref.Kind), ref.Namespace, ref.Name)
 }

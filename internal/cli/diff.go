@@ -272,8 +272,23 @@ func printChange(w io.Writer, c *Change, details bool, pal palette) error {
 // stringData values are masked as kubectl diff does: "***" for a value
 // both hold, "*** (before, N bytes)" and "*** (after, N bytes)" for one
 // that changed, was added or removed (N is the decoded size for data).
+//
+// Either may be nil (a Secret on one side only): the other's values are all
+// masked. A data or stringData that is not a map of values is masked whole.
 func maskSecretPair(a, b *unstructured.Unstructured) (*unstructured.Unstructured, *unstructured.Unstructured) {
 	ma, mb := a.DeepCopy(), b.DeepCopy()
+	for _, m := range []*unstructured.Unstructured{ma, mb} {
+		if m == nil {
+			continue
+		}
+		for _, field := range []string{"data", "stringData"} {
+			if v, has := m.Object[field]; has && v != nil {
+				if _, isMap := v.(map[string]any); !isMap {
+					m.Object[field] = "***"
+				}
+			}
+		}
+	}
 	size := func(field string, v any) int {
 		m := plan.MaskSecretValue(v, field)
 		var n int
@@ -283,8 +298,13 @@ func maskSecretPair(a, b *unstructured.Unstructured) (*unstructured.Unstructured
 		return n
 	}
 	for _, field := range []string{"data", "stringData"} {
-		da, _, _ := unstructured.NestedMap(ma.Object, field)
-		db, _, _ := unstructured.NestedMap(mb.Object, field)
+		var da, db map[string]any
+		if ma != nil {
+			da, _, _ = unstructured.NestedMap(ma.Object, field)
+		}
+		if mb != nil {
+			db, _, _ = unstructured.NestedMap(mb.Object, field)
+		}
 		for k, va := range da {
 			vb, ok := db[k]
 			if ok && fmt.Sprint(va) == fmt.Sprint(vb) {
@@ -302,7 +322,7 @@ func maskSecretPair(a, b *unstructured.Unstructured) (*unstructured.Unstructured
 		if da != nil {
 			_ = unstructured.SetNestedMap(ma.Object, da, field)
 		}
-		if db != nil {
+		if db != nil && mb != nil {
 			_ = unstructured.SetNestedMap(mb.Object, db, field)
 		}
 	}

@@ -4,15 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path"
-	"path/filepath"
 	"regexp"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/installstrategy/installstrategy/internal/confine"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -115,16 +114,19 @@ func externalDiff(ctx context.Context, streams Streams, prog string, a, b *strat
 		s      *strategy.Strategy
 		other  *strategy.Strategy
 	}{{"FROM-", a, b}, {"TO-", b, a}} {
-		dir, err := os.MkdirTemp("", side.prefix)
+		dir, err := confine.Temp(side.prefix)
 		if err != nil {
 			return &ExitError{Code: 2, Err: fmt.Errorf("external diff: %w", err)}
 		}
-		defer os.RemoveAll(dir)
-		dirs[i] = dir
+		defer dir.Close()
+		dirs[i] = dir.Path()
 		other := side.other.Index()
+		var names confine.Names
 		for _, obj := range side.s.Objects {
 			ref := strategy.RefOf(obj)
-			if plan.IsSecret(ref) && !showSecrets && other[ref] != nil {
+			if plan.IsSecret(ref) && !showSecrets {
+				// Masked whether or not the other side holds it: a
+				// Secret on one side only is shown whole by diff -N.
 				if i == 0 {
 					obj, _ = maskSecretPair(obj, other[ref])
 				} else {
@@ -136,8 +138,15 @@ func externalDiff(ctx context.Context, streams Streams, prog string, a, b *strat
 				return &ExitError{Code: 2, Err: fmt.Errorf("external diff: serialise %s: %w", ref, err)}
 			}
 			gvk := obj.GroupVersionKind()
-			name := strings.TrimPrefix(strings.Join([]string{gvk.Group, gvk.Version, gvk.Kind, ref.Namespace, ref.Name}, "."), ".")
-			if err := os.WriteFile(filepath.Join(dir, name), text, 0o600); err != nil {
+			parts := []string{gvk.Group, gvk.Version, gvk.Kind, ref.Namespace, ref.Name}
+			if gvk.Group == "" {
+				parts = parts[1:]
+			}
+			name := confine.Name(".", "", parts...)
+			if err := names.Add(name, ref.String()); err != nil {
+				return &ExitError{Code: 2, Err: fmt.Errorf("external diff: %w", err)}
+			}
+			if err := dir.WriteFile(name, text, 0o600); err != nil {
 				return &ExitError{Code: 2, Err: fmt.Errorf("external diff: %w", err)}
 			}
 		}

@@ -11,8 +11,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
-	"github.com/installstrategy/installstrategy/internal/atomicfile"
 	"github.com/installstrategy/installstrategy/internal/buildinfo"
+	"github.com/installstrategy/installstrategy/internal/confine"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -454,7 +454,7 @@ func (o *options) writeOutput(path string, data []byte) error {
 		_, err := o.streams.Out.Write(data)
 		return err
 	}
-	if err := atomicfile.WriteFile(path, data, 0o644); err != nil {
+	if err := confine.WriteFile(path, data, 0o644); err != nil {
 		return fmt.Errorf("--output-file: %w", err)
 	}
 	return nil

@@ -300,8 +300,9 @@ func listKind(m map[string]any) (string, bool) {
 	return kind, true
 }
 
-// checkObject validates the identifying fields and applies the repairs of
-// the kind table.
+// checkObject validates the identifying fields (present, and as the API
+// server would accept them: validateNames) and applies the repairs of the
+// kind table.
 func checkObject(u *unstructured.Unstructured) ([]Warning, error) {
 	if err := requireString(u.Object, "apiVersion"); err != nil {
 		return nil, err
@@ -331,6 +332,9 @@ func checkObject(u *unstructured.Unstructured) ([]Warning, error) {
 		u.SetAPIVersion(info.APIVersion())
 		warnings = append(warnings, Warning{Code: WarnAPIVersionRepaired, Object: RefOf(u),
 			Message: fmt.Sprintf("apiVersion %q does not serve %s; repaired to %q", before, u.GetKind(), info.APIVersion())})
+	}
+	if err := validateNames(u); err != nil {
+		return nil, err
 	}
 	return warnings, nil
 }
