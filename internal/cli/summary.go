@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -324,7 +325,8 @@ func describe(fields []fieldChange) []string {
 				what = p.word + strings.TrimSuffix(strings.TrimPrefix(strings.TrimPrefix(k, "."), "["), "]")
 			}
 		}
-		out = append(out, fmt.Sprintf("%s %s → %s", what, shortValue(f.Old), shortValue(f.New)))
+		old, now := valuePair(f.Old, f.New)
+		out = append(out, fmt.Sprintf("%s %s → %s", what, old, now))
 	}
 	return out
 }
@@ -422,14 +424,50 @@ func shortPath(p string) string {
 	return p
 }
 
+// valuePair renders the two sides of a change: shortly when the short
+// forms differ, else in full (compact JSON), so that a change is never
+// printed as two identical values.
+func valuePair(old, now any) (string, string) {
+	if a, b := shortValue(old), shortValue(now); a != b {
+		return a, b
+	}
+	a, b := fullValue(old), fullValue(now)
+	if a == b {
+		// Equal JSON, different values: the types differ (1 and "1").
+		a, b = fmt.Sprintf("%s (%T)", a, old), fmt.Sprintf("%s (%T)", b, now)
+	}
+	return a, b
+}
+
+// fullValue is v as compact JSON (Go syntax when it is not JSON).
+func fullValue(v any) string {
+	if v == nil {
+		return "(none)"
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%#v", v)
+	}
+	return string(b)
+}
+
+// maxShortValue bounds the short form of a value.
+const maxShortValue = 160
+
+// shortValue renders a value for a line of the summary: strings and
+// scalars as they are, lists with their items and maps with their keys
+// and values (RBAC subjects as KIND:NAMESPACE/NAME, rules as VERBS on
+// RESOURCES), cut at maxShortValue.
 func shortValue(v any) string {
 	switch t := v.(type) {
 	case nil:
 		return "(none)"
-	case map[string]any:
-		return "{}"
-	case []any:
-		return "[]"
+	case map[string]any, []any:
+		s := compactValue(t)
+		if len(s) > maxShortValue {
+			s = s[:maxShortValue-3] + "..."
+		}
+		return s
 	case string:
 		if len(t) > 60 {
 			return t[:57] + "..."
@@ -440,6 +478,93 @@ func shortValue(v any) string {
 		return t
 	}
 	return fmt.Sprint(v)
+}
+
+// compactValue renders a list or map with everything in it.
+func compactValue(v any) string {
+	switch t := v.(type) {
+	case nil:
+		return "(none)"
+	case []any:
+		items := make([]string, len(t))
+		for i, x := range t {
+			items[i] = compactValue(x)
+		}
+		return "[" + strings.Join(items, ", ") + "]"
+	case map[string]any:
+		if s, ok := subjectText(t); ok {
+			return s
+		}
+		if s, ok := ruleText(t); ok {
+			return s
+		}
+		items := make([]string, 0, len(t))
+		for _, k := range slices.Sorted(maps.Keys(t)) {
+			items = append(items, k+": "+compactValue(t[k]))
+		}
+		return "{" + strings.Join(items, ", ") + "}"
+	case string:
+		if t == "" {
+			return `""`
+		}
+		return t
+	}
+	return fmt.Sprint(v)
+}
+
+// subjectText renders an RBAC subject (kind, name, optional apiGroup and
+// namespace, nothing else) as KIND:NAMESPACE/NAME.
+func subjectText(m map[string]any) (string, bool) {
+	kind, k := m["kind"].(string)
+	name, n := m["name"].(string)
+	if !k || !n {
+		return "", false
+	}
+	for key := range m {
+		if key != "kind" && key != "name" && key != "namespace" && key != "apiGroup" {
+			return "", false
+		}
+	}
+	if ns, _ := m["namespace"].(string); ns != "" {
+		name = ns + "/" + name
+	}
+	return kind + ":" + name, true
+}
+
+// ruleText renders an RBAC policy rule as VERBS on RESOURCES: "get,list
+// on pods,services.apps names a,b" or "get on /healthz".
+func ruleText(m map[string]any) (string, bool) {
+	verbs, ok, _ := unstructured.NestedStringSlice(m, "verbs")
+	if !ok {
+		return "", false
+	}
+	strs := func(k string) []string {
+		l, _, _ := unstructured.NestedStringSlice(m, k)
+		return l
+	}
+	for key := range m {
+		switch key {
+		case "verbs", "apiGroups", "resources", "resourceNames", "nonResourceURLs":
+		default:
+			return "", false
+		}
+	}
+	var on []string
+	for _, r := range strs("resources") {
+		for _, g := range strs("apiGroups") {
+			if g != "" {
+				on = append(on, r+"."+g)
+			} else {
+				on = append(on, r)
+			}
+		}
+	}
+	on = append(on, strs("nonResourceURLs")...)
+	s := strings.Join(verbs, ",") + " on " + strings.Join(on, ",")
+	if names := strs("resourceNames"); len(names) > 0 {
+		s += " names " + strings.Join(names, ",")
+	}
+	return s, true
 }
 
 func appendUnique(l []string, s string) []string {
@@ -603,7 +728,8 @@ func schemaNotes(fields []fieldChange, before, after []string) []string {
 			}
 			schema[name]++
 		case sub == ".served" || sub == ".storage" || sub == ".deprecated":
-			out = append(out, fmt.Sprintf("%s %s %s → %s", name, sub[1:], shortValue(f.Old), shortValue(f.New)))
+			old, now := valuePair(f.Old, f.New)
+			out = append(out, fmt.Sprintf("%s %s %s → %s", name, sub[1:], old, now))
 		}
 	}
 	for _, n := range names {
