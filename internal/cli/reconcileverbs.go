@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -786,7 +787,7 @@ func printApplySummary(w io.Writer, res *reconcile.Result) {
 		res.Count(apply.ActionCreate), res.Count(apply.ActionUpdate), res.Count(apply.ActionRecreate), res.Count(apply.ActionUnchanged),
 		res.Count(apply.ActionSkip), res.Count(apply.ActionConflict), len(res.Pruned))
 	if len(res.Kept) > 0 {
-		fmt.Fprintf(w, ", %d kept (CRDs; --prune-crds to delete)", len(res.Kept))
+		fmt.Fprintf(w, ", %d kept", len(res.Kept))
 	}
 	if len(res.Adopted) > 0 {
 		fmt.Fprintf(w, ", %d adopted", len(res.Adopted))
@@ -803,6 +804,23 @@ func printApplySummary(w io.Writer, res *reconcile.Result) {
 	for _, ref := range res.Pruned {
 		fmt.Fprintf(w, "  pruned %s\n", ref)
 	}
+	for _, it := range keptItems(res) {
+		fmt.Fprintf(w, "  kept %s: %s\n", it.Ref, it.Reason)
+	}
+}
+
+// keptItems returns the prune items res kept, with their reasons.
+func keptItems(res *reconcile.Result) []plan.Item {
+	if res.Plan == nil {
+		return nil
+	}
+	var out []plan.Item
+	for _, it := range res.Plan.Prune {
+		if it.Action != apply.ActionDelete && slices.Contains(res.Kept, it.Ref) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // printLiveDiff reports a strategy against the cluster: missing objects,

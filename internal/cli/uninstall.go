@@ -26,7 +26,10 @@ the reconciler's delete order — webhooks and APIServices first, so nothing
 calls a backend that is gone, then custom resources, workloads, services,
 configuration, RBAC, and Namespaces and CRDs last. A Namespace is deleted only
 when it holds nothing that is not the installation's; CRDs (and so every custom
-resource of them) are deleted unless --keep-crds. Objects of other
+resource of them) are deleted unless --keep-crds. An object annotated
+helm.sh/resource-policy: keep (Helm's) or installstrategy.io/resource-policy:
+keep is kept, as helm uninstall keeps it: it stays in the cluster, leaves the
+inventory, and is listed as kept. Objects of other
 installations, and objects labelled by hand, are never touched. The CA Secret
 and the inventory go last; the history and the revisions it kept go first.
 
@@ -52,12 +55,14 @@ An installation an Installation drives is removed by deleting the Installation.`
 				return fmt.Errorf("installation %s: not found (no configmap/%s in namespace %s)", owner, inventory.ConfigMapName(owner), owner.Namespace)
 			}
 			out := o.streams.Out
+			kept := 0
 			opts := reconcile.UninstallOptions{
 				Owner: owner, KeepCRDs: keepCRDs, Wait: wait,
 				OnEvent: func(e reconcile.Event) {
 					if e.Action == apply.ActionDelete {
 						fmt.Fprintf(out, "  delete %s\n", e.Ref)
 					} else {
+						kept++
 						fmt.Fprintf(out, "  kept   %s (%s)\n", e.Ref, e.Reason)
 					}
 				},
@@ -81,7 +86,7 @@ An installation an Installation drives is removed by deleting the Installation.`
 				rest, err = rc.Uninstall(ctx, opts)
 				deleted = append(deleted, rest...)
 			}
-			fmt.Fprintf(out, "installation %s: %d objects deleted\n", owner, len(deleted))
+			fmt.Fprintf(out, "installation %s: %d objects deleted, %d kept\n", owner, len(deleted), kept)
 			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("uninstall %s: not finished within --timeout %s: %w", owner, timeout, err)
 			}

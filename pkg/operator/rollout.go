@@ -170,6 +170,8 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		case reconcile.EventPruned:
 			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(apply.ActionDelete)).Inc()
 			r.event(in, corev1.EventTypeNormal, "Pruned", "Prune", "deleted %s", e.Ref)
+		case reconcile.EventKept:
+			r.event(in, corev1.EventTypeNormal, "Kept", "Prune", "kept %s: %s", e.Ref, e.Reason)
 		case reconcile.EventCanary:
 			r.event(in, corev1.EventTypeNormal, "Canary", "Rollout", "%s: %s", e.Ref, e.Reason)
 		case reconcile.EventStaleCache:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -73,7 +74,9 @@ func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner
 	var out []workload
 	for _, crd := range crds {
 		gvr, ok := strategy.DefinedResource(&crd)
-		if !ok {
+		if !ok || inventory.KeptBy(crd.GetAnnotations()) != "" {
+			// A CRD its resource policy keeps stays with its custom
+			// resources: they neither block the uninstall nor go.
 			continue
 		}
 		group, plural := gvr.Group, gvr.Resource
@@ -160,15 +163,24 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 	defer cancel()
 	// Everything in the Installation's inventory that still carries its
 	// labels, the CA Secret included; CRDs only with pruneCRDs.
+	var kept []string
 	deleted, err := r.rc.Uninstall(ctx, reconcile.UninstallOptions{
-		Owner: Owner(in), KeepCRDs: !in.Spec.PruneCRDs, Wait: true})
+		Owner: Owner(in), KeepCRDs: !in.Spec.PruneCRDs, Wait: true,
+		OnEvent: func(e reconcile.Event) {
+			if e.Type == reconcile.EventKept {
+				kept = append(kept, e.Ref.String()+" ("+e.Reason+")")
+			}
+		}})
 	for _, ref := range deleted {
 		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
+	}
+	if len(kept) > 0 {
+		r.event(in, corev1.EventTypeNormal, "Kept", "Uninstall", "kept %d objects: %s", len(kept), strings.Join(kept, "; "))
 	}
 	if err != nil {
 		return false, err
 	}
-	s.log.Info("product removed", "objects", len(deleted))
+	s.log.Info("product removed", "objects", len(deleted), "kept", len(kept))
 	return false, nil
 }
 

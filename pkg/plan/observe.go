@@ -197,10 +197,18 @@ func CompletedJob(inv *inventory.Inventory, prepared *unstructured.Unstructured)
 // (apply.IsOurs); one that does not is listed as skipped, and one that is
 // gone is not listed. CRDs are skipped unless opts.PruneCRDs; a Namespace
 // is skipped while it holds objects that are not the installation's
-// (ForeignObjects).
+// (ForeignObjects). An object whose annotations keep it (inventory.KeptBy:
+// helm.sh/resource-policy or installstrategy.io/resource-policy "keep") is
+// listed as skipped (KeptReasonPrefix).
 func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts ObserveOptions) ([]Item, error) {
 	return deletable(ctx, a, s.Index(), opts, "not in the target strategy")
 }
+
+// KeptReasonPrefix starts the reason of an object prune and uninstall keep
+// for its resource policy (inventory.KeptBy): like Helm, they leave it in
+// the cluster, orphaned: it leaves the inventory, and keeps its labels, so
+// the installation takes it back if a later strategy holds it again.
+const KeptReasonPrefix = "kept by its resource policy "
 
 // Removable lists what an uninstall deletes: every object of the
 // inventory, with the rules of Prunable.
@@ -232,6 +240,8 @@ func deletable(ctx context.Context, a *apply.Applier, target map[strategy.Object
 			switch {
 			case !apply.IsOurs(live, owner):
 				it.Action, it.Reason = apply.ActionSkip, "no longer carries the labels of installation "+owner.String()+": left alone"
+			case inventory.KeptBy(live.GetAnnotations()) != "":
+				it.Action, it.Reason = apply.ActionSkip, KeptReasonPrefix+inventory.KeptBy(live.GetAnnotations())+": left in the cluster, and out of the inventory"
 			case ref.GroupKind() == crdGroupKind && !opts.PruneCRDs:
 				it.Action, it.Reason = apply.ActionSkip, "CRD kept: pruning CRDs needs the explicit flag"
 			}

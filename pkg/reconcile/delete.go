@@ -28,7 +28,7 @@ var (
 // deleteItems is the one delete path of prune and uninstall: it deletes the
 // items whose action is delete, in their order (the kind table's prune
 // order: webhooks and APIServices first, Namespaces and CRDs last), and
-// keeps the rest. A Namespace is deleted only when it holds nothing but
+// keeps the rest (an EventKept each, with the reason). A Namespace is deleted only when it holds nothing but
 // the installation's objects (see foreignObjects); otherwise it is kept,
 // and reported. Deleted and kept objects leave the inventory.
 func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, caSecret string, items []plan.Item, emit func(Event)) (deleted, kept []strategy.ObjectRef, err error) {
@@ -43,6 +43,7 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 			if !strings.HasPrefix(it.Reason, "CRD kept") {
 				delete(inv.Entries, it.Ref)
 			}
+			emit(Event{Type: EventKept, Ref: it.Ref, Action: it.Action, Reason: it.Reason})
 			continue
 		}
 		if it.Ref.GroupKind() == namespaceKind {
@@ -54,7 +55,7 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 			if len(foreign) > 0 {
 				kept = append(kept, it.Ref)
 				delete(inv.Entries, it.Ref)
-				emit(Event{Type: EventPruned, Ref: it.Ref, Action: apply.ActionSkip,
+				emit(Event{Type: EventKept, Ref: it.Ref, Action: apply.ActionSkip,
 					Reason: "namespace kept: it holds objects that are not this installation's, e.g. " + strings.Join(foreign, ", ")})
 				continue
 			}

@@ -151,6 +151,11 @@ const (
 	EventCanary EventType = "Canary"
 	// EventPruned: an object was deleted.
 	EventPruned EventType = "Pruned"
+	// EventKept: prune or uninstall left an object of the inventory in
+	// place; Reason says why (a CRD without PruneCRDs, a Namespace that
+	// holds others' objects, an object no longer labelled ours, or its
+	// resource policy: plan.KeptReasonPrefix).
+	EventKept EventType = "Kept"
 	// EventDegraded: a step failed or ran out of time.
 	EventDegraded EventType = "Degraded"
 	// EventProgress: a round of a step's wait; Progress holds the health
@@ -186,8 +191,9 @@ type Result struct {
 	// Pruned lists the deleted objects, in deletion order.
 	Pruned []strategy.ObjectRef
 	// Kept lists objects prune left alone: CRDs without PruneCRDs,
-	// Namespaces that hold objects that are not the installation's, and
-	// objects that no longer carry its labels.
+	// Namespaces that hold objects that are not the installation's,
+	// objects that no longer carry its labels, and objects whose resource
+	// policy keeps them (inventory.KeptBy; these leave the inventory).
 	Kept []strategy.ObjectRef
 	// Adopted lists the objects taken over from no installation.
 	Adopted []strategy.ObjectRef

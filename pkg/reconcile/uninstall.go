@@ -25,7 +25,10 @@ type UninstallOptions struct {
 	KeepCRDs bool
 	// Wait waits until every deleted object is gone.
 	Wait bool
-	// OnEvent, when set, is called for every deleted or kept object.
+	// OnEvent, when set, is called for every deleted (EventPruned) or
+	// kept (EventKept) object. An object whose resource policy keeps it
+	// (inventory.KeptBy) is kept and leaves the inventory, as Helm's
+	// uninstall leaves it orphaned.
 	OnEvent func(Event)
 	// CASecret names the Secret that keeps the installation's CA (see
 	// CertOptions.CASecret); "" means DefaultCASecret.
@@ -69,7 +72,7 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 	// backend is down must not keep anything else from being deleted, the
 	// CA Secret included.
 	admission, rest := splitAdmission(items)
-	d, _, err := deleteItems(ctx, a, kube, inv, opts.CASecret, admission, emit)
+	d, k, err := deleteItems(ctx, a, kube, inv, opts.CASecret, admission, emit)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -77,7 +80,7 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 		if err := errors.Join(errs...); err != nil {
 			return d, fmt.Errorf("uninstall: %w", err)
 		}
-		if len(d) > 0 {
+		if len(d) > 0 || len(k) > 0 {
 			if err := invs.Write(ctx, inv); err != nil && !apierrors.IsNotFound(err) {
 				return d, fmt.Errorf("uninstall: %w", err)
 			}
