@@ -35,8 +35,10 @@ const (
 	// the new storage version (a conversion webhook, or a version that is
 	// not served and so cannot be read).
 	RuleStoredVersionRemoved Rule = "storedVersionRemoved"
-	// RuleServedVersionRemoved: a served version is removed or no longer
-	// served while objects of the CRD exist.
+	// RuleServedVersionRemoved: a version in status.storedVersions stays
+	// in the CRD but is no longer served, while objects of the CRD exist:
+	// nothing migrates them. (A stored version removed altogether is
+	// migrated: RuleStoredVersionRemoved and the field rules judge it.)
 	RuleServedVersionRemoved Rule = "servedVersionRemoved"
 	// RuleFieldRemoved: a field the schema defined (or kept as an unknown
 	// field) is no longer in it: the API server prunes the values.
@@ -327,27 +329,38 @@ func Compare(live, desired *apiextv1.CustomResourceDefinition) []Finding {
 	for i := range live.Spec.Versions {
 		lv := &live.Spec.Versions[i]
 		dv := want[lv.Name]
-		if lv.Served && (dv == nil || !dv.Served) {
-			out = append(out, Finding{CRD: name, Version: lv.Name, Rule: RuleServedVersionRemoved, Judge: AnyObject, ReadAt: lv.Name,
-				Detail: "served now, not served by the new definition: clients reading it break"})
-		}
 		stored := slices.Contains(live.Status.StoredVersions, lv.Name)
+		if lv.Served && stored && dv != nil && !dv.Served {
+			// Kept but no longer served: objects stay stored at it and
+			// are not migrated (a version the definition drops is; see
+			// below).
+			out = append(out, Finding{CRD: name, Version: lv.Name, Rule: RuleServedVersionRemoved, Judge: AnyObject, ReadAt: lv.Name,
+				Detail: "a stored version no longer served: objects stored at it are not migrated, and clients reading it break"})
+		}
 		switch {
 		case dv != nil:
 			out = append(out, compareSchemas(name, lv.Name, lv.Name, schemaOf(lv), schemaOf(dv), "")...)
-		case stored && (webhook || !lv.Served || storage == ""):
-			why := "its objects cannot be read to check the migration (not served)"
+		case stored && (webhook || storage == ""):
+			why := "the new definition has no storage version"
 			if webhook {
 				why = "objects are migrated through a conversion webhook, whose losses cannot be checked"
 			}
 			out = append(out, Finding{CRD: name, Version: lv.Name, Rule: RuleStoredVersionRemoved, Judge: AnyObject, ReadAt: storageOf(live),
 				Detail: "stored version removed: " + why})
-		case stored:
+		case stored && lv.Served:
 			// The stored objects are rewritten at the new storage version
 			// before the version goes (pkg/reconcile): what that
 			// version's schema lacks of this one's is lost.
 			out = append(out, compareSchemas(name, lv.Name, lv.Name, schemaOf(lv), schemaOf(want[storage]),
 				fmt.Sprintf("stored version %s migrated to %s: ", lv.Name, storage))...)
+		case stored:
+			// Not served (an interrupted migration leaves it so): its
+			// objects cannot be read at it, so any object counts.
+			for _, f := range compareSchemas(name, lv.Name, storageOf(live), schemaOf(lv), schemaOf(want[storage]),
+				fmt.Sprintf("stored version %s (not served, so not readable) migrated to %s: ", lv.Name, storage)) {
+				f.Judge = AnyObject
+				out = append(out, f)
+			}
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

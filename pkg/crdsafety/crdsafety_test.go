@@ -202,19 +202,32 @@ func TestVersions(t *testing.T) {
 	for _, f := range found {
 		rules[f.Rule] = f.Path
 	}
-	if _, ok := rules[crdsafety.RuleServedVersionRemoved]; !ok || rules[crdsafety.RuleFieldRemoved] != ".spec.old" {
-		t.Fatalf("findings %v", found)
+	if len(found) != 1 || rules[crdsafety.RuleFieldRemoved] != ".spec.old" || found[0].Version != "v1alpha1" || !strings.Contains(found[0].Detail, "migrated to v1") {
+		t.Fatalf("findings %v, want .spec.old lost by the migration of v1alpha1 to v1", found)
 	}
 	objs := map[string][]*unstructured.Unstructured{"v1alpha1": {thing(`{old: x}`)}}
-	if got := crdsafety.Judge(found, objs, nil); len(got) != 2 {
-		t.Errorf("with an object using .spec.old: refused %v, want served version and field", got)
+	if got := crdsafety.Judge(found, objs, nil); len(got) != 1 {
+		t.Errorf("with an object using .spec.old: refused %v, want the field", got)
 	}
 	if got := crdsafety.Judge(found, nil, nil); len(got) != 0 {
 		t.Errorf("no object: refused %v", got)
 	}
 	// Not every object read: what none of those read affects stays.
-	if got := crdsafety.Judge(found, map[string][]*unstructured.Unstructured{"v1alpha1": {thing(`{size: 1}`)}}, map[string]bool{"v1alpha1": true}); len(got) != 2 || !got[0].Truncated && got[0].Rule != crdsafety.RuleServedVersionRemoved {
+	if got := crdsafety.Judge(found, map[string][]*unstructured.Unstructured{"v1alpha1": {thing(`{size: 1}`)}}, map[string]bool{"v1alpha1": true}); len(got) != 1 || !got[0].Truncated {
 		t.Errorf("truncated: refused %v", got)
+	}
+	// A stored version kept but no longer served: refused while objects
+	// exist.
+	unserved := two(without, without, false)
+	unserved.Spec.Versions[0].Served = false
+	kept := live.DeepCopy()
+	kept.Spec.Versions[0].Schema = unserved.Spec.Versions[0].Schema
+	stopped := crdsafety.Compare(kept, unserved)
+	if got := crdsafety.Judge(stopped, map[string][]*unstructured.Unstructured{"v1alpha1": {thing(`{}`)}}, nil); !hasRule(got, crdsafety.RuleServedVersionRemoved) {
+		t.Errorf("stored version no longer served, objects: refused %v", got)
+	}
+	if got := crdsafety.Judge(stopped, nil, nil); len(got) != 0 {
+		t.Errorf("stored version no longer served, no object: refused %v", got)
 	}
 	hooked := crdsafety.Compare(two(without, without, true), desired)
 	if got := crdsafety.Judge(hooked, map[string][]*unstructured.Unstructured{"v1": {thing(`{}`)}}, nil); !hasRule(got, crdsafety.RuleStoredVersionRemoved) {

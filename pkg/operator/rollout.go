@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
@@ -212,7 +213,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		reason := v1alpha1.ReasonApplyFailed
 		var degraded *health.DegradedError
 		var conflict *apply.ConflictError
+		var unsafe *crdsafety.UnsafeError
 		switch {
+		case errors.As(runErr, &unsafe):
+			// Refused before any write.
+			reason = v1alpha1.ReasonUnsafeCRDChange
 		case failedCanary(runErr, in):
 			reason = v1alpha1.ReasonCanaryFailed
 		case errors.As(runErr, &conflict):
@@ -228,8 +233,8 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 				in.Status.Phase = v1alpha1.PhaseFailed
 			}
 			in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
-			if reason == v1alpha1.ReasonApplyFailed {
-				in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, runErr.Error())
+			if reason == v1alpha1.ReasonApplyFailed || reason == v1alpha1.ReasonUnsafeCRDChange {
+				in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, reason, runErr.Error())
 			}
 		})
 		if err := r.writeStatus(ctx, s); err != nil {

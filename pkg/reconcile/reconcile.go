@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -110,6 +111,15 @@ type Options struct {
 	// strategy's cluster-scoped objects again. Nil (or an answer for
 	// another strategy or owner) means the run checks.
 	Claims *Claims
+	// AllowCRDChanges accepts the unsafe CRD changes it names, by CRD and
+	// rule (pkg/crdsafety). The zero value refuses every unsafe change of
+	// a CRD before anything is written (a *crdsafety.UnsafeError).
+	AllowCRDChanges []crdsafety.Allow
+	// MaxStoredObjects bounds how many custom resources per CRD version
+	// the CRD preflight reads; 0 means DefaultMaxStoredObjects. A change
+	// none of those read is affected by is still refused when more are
+	// stored.
+	MaxStoredObjects int
 }
 
 func (o *Options) defaults() {
@@ -364,6 +374,11 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	if err := r.claim(ctx); err != nil {
 		return r.res, err
 	}
+	// Before any write: no CRD change loses or invalidates what custom
+	// resources hold, unless an override accepts it.
+	if err := r.crdPreflight(ctx); err != nil {
+		return r.res, err
+	}
 	if err := r.ensureNamespace(ctx, r.opts.Owner.Namespace); err != nil {
 		return r.res, err
 	}
@@ -604,6 +619,9 @@ func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
 	case errors.As(err, &claimed):
 		p.Blocked = claimed.Error()
 	case err != nil:
+		return p, err
+	}
+	if p.CRDSafety, err = r.crdChanges(ctx); err != nil {
 		return p, err
 	}
 	r.certs, err = newCertState(ctx, r, r.opts.Certificates, true)
