@@ -55,10 +55,23 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 		// While Degraded, a workload's pods decide its health, not its
 		// status: a probe-less container that crashes soon after each start
 		// is Ready between its crashes and must not clear the condition.
-		VerifyPods: in.IsConditionTrue(v1alpha1.ConditionDegraded),
-		OnEvent:    onEvent,
-		Claims:     s.claims,
+		VerifyPods:      in.IsConditionTrue(v1alpha1.ConditionDegraded),
+		OnEvent:         onEvent,
+		Claims:          s.claims,
+		AllowCRDChanges: crdAllowances(in),
 	}
+}
+
+// crdAllowances maps spec.crdSafety.allow onto the reconciler's overrides.
+func crdAllowances(in *v1alpha1.Installation) []crdsafety.Allow {
+	if in.Spec.CRDSafety == nil {
+		return nil
+	}
+	out := make([]crdsafety.Allow, 0, len(in.Spec.CRDSafety.Allow))
+	for _, a := range in.Spec.CRDSafety.Allow {
+		out = append(out, crdsafety.Allow{CRD: a.CRD, Rule: crdsafety.Rule(a.Rule)})
+	}
+	return out
 }
 
 func adoptPolicy(adopt bool) apply.AdoptPolicy {
