@@ -37,6 +37,9 @@ func (r *run) crdChanges(ctx context.Context) ([]crdsafety.Finding, error) {
 		if info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind()); !info.UpgradeSafety {
 			continue
 		}
+		if r.absent[strategy.RefOf(obj)] {
+			continue
+		}
 		live, err := r.a.Get(ctx, obj)
 		if err != nil {
 			return nil, fmt.Errorf("crd preflight %s: %w", obj.GetName(), err)

@@ -254,6 +254,9 @@ type run struct {
 	// ensured holds, by name, the results of the Namespaces applied
 	// ahead of the steps (ensureNamespace), which their step takes.
 	ensured map[string]apply.Result
+	// absent holds the cluster-scoped objects the claim check found
+	// absent (read no more before the first write).
+	absent map[strategy.ObjectRef]bool
 }
 
 // appliedCRDs is a CRD step whose objects were applied: the API server
