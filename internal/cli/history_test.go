@@ -89,7 +89,7 @@ func TestClusterHistoryRollback(t *testing.T) {
 		t.Fatalf("history table: exit %d\n%s", code, out)
 	}
 
-	code, out, errOut := run(t, nil, args("rollback", "small", "--wait", "--timeout", "2m")...)
+	code, out, errOut := run(t, nil, args("rollback", "small", "--wait", "--timeout", "2m", "--yes")...)
 	if code != 0 || !strings.Contains(out, "rolling back installation "+ns+"/small to revision 1 (v1 example.com)") {
 		t.Fatalf("rollback: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -100,7 +100,7 @@ func TestClusterHistoryRollback(t *testing.T) {
 	if len(revs) != 3 || revs[0].Identity.Version != "v1" || revs[0].Source != "rollback to revision 1" {
 		t.Fatalf("history after rollback: %+v", revs)
 	}
-	code, _, errOut = run(t, nil, args("rollback", "small", "--to-revision", "2", "--wait", "--timeout", "2m", "--history-limit", "2")...)
+	code, _, errOut = run(t, nil, args("rollback", "small", "--to-revision", "2", "--wait", "--timeout", "2m", "--history-limit", "2", "--yes")...)
 	if code != 0 || image() != "example.com/small-controller:v2" {
 		t.Fatalf("rollback --to-revision 2: exit %d, image %s: %s", code, image(), errOut)
 	}
@@ -113,7 +113,7 @@ func TestClusterHistoryRollback(t *testing.T) {
 			t.Errorf("revision %d ConfigMap exists: %v, want %v", n, !want, want)
 		}
 	}
-	code, _, errOut = run(t, nil, args("rollback", "small", "--to-revision", "1")...)
+	code, _, errOut = run(t, nil, args("rollback", "small", "--to-revision", "1", "--yes")...)
 	if code == 0 || !strings.Contains(errOut, "has no revision 1") {
 		t.Fatalf("rollback to a dropped revision: exit %d %s", code, errOut)
 	}

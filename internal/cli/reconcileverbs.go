@@ -460,13 +460,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 
 func printPlan(w io.Writer, out *output, p *plan.Plan, pal palette) error {
 	if out.Human() {
-		// What matters leads; the table of every object follows.
-		if s := summarisePlan(p); !s.empty() {
-			var b strings.Builder
-			printSummary(&b, s, pal)
-			fmt.Fprintf(w, "%s\n", strings.TrimLeft(b.String(), "\n"))
-		}
-		return p.Print(w)
+		return printPlanTable(w, p, pal)
 	}
 	if out.Name() {
 		return out.print(w, refList(planWrites(p)))
@@ -476,6 +470,17 @@ func printPlan(w io.Writer, out *output, p *plan.Plan, pal palette) error {
 		return err
 	}
 	return out.print(w, obj)
+}
+
+// printPlanTable prints a plan for a person: what matters leads, the
+// table of every object follows.
+func printPlanTable(w io.Writer, p *plan.Plan, pal palette) error {
+	if s := summarisePlan(p); !s.empty() {
+		var b strings.Builder
+		printSummary(&b, s, pal)
+		fmt.Fprintf(w, "%s\n", strings.TrimLeft(b.String(), "\n"))
+	}
+	return p.Print(w)
 }
 
 // planWrites lists the objects a plan would write, in its order.

@@ -136,7 +136,10 @@ func decode(o inventory.Owner, cm *corev1.ConfigMap) (*History, error) {
 // when zero, its time are set here) and keeps the newest limit revisions (0
 // means DefaultLimit); it returns the history written and the revisions
 // dropped. When the newest revision already runs the same identity with
-// the same digest, nothing is added (a resync, a re-apply).
+// the same digest, nothing is added (a resync, a re-apply). A non-zero
+// rev.Revision is the least number the revision gets, and it is added
+// even then: a caller that knows of later numbers than the history does
+// (an anchor, see RecordAnchor) never reuses one.
 func (s *Store) Record(ctx context.Context, o inventory.Owner, rev Revision, limit int) (*History, []Revision, error) {
 	return s.RecordOn(ctx, nil, o, rev, limit)
 }
@@ -156,6 +159,7 @@ func (s *Store) RecordOn(ctx context.Context, read *History, o inventory.Owner, 
 		}
 		rev.Applied = now().UTC().Truncate(time.Second)
 	}
+	floor := rev.Revision
 	var h *History
 	var dropped []Revision
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -168,14 +172,15 @@ func (s *Store) RecordOn(ctx context.Context, read *History, o inventory.Owner, 
 			return err
 		}
 		dropped = nil
-		if cur := h.Current(); cur != nil && cur.Identity == rev.Identity && cur.Digest == rev.Digest {
+		cur := h.Current()
+		if cur != nil && cur.Identity == rev.Identity && cur.Digest == rev.Digest && floor <= cur.Revision {
 			if len(h.Revisions) <= limit {
 				return nil
 			}
 		} else {
-			rev.Revision = 1
+			rev.Revision = max(floor, 1)
 			if cur != nil {
-				rev.Revision = cur.Revision + 1
+				rev.Revision = max(floor, cur.Revision+1)
 			}
 			h.Revisions = append([]Revision{rev}, h.Revisions...)
 		}

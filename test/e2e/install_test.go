@@ -127,7 +127,7 @@ func TestInstallAndUpgrade(t *testing.T) {
 	// Rollback through the plugin: spec.strategy points at v1.0.0's stored
 	// strategy (its digest pinned) and the operator rolls it out.
 	var out, errOut bytes.Buffer
-	if code := cli.Main([]string{"rollback", "sample", "-n", e.ns, "--kubeconfig", os.Getenv(testenv.KubeconfigEnv)}, cli.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
+	if code := cli.Main([]string{"rollback", "sample", "--yes", "-n", e.ns, "--kubeconfig", os.Getenv(testenv.KubeconfigEnv)}, cli.Streams{In: strings.NewReader(""), Out: &out, ErrOut: &errOut}); code != 0 {
 		t.Fatalf("kubectl installstrategy rollback: exit %d\n%s%s", code, out.String(), errOut.String())
 	}
 	in = e.waitDeployed(ctx, t, "sample", "v1.0.0")
