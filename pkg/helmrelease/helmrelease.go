@@ -8,13 +8,11 @@ package helmrelease
 
 import (
 	"bytes"
-	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"sort"
 	"strconv"
 
@@ -28,6 +26,7 @@ import (
 
 	release "helm.sh/helm/v4/pkg/release/v1"
 
+	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -118,6 +117,10 @@ func version(s corev1.Secret) int {
 	return v
 }
 
+// MaxReleaseBytes bounds a release's decompressed JSON: a Secret holds
+// at most 1 MiB, and Helm's gzip of a release's JSON rarely exceeds 1:20.
+const MaxReleaseBytes = 32 << 20
+
 // decode reads Helm's encoding of a release: base64 of gzip of JSON.
 func decode(data []byte) (*release.Release, error) {
 	b, err := base64.StdEncoding.DecodeString(string(data))
@@ -125,11 +128,9 @@ func decode(data []byte) (*release.Release, error) {
 		return nil, fmt.Errorf("decode release: %w", err)
 	}
 	if bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
-		zr, err := gzip.NewReader(bytes.NewReader(b))
-		if err != nil {
-			return nil, fmt.Errorf("decode release: %w", err)
-		}
-		if b, err = io.ReadAll(zr); err != nil {
+		// A release Secret is written by anyone who may write Secrets in
+		// the namespace: its decompressed size is bounded as a strategy's.
+		if b, err = codec.Gunzip(b, MaxReleaseBytes); err != nil {
 			return nil, fmt.Errorf("decode release: %w", err)
 		}
 	}
