@@ -2,18 +2,28 @@ package reconcile_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
 	"fmt"
+	"net"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -260,5 +270,128 @@ func TestServingNamesIgnorePodsThatDoNotServe(t *testing.T) {
 	}
 	if _, err := reconcile.ServingDNSNames(t.Context(), s, failing); err == nil || !strings.Contains(err.Error(), "kubevirt-operator-webhook") {
 		t.Errorf("failing pod lookup: err %v, want one naming the Service", err)
+	}
+}
+
+// On the local cluster, KubeVirt v1.9.0 as shipped (every webhook
+// failurePolicy Fail) is installed beside virt-operator's Deployment as
+// KubeVirt ships it (outside the strategy; kwok runs its pod, so stand-ins
+// serve on the Services' ClusterIPs with the Secrets the pods mount). The
+// certificate the engine issues into kubevirt-operator-certs names
+// kubevirt-operator-webhook under every name its clients use and verifies
+// against the CA bundle the engine injected into virt-operator-validator;
+// a TLS handshake with ServerName kubevirt-operator-webhook.kubevirt.svc
+// verifying against that bundle succeeds; and the API server itself, which
+// dials that name, admits a KubeVirt CR's create, update and delete
+// through the validator.
+func TestKubeVirtOperatorWebhookServedWithItsCertificate(t *testing.T) {
+	ke := newKubeVirtEnv(t)
+	env := ke.env
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
+	defer cancel()
+	env.EnsureKubeVirtCRD(ctx, t)
+	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt"}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	// virt-operator's Deployment, its pod template as KubeVirt's
+	// NewOperatorDeployment writes the parts that matter here.
+	pod := virtOperatorPod("")
+	op := &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "virt-operator", Namespace: "kubevirt", Labels: map[string]string{"kubevirt.io": "virt-operator"}},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubevirt.io": "virt-operator"}},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pod.Labels}, Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "virt-operator", Image: "quay.io/kubevirt/virt-operator:v1.9.0",
+					VolumeMounts: []corev1.VolumeMount{{Name: "kubevirt-operator-certs", MountPath: "/etc/virt-operator/certificates", ReadOnly: true}}}},
+				Volumes: pod.Spec.Volumes,
+			}},
+		},
+	}
+	if _, err := env.Kube.AppsV1().Deployments("kubevirt").Create(ctx, op, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(ctx, t, "a pod of virt-operator's Deployment", func(ctx context.Context) (bool, string, error) {
+		l, err := env.Kube.CoreV1().Pods("kubevirt").List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io=virt-operator"})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return len(l.Items) > 0, fmt.Sprintf("%d pods", len(l.Items)), nil
+	})
+	env.ServeWebhookStandIn(ctx, t, "kubevirt", "virt-api", "kubevirt-virt-api-certs")
+	operatorHook := env.ServeWebhookStandIn(ctx, t, "kubevirt", "kubevirt-operator-webhook", "kubevirt-operator-certs")
+
+	s := testenv.KubeVirtStrategyAsShipped(t, "v1.9.0")
+	res, err := ke.run(s, strategy.Identity{}, reconcile.Options{})
+	if err != nil {
+		t.Fatalf("install KubeVirt v1.9.0 as shipped: %v", err)
+	}
+	if !res.RolledOver {
+		t.Error("not rolled over")
+	}
+
+	sec, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, "kubevirt-operator-certs", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, _ := pem.Decode(sec.Data["tls.crt"])
+	if block == nil {
+		t.Fatalf("kubevirt-operator-certs holds no certificate: %v", sec.Data)
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const host = "kubevirt-operator-webhook.kubevirt.svc"
+	for _, want := range []string{"kubevirt-operator-webhook", "kubevirt-operator-webhook.kubevirt", host, host + ".cluster.local"} {
+		if !slices.Contains(leaf.DNSNames, want) {
+			t.Errorf("kubevirt-operator-certs names %v, not %s", leaf.DNSNames, want)
+		}
+	}
+	vwc, err := env.Kube.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "virt-operator-validator", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	roots := x509.NewCertPool()
+	for _, h := range vwc.Webhooks {
+		if h.ClientConfig.Service == nil || h.ClientConfig.Service.Name != "kubevirt-operator-webhook" || h.FailurePolicy == nil || *h.FailurePolicy != admissionregistrationv1.Fail {
+			t.Errorf("webhook %s: %+v, failurePolicy %v: not KubeVirt's", h.Name, h.ClientConfig.Service, h.FailurePolicy)
+		}
+		if !roots.AppendCertsFromPEM(h.ClientConfig.CABundle) {
+			t.Fatalf("webhook %s has no CA bundle", h.Name)
+		}
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: host, Roots: roots}); err != nil {
+		t.Errorf("kubevirt-operator-certs against the injected bundle: %v", err)
+	}
+	svc, err := env.Kube.CoreV1().Services("kubevirt").Get(ctx, "kubevirt-operator-webhook", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dialer := &tls.Dialer{Config: &tls.Config{ServerName: host, RootCAs: roots, MinVersion: tls.VersionTLS12}}
+	conn, err := dialer.DialContext(ctx, "tcp", net.JoinHostPort(svc.Spec.ClusterIP, "443"))
+	if err != nil {
+		t.Errorf("TLS to %s at %s:443 verifying against the injected bundle: %v", host, svc.Spec.ClusterIP, err)
+	} else {
+		_ = conn.Close()
+	}
+
+	// The API server dials the validator (failurePolicy Fail) for a
+	// KubeVirt CR's create, update and delete.
+	kv := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+		"metadata": map[string]any{"name": "kubevirt", "namespace": "kubevirt"}, "spec": map[string]any{}}}
+	kvs := env.Dynamic.Resource(schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "kubevirts"}).Namespace("kubevirt")
+	created, err := kvs.Create(ctx, kv, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("create the KubeVirt CR through virt-operator's validator: %v", err)
+	}
+	_ = unstructured.SetNestedField(created.Object, "v1.9.0", "spec", "imageTag")
+	if _, err := kvs.Update(ctx, created, metav1.UpdateOptions{}); err != nil {
+		t.Errorf("update the KubeVirt CR through virt-operator's validator: %v", err)
+	}
+	if err := kvs.Delete(ctx, "kubevirt", metav1.DeleteOptions{}); err != nil {
+		t.Errorf("delete the KubeVirt CR through virt-operator's validator: %v", err)
+	}
+	if n := operatorHook.Reviews.Load(); n < 3 {
+		t.Errorf("virt-operator's validator answered %d reviews, want the create, update and delete (3)", n)
 	}
 }
