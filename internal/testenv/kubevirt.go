@@ -20,6 +20,25 @@ import (
 // would refuse the strategy's own cluster instancetypes and preferences).
 func KubeVirtStrategy(tb testing.TB, version string) *strategy.Strategy {
 	tb.Helper()
+	s := KubeVirtStrategyAsShipped(tb, version)
+	for _, o := range s.Objects {
+		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
+			continue
+		}
+		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
+		for _, h := range hooks {
+			h.(map[string]any)["failurePolicy"] = "Ignore"
+		}
+		_ = unstructured.SetNestedSlice(o.Object, hooks, "webhooks")
+	}
+	return s
+}
+
+// KubeVirtStrategyAsShipped is KubeVirtStrategy with KubeVirt's webhooks as
+// KubeVirt writes them (failurePolicy Fail): a test installing it serves
+// them with stand-ins (Env.ServeWebhookStandIn).
+func KubeVirtStrategyAsShipped(tb testing.TB, version string) *strategy.Strategy {
+	tb.Helper()
 	s, _, err := strategy.Parse(kubevirtdata.Read(tb, version, "manifests.yaml"), strategy.ParseOptions{})
 	if err != nil {
 		tb.Fatal(err)
@@ -32,15 +51,5 @@ func KubeVirtStrategy(tb testing.TB, version string) *strategy.Strategy {
 	}}
 	s.Objects = append(s.Objects, pc)
 	s.Sort()
-	for _, o := range s.Objects {
-		if !strings.HasSuffix(o.GetKind(), "WebhookConfiguration") {
-			continue
-		}
-		hooks, _, _ := unstructured.NestedSlice(o.Object, "webhooks")
-		for _, h := range hooks {
-			h.(map[string]any)["failurePolicy"] = "Ignore"
-		}
-		_ = unstructured.SetNestedSlice(o.Object, hooks, "webhooks")
-	}
 	return s
 }

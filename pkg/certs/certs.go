@@ -119,7 +119,7 @@ func parse(p Pair) (*x509.Certificate, *ecdsa.PrivateKey, error) {
 // Renewal says why a certificate must be replaced, "" when it is good.
 // A pair is replaced when it does not parse or match its key, expires
 // within renewBefore, is not signed by ca (when ca is given), or does not
-// carry exactly dnsNames (when given).
+// carry exactly dnsNames (when given; in any order).
 func Renewal(p Pair, ca *Pair, dnsNames []string, now time.Time, renewBefore time.Duration) string {
 	if len(p.Cert) == 0 || len(p.Key) == 0 {
 		return "no certificate"
@@ -140,10 +140,18 @@ func Renewal(p Pair, ca *Pair, dnsNames []string, now time.Time, renewBefore tim
 			return "not signed by the current CA"
 		}
 	}
-	if dnsNames != nil && !slices.Equal(cert.DNSNames, dnsNames) {
+	if dnsNames != nil && !sameNames(cert.DNSNames, dnsNames) {
 		return fmt.Sprintf("names %v, want %v", cert.DNSNames, dnsNames)
 	}
 	return ""
+}
+
+// sameNames reports whether a and b hold the same names, in any order.
+func sameNames(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(slices.Compact(a), slices.Compact(b))
 }
 
 // ServiceDNSNames returns the names a Service is reached by inside the

@@ -41,6 +41,8 @@ func TestIssueAndRenewal(t *testing.T) {
 		{"within renew window", now.Add(25 * 24 * time.Hour), &ca, names, "expires"},
 		{"other CA", now, &other, names, "not signed"},
 		{"other names", now, &ca, []string{"x"}, "names"},
+		{"same names in another order", now, &ca, []string{names[3], names[1], names[0], names[2]}, ""},
+		{"a name fewer", now, &ca, names[1:], "names"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Renewal(srv, tc.ca, tc.dns, tc.at, 6*24*time.Hour)

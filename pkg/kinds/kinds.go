@@ -70,6 +70,84 @@ type Info struct {
 	// reading a diff or a plan, which leads with these changes; ReviewNone
 	// for the others (workloads are known by PodTemplate).
 	Review Review
+	// Dials says where an object of the kind names Services the API
+	// server calls over TLS (webhooks, aggregated APIs) and the CA bundle
+	// it verifies them with; nil for kinds that dial none.
+	Dials *Dials
+}
+
+// Dials is where a kind names the Services it is served by.
+type Dials struct {
+	// Each is the path of the list whose every element names a Service
+	// ("webhooks"); nil when the object itself names one.
+	Each []string
+	// Service is the path, in the element (or object), of the Service
+	// reference: a map with "namespace" and "name".
+	Service []string
+	// CABundle is the path, in the element (or object), of the base64 CA
+	// bundle that verifies the Service's serving certificate.
+	CABundle []string
+	// SkipVerify is the path, in the element (or object), of a flag that
+	// turns verification off (no bundle is used then); nil if none.
+	SkipVerify []string
+}
+
+// ServiceCall is one place of an object that dials a Service.
+type ServiceCall struct {
+	// Namespace and Name identify the Service.
+	Namespace, Name string
+	// At is the element (or the object) that names it; CABundle of the
+	// kind's Dials is relative to it.
+	At map[string]any
+	// SkipVerify is set when the element turns verification off.
+	SkipVerify bool
+}
+
+// EachServiceCall calls fn for every place of obj that dials a Service
+// (a webhook with clientConfig.url, or an element that is not a map, is
+// skipped); nothing for a kind that dials none. fn may change At.
+func (i Info) EachServiceCall(obj map[string]any, fn func(ServiceCall)) {
+	d := i.Dials
+	if d == nil {
+		return
+	}
+	at := []map[string]any{obj}
+	if d.Each != nil {
+		at = nil
+		list, _ := nestedValue(obj, d.Each).([]any)
+		for _, el := range list {
+			if m, ok := el.(map[string]any); ok {
+				at = append(at, m)
+			}
+		}
+	}
+	for _, m := range at {
+		ref, _ := nestedValue(m, d.Service).(map[string]any)
+		name, _ := ref["name"].(string)
+		ns, _ := ref["namespace"].(string)
+		if name == "" {
+			continue
+		}
+		skip := false
+		if d.SkipVerify != nil {
+			skip, _ = nestedValue(m, d.SkipVerify).(bool)
+		}
+		fn(ServiceCall{Namespace: ns, Name: name, At: m, SkipVerify: skip})
+	}
+}
+
+// nestedValue returns the value at path in m, nil when a step is missing
+// or not a map.
+func nestedValue(m map[string]any, path []string) any {
+	var v any = m
+	for _, k := range path {
+		mm, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = mm[k]
+	}
+	return v
 }
 
 // Review names what a reader of a change needs to know about a kind.
@@ -285,6 +363,13 @@ func copyExcept(m map[string]any, path []string) map[string]any {
 
 var podSpecTemplate = []string{"spec", "template"}
 
+// webhookDials and apiServiceDials are where webhooks and aggregated APIs
+// name the Service the API server calls.
+var (
+	webhookDials    = &Dials{Each: []string{"webhooks"}, Service: []string{"clientConfig", "service"}, CABundle: []string{"clientConfig", "caBundle"}}
+	apiServiceDials = &Dials{Service: []string{"spec", "service"}, CABundle: []string{"spec", "caBundle"}, SkipVerify: []string{"spec", "insecureSkipTLSVerify"}}
+)
+
 // table lists the known kinds in serialisation order. The KubeVirt kinds are
 // in the order KubeVirt's install strategy writes them; the others are placed
 // where an install would want them.
@@ -300,11 +385,11 @@ var table = []Info{
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
 	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},
 	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig},
-	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"), Version: "v1", Resource: "validatingwebhookconfigurations", Stage: StageAdmission},
-	{GroupKind: gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"), Version: "v1", Resource: "mutatingwebhookconfigurations", Stage: StageAdmission},
+	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"), Version: "v1", Resource: "validatingwebhookconfigurations", Stage: StageAdmission, Dials: webhookDials},
+	{GroupKind: gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"), Version: "v1", Resource: "mutatingwebhookconfigurations", Stage: StageAdmission, Dials: webhookDials},
 	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"), Version: "v1", Resource: "validatingadmissionpolicybindings", Stage: StageAdmission},
 	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"), Version: "v1", Resource: "validatingadmissionpolicies", Stage: StageAdmission},
-	{GroupKind: gk("apiregistration.k8s.io", "APIService"), Version: "v1", Resource: "apiservices", Stage: StageAdmission, Health: HealthAPIService},
+	{GroupKind: gk("apiregistration.k8s.io", "APIService"), Version: "v1", Resource: "apiservices", Stage: StageAdmission, Health: HealthAPIService, Dials: apiServiceDials},
 	{GroupKind: gk("apps", "Deployment"), Version: "v1", Resource: "deployments", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDeployment},
 	{GroupKind: gk("apps", "DaemonSet"), Version: "v1", Resource: "daemonsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDaemonSet},
 	{GroupKind: gk("apps", "StatefulSet"), Version: "v1", Resource: "statefulsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthStatefulSet},

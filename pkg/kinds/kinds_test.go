@@ -2,8 +2,11 @@ package kinds
 
 import (
 	"reflect"
+	"slices"
+	"strconv"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -77,6 +80,9 @@ func TestStageAndHealthOfEveryKind(t *testing.T) {
 			"RoleBinding": ReviewBinding, "CustomResourceDefinition": ReviewSchema}[info.GroupKind.Kind]
 		if info.Review != wantReview {
 			t.Errorf("%s: review %q, want %q", info.GroupKind, info.Review, wantReview)
+		}
+		if wantDials := info.GroupKind.Kind == "ValidatingWebhookConfiguration" || info.GroupKind.Kind == "MutatingWebhookConfiguration" || info.GroupKind.Kind == "APIService"; (info.Dials != nil) != wantDials {
+			t.Errorf("%s: Dials %+v, want set: %v", info.GroupKind, info.Dials, wantDials)
 		}
 		if info.PruneOrder != PruneOrderOf(info.Stage) {
 			t.Errorf("%s: prune order %d, want %d", info.GroupKind, info.PruneOrder, PruneOrderOf(info.Stage))
@@ -152,5 +158,47 @@ func TestCopySharingBulky(t *testing.T) {
 	c2["data"].(map[string]any)["schema"].(map[string]any)["k"] = "changed"
 	if data["data"].(map[string]any)["schema"].(map[string]any)["k"] != "v" {
 		t.Error("a ConfigMap's copy shares a field with the original")
+	}
+}
+
+// Webhooks and APIServices name the Services they dial where the table
+// says: every webhook with a Service (not a URL), an APIService's
+// spec.service with its skip flag; malformed entries are skipped, not
+// fatal; other kinds dial nothing.
+func TestEachServiceCall(t *testing.T) {
+	hooks := map[string]any{"webhooks": []any{
+		map[string]any{"name": "a", "clientConfig": map[string]any{"service": map[string]any{"namespace": "ns", "name": "svc-a"}}},
+		map[string]any{"name": "url", "clientConfig": map[string]any{"url": "https://example.com"}},
+		"not a map",
+		map[string]any{"name": "b", "clientConfig": map[string]any{"service": map[string]any{"namespace": "ns", "name": "svc-b"}}},
+		map[string]any{"name": "bad", "clientConfig": map[string]any{"service": "svc"}},
+	}}
+	api := map[string]any{"spec": map[string]any{"service": map[string]any{"namespace": "ns", "name": "api"}, "insecureSkipTLSVerify": true}}
+	calls := func(kind string, obj map[string]any) (out []string) {
+		group := map[string]string{"APIService": "apiregistration.k8s.io", "Deployment": "apps"}[kind]
+		if group == "" {
+			group = "admissionregistration.k8s.io"
+		}
+		info, _ := Lookup(schema.GroupKind{Group: group, Kind: kind})
+		info.EachServiceCall(obj, func(c ServiceCall) {
+			_ = unstructured.SetNestedField(c.At, "BUNDLE", info.Dials.CABundle...)
+			out = append(out, c.Namespace+"/"+c.Name+"/"+strconv.FormatBool(c.SkipVerify))
+		})
+		return out
+	}
+	for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
+		if got := calls(kind, hooks); !slices.Equal(got, []string{"ns/svc-a/false", "ns/svc-b/false"}) {
+			t.Errorf("%s: %v", kind, got)
+		}
+	}
+	first := hooks["webhooks"].([]any)[0].(map[string]any)["clientConfig"].(map[string]any)
+	if first["caBundle"] != "BUNDLE" {
+		t.Errorf("At is not the webhook itself: %v", first)
+	}
+	if got := calls("APIService", api); !slices.Equal(got, []string{"ns/api/true"}) {
+		t.Errorf("APIService: %v", got)
+	}
+	if got := calls("Deployment", api); got != nil {
+		t.Errorf("Deployment dials %v", got)
 	}
 }

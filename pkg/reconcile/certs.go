@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/certs"
@@ -144,28 +145,23 @@ func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) 
 	if opts.Disabled {
 		return c, nil
 	}
-	var secrets []*unstructured.Unstructured
-	var services, workloads []*unstructured.Unstructured
-	for _, o := range r.s.Objects {
-		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
-		switch {
-		case isEmptyTLSSecret(o):
-			secrets = append(secrets, o)
-		case o.GetAPIVersion() == "v1" && o.GetKind() == "Service":
-			services = append(services, o)
-			c.services[o.GetNamespace()+"/"+o.GetName()] = true
-		case info.PodTemplate != nil:
-			workloads = append(workloads, o)
-		}
+	sc := scanCerts(r.s.Objects)
+	for _, svc := range sc.services {
+		c.services[svc.GetNamespace()+"/"+svc.GetName()] = true
 	}
-	if len(secrets) == 0 {
+	if len(sc.secrets) == 0 {
 		return c, nil
 	}
-	for _, s := range secrets {
+	servedBy, err := servingServices(ctx, sc, r.livePods)
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range sc.secrets {
 		key := s.GetNamespace() + "/" + s.GetName()
-		c.servedBy[key] = servicesFor(s, services, workloads)
+		c.servedBy[key] = servedBy[key]
 		c.names[key] = dnsNamesFor(s, c.servedBy[key])
 	}
+	secrets := sc.secrets
 	ns := secrets[0].GetNamespace()
 	if !readOnly && ns != r.opts.Owner.Namespace {
 		// The CA Secret's namespace may be another than the owner's (an
@@ -187,9 +183,10 @@ func newCertState(ctx context.Context, r *run, opts CertOptions, readOnly bool) 
 	return c, nil
 }
 
-// dnsNamesFor returns the names of the Services that select the pods of
-// the workloads mounting the Secret; a Secret that no served workload
-// mounts gets its own name (a client certificate).
+// dnsNamesFor returns the names of the Services that serve the Secret's
+// certificate (servingServices), each as NAME, NAME.NS, NAME.NS.svc and
+// NAME.NS.svc.cluster.local; a Secret no Service serves gets its own name
+// (a client certificate).
 func dnsNamesFor(secret *unstructured.Unstructured, services []*unstructured.Unstructured) []string {
 	var names []string
 	for _, svc := range services {
@@ -201,37 +198,163 @@ func dnsNamesFor(secret *unstructured.Unstructured, services []*unstructured.Uns
 	return names
 }
 
-// servicesFor returns the Services that select the pods of the workloads
-// mounting the Secret: the ones that serve its certificate.
-func servicesFor(secret *unstructured.Unstructured, services, workloads []*unstructured.Unstructured) []*unstructured.Unstructured {
-	var out []*unstructured.Unstructured
-	seen := map[string]bool{}
-	for _, w := range workloads {
-		if w.GetNamespace() != secret.GetNamespace() || !mountsSecret(w, secret.GetName()) {
-			continue
-		}
-		podLabels, _, _ := unstructured.NestedStringMap(w.Object, "spec", "template", "metadata", "labels")
-		for _, svc := range services {
-			sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
-			if svc.GetNamespace() != w.GetNamespace() || len(sel) == 0 || !labels.SelectorFromSet(sel).Matches(labels.Set(podLabels)) || seen[svc.GetName()] {
-				continue
-			}
-			seen[svc.GetName()] = true
-			out = append(out, svc)
-		}
-	}
-	return out
+// servingPod is what a pod (or a workload's pod template) tells about
+// the certificates it serves: its labels and the Secrets it mounts.
+type servingPod struct {
+	namespace string
+	labels    map[string]string
+	secrets   []string
 }
 
-func mountsSecret(w *unstructured.Unstructured, name string) bool {
-	vols, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "volumes")
+// podOf reads a pod or pod template (a map with metadata and spec).
+func podOf(ns string, pod map[string]any) servingPod {
+	p := servingPod{namespace: ns}
+	p.labels, _, _ = unstructured.NestedStringMap(pod, "metadata", "labels")
+	vols, _, _ := unstructured.NestedSlice(pod, "spec", "volumes")
+	var typed []corev1.Volume
 	for _, v := range vols {
 		m, _ := v.(map[string]any)
-		if n, _, _ := unstructured.NestedString(m, "secret", "secretName"); n == name {
-			return true
+		var vol corev1.Volume
+		if m == nil || runtime.DefaultUnstructuredConverter.FromUnstructured(m, &vol) != nil {
+			continue
+		}
+		typed = append(typed, vol)
+	}
+	p.mounts(typed)
+	return p
+}
+
+// mounts adds the Secrets the volumes mount: secret volumes and the
+// secret sources of projected ones.
+func (p *servingPod) mounts(vols []corev1.Volume) {
+	add := func(n string) {
+		if n != "" && !slices.Contains(p.secrets, n) {
+			p.secrets = append(p.secrets, n)
 		}
 	}
-	return false
+	for _, v := range vols {
+		if v.Secret != nil {
+			add(v.Secret.SecretName)
+		}
+		if v.Projected != nil {
+			for _, src := range v.Projected.Sources {
+				if src.Secret != nil {
+					add(src.Secret.Name)
+				}
+			}
+		}
+	}
+}
+
+// certScan is what a strategy tells about its certificates: its empty
+// TLS Secrets, its Services, its workloads' pod templates, and the
+// Services (namespace/name) its webhooks and APIServices dial.
+type certScan struct {
+	secrets, services []*unstructured.Unstructured
+	templates         []servingPod
+	dialed            map[string]bool
+}
+
+func scanCerts(objects []*unstructured.Unstructured) certScan {
+	sc := certScan{dialed: map[string]bool{}}
+	for _, o := range objects {
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		switch {
+		case isEmptyTLSSecret(o):
+			sc.secrets = append(sc.secrets, o)
+		case o.GetAPIVersion() == "v1" && o.GetKind() == "Service":
+			sc.services = append(sc.services, o)
+		case info.PodTemplate != nil:
+			tmpl, _, _ := unstructured.NestedMap(o.Object, info.PodTemplate...)
+			sc.templates = append(sc.templates, podOf(o.GetNamespace(), tmpl))
+		}
+		info.EachServiceCall(o.Object, func(call kinds.ServiceCall) { sc.dialed[call.Namespace+"/"+call.Name] = true })
+	}
+	return sc
+}
+
+// podLister lists at most limit pods of a namespace that match a label
+// selector.
+type podLister func(ctx context.Context, namespace, selector string, limit int64) ([]corev1.Pod, error)
+
+// livePods is the run's podLister: the API server's first page.
+func (r *run) livePods(ctx context.Context, namespace, selector string, limit int64) ([]corev1.Pod, error) {
+	list, err := r.kube.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// livePodLimit bounds the pods read for one Service (see servingServices):
+// the pods of one workload mount the same Secrets, so a few suffice.
+const livePodLimit = 50
+
+// servingServices returns, for each empty TLS Secret (namespace/name), the
+// Services of the strategy that serve its certificate: those whose
+// selector picks pods that mount it, as their clients reach them. The
+// pods are the strategy's workloads' (their pod templates). A Service
+// that a webhook or APIService of the strategy dials but that no workload
+// of the strategy backs is served by pods outside it — KubeVirt's
+// kubevirt-operator-webhook by virt-operator's own Deployment, which
+// mounts kubevirt-operator-certs — so its live pods are read (at most
+// livePodLimit, selected by its selector in its namespace): they tie it
+// to the TLS Secrets of the strategy they mount, except a Secret a
+// workload of the strategy mounts (a pod outside the strategy does not add
+// names to a certificate the strategy's own workloads serve).
+func servingServices(ctx context.Context, sc certScan, listPods podLister) (map[string][]*unstructured.Unstructured, error) {
+	secrets, services, templates, dialed := sc.secrets, sc.services, sc.templates, sc.dialed
+	tls := map[string]bool{}
+	for _, s := range secrets {
+		tls[s.GetNamespace()+"/"+s.GetName()] = true
+	}
+	mounted := map[string]bool{}
+	for _, p := range templates {
+		for _, n := range p.secrets {
+			mounted[p.namespace+"/"+n] = true
+		}
+	}
+	out := map[string][]*unstructured.Unstructured{}
+	tie := func(p servingPod, svc *unstructured.Unstructured, outside bool) {
+		for _, n := range p.secrets {
+			key := p.namespace + "/" + n
+			if !tls[key] || (outside && mounted[key]) || slices.Contains(out[key], svc) {
+				continue
+			}
+			out[key] = append(out[key], svc)
+		}
+	}
+	for _, svc := range services {
+		sel, _, _ := unstructured.NestedStringMap(svc.Object, "spec", "selector")
+		if len(sel) == 0 {
+			continue
+		}
+		selector := labels.SelectorFromSet(sel)
+		backed := false
+		for _, p := range templates {
+			if p.namespace == svc.GetNamespace() && selector.Matches(labels.Set(p.labels)) {
+				backed = true
+				tie(p, svc, false)
+			}
+		}
+		if backed || !dialed[svc.GetNamespace()+"/"+svc.GetName()] {
+			continue
+		}
+		pods, err := listPods(ctx, svc.GetNamespace(), selector.String(), livePodLimit)
+		if err != nil {
+			return nil, fmt.Errorf("pods behind service %s/%s: %w", svc.GetNamespace(), svc.GetName(), err)
+		}
+		for i := range pods {
+			pod := &pods[i]
+			if pod.Namespace != svc.GetNamespace() || !selector.Matches(labels.Set(pod.Labels)) {
+				continue
+			}
+			p := servingPod{namespace: pod.Namespace, labels: pod.Labels}
+			p.mounts(pod.Spec.Volumes)
+			tie(p, svc, true)
+		}
+	}
+	return out, nil
 }
 
 // loadCA reads the CA Secret, and creates or rotates it when needed. The
@@ -307,16 +430,11 @@ func (c *certState) desired(ctx context.Context, o *unstructured.Unstructured) (
 	if isEmptyTLSSecret(o) {
 		return c.secret(ctx, o)
 	}
-	if info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind()); info.PodTemplate != nil {
+	info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+	if info.PodTemplate != nil {
 		return c.workload(ctx, o, info.PodTemplate)
 	}
-	switch o.GroupVersionKind().GroupKind().String() {
-	case "ValidatingWebhookConfiguration.admissionregistration.k8s.io", "MutatingWebhookConfiguration.admissionregistration.k8s.io":
-		return c.injectWebhooks(ctx, o)
-	case "APIService.apiregistration.k8s.io":
-		return c.injectAPIService(ctx, o)
-	}
-	return o, nil
+	return c.inject(ctx, o, info)
 }
 
 func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
@@ -485,7 +603,8 @@ func (c *certState) issuers(ctx context.Context) ([][]byte, error) {
 	}
 	for _, o := range c.r.s.Objects {
 		var pems [][]byte
-		switch gk := o.GroupVersionKind().GroupKind().String(); {
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		switch {
 		case isEmptyTLSSecret(o):
 			live, err := c.r.typedSecret(ctx, o.GetNamespace(), o.GetName())
 			if err != nil {
@@ -494,7 +613,7 @@ func (c *certState) issuers(ctx context.Context) ([][]byte, error) {
 			if live != nil {
 				pems = append(certs.SplitPEM(live.Data[certs.CertKey]), certs.SplitPEM(live.Data[certs.CAKey])...)
 			}
-		case gk == "ValidatingWebhookConfiguration.admissionregistration.k8s.io", gk == "MutatingWebhookConfiguration.admissionregistration.k8s.io", gk == "APIService.apiregistration.k8s.io":
+		case info.Dials != nil:
 			live, err := c.r.a.Get(ctx, o)
 			var notServed *apply.NotServedError
 			if errors.As(err, &notServed) {
@@ -506,16 +625,11 @@ func (c *certState) issuers(ctx context.Context) ([][]byte, error) {
 			if live == nil {
 				continue
 			}
-			if b, ok, _ := unstructured.NestedString(live.Object, "spec", "caBundle"); ok {
-				pems = append(pems, decodeBundle(b)...)
-			}
-			hooks, _, _ := unstructured.NestedSlice(live.Object, "webhooks")
-			for _, h := range hooks {
-				m, _ := h.(map[string]any)
-				if b, ok, _ := unstructured.NestedString(m, "clientConfig", "caBundle"); ok {
+			info.EachServiceCall(live.Object, func(call kinds.ServiceCall) {
+				if b, ok, _ := unstructured.NestedString(call.At, info.Dials.CABundle...); ok {
 					pems = append(pems, decodeBundle(b)...)
 				}
-			}
+			})
 		}
 		for _, p := range pems {
 			if !slices.ContainsFunc(c.candidates, func(q []byte) bool { return bytes.Equal(p, q) }) {
@@ -589,9 +703,8 @@ func (c *certState) publishBundle(ctx context.Context) error {
 		return nil
 	}
 	for _, o := range c.r.s.Objects {
-		switch o.GroupVersionKind().GroupKind().String() {
-		case "ValidatingWebhookConfiguration.admissionregistration.k8s.io", "MutatingWebhookConfiguration.admissionregistration.k8s.io", "APIService.apiregistration.k8s.io":
-		default:
+		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
+		if info.Dials == nil {
 			continue
 		}
 		ri, err := c.r.a.Resource(o)
@@ -606,12 +719,7 @@ func (c *certState) publishBundle(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			var upd *unstructured.Unstructured
-			if o.GetKind() == "APIService" {
-				upd, err = c.injectAPIService(ctx, live)
-			} else {
-				upd, err = c.injectWebhooks(ctx, live)
-			}
+			upd, err := c.inject(ctx, live, info)
 			if err != nil || upd == live {
 				return err
 			}
@@ -626,43 +734,35 @@ func (c *certState) publishBundle(ctx context.Context) error {
 	return nil
 }
 
-func (c *certState) injectWebhooks(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	bundle, err := c.bundle(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
-	}
-	out := o.DeepCopy()
-	hooks, _, err := unstructured.NestedSlice(out.Object, "webhooks")
-	if err != nil {
-		return nil, fmt.Errorf("%s: webhooks: %w", strategy.RefOf(o), err)
-	}
-	for _, h := range hooks {
-		m, _ := h.(map[string]any)
-		ns, _, _ := unstructured.NestedString(m, "clientConfig", "service", "namespace")
-		name, _, _ := unstructured.NestedString(m, "clientConfig", "service", "name")
-		if c.services[ns+"/"+name] {
-			_ = unstructured.SetNestedField(m, bundle, "clientConfig", "caBundle")
-		}
-	}
-	if err := unstructured.SetNestedSlice(out.Object, hooks, "webhooks"); err != nil {
-		return nil, fmt.Errorf("%s: webhooks: %w", strategy.RefOf(o), err)
-	}
-	return out, nil
-}
-
-func (c *certState) injectAPIService(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	ns, _, _ := unstructured.NestedString(o.Object, "spec", "service", "namespace")
-	name, _, _ := unstructured.NestedString(o.Object, "spec", "service", "name")
-	if skip, _, _ := unstructured.NestedBool(o.Object, "spec", "insecureSkipTLSVerify"); skip || !c.services[ns+"/"+name] {
+// inject returns the object with the CA bundle in every place that dials
+// a Service of the strategy (the kind's Dials: each webhook's clientConfig,
+// an APIService's spec) and verifies it; the object itself when there is
+// none.
+func (c *certState) inject(ctx context.Context, o *unstructured.Unstructured, info kinds.Info) (*unstructured.Unstructured, error) {
+	if info.Dials == nil {
 		return o, nil
 	}
-	bundle, err := c.bundle(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
-	}
 	out := o.DeepCopy()
-	if err := unstructured.SetNestedField(out.Object, bundle, "spec", "caBundle"); err != nil {
-		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
+	var bundle string
+	var err error
+	changed := false
+	info.EachServiceCall(out.Object, func(call kinds.ServiceCall) {
+		if err != nil || call.SkipVerify || !c.services[call.Namespace+"/"+call.Name] {
+			return
+		}
+		if bundle == "" {
+			if bundle, err = c.bundle(ctx); err != nil {
+				return
+			}
+		}
+		err = unstructured.SetNestedField(call.At, bundle, info.Dials.CABundle...)
+		changed = true
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: ca bundle: %w", strategy.RefOf(o), err)
+	}
+	if !changed {
+		return o, nil
 	}
 	return out, nil
 }

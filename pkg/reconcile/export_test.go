@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
 
@@ -62,4 +63,22 @@ func WaitGetter(ctx context.Context, rc *Reconciler, s *strategy.Strategy, opts 
 // s and owner.
 func ClaimsAnswer(c *Claims, s *strategy.Strategy, owner inventory.Owner) bool {
 	return c.answers(s, owner)
+}
+
+// ServingDNSNames returns the DNS names the certificate of each empty TLS
+// Secret (namespace/name) of s gets, with pods answering the lookups of
+// pods behind Services that s's webhooks or APIServices dial and no
+// workload of s backs.
+func ServingDNSNames(ctx context.Context, s *strategy.Strategy, pods func(ctx context.Context, namespace, selector string, limit int64) ([]corev1.Pod, error)) (map[string][]string, error) {
+	sc := scanCerts(s.Objects)
+	served, err := servingServices(ctx, sc, pods)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, sec := range sc.secrets {
+		key := sec.GetNamespace() + "/" + sec.GetName()
+		out[key] = dnsNamesFor(sec, served[key])
+	}
+	return out, nil
 }

@@ -29,6 +29,7 @@ import (
 func BenchmarkIdleResync(b *testing.B) {
 	env := testenv.New(b)
 	testenv.Lock(b, testenv.KubeVirtLock)
+	serveVirtAPI(b, env)
 	ctx := b.Context()
 	for _, bc := range []struct {
 		name  string

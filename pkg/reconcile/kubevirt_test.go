@@ -24,9 +24,20 @@ import (
 
 var kubevirtOwner = inventory.Owner{Namespace: "kubevirt", Name: "kubevirt-test"}
 
+// kubevirtStrategy is KubeVirt's strategy as shipped (its webhooks
+// failurePolicy Fail): a test installing it serves virt-api's webhooks
+// with serveVirtAPI.
 func kubevirtStrategy(t testing.TB, version string) *strategy.Strategy {
 	t.Helper()
-	return testenv.KubeVirtStrategy(t, version)
+	return testenv.KubeVirtStrategyAsShipped(t, version)
+}
+
+// serveVirtAPI stands in for virt-api's pods (kwok runs none) behind the
+// webhooks that admit the strategy's cluster instancetypes and
+// preferences, with the certificate in virt-api's Secret.
+func serveVirtAPI(tb testing.TB, env *testenv.Env) {
+	tb.Helper()
+	env.ServeWebhookStandIn(tb.Context(), tb, "kubevirt", "virt-api", "kubevirt-virt-api-certs")
 }
 
 type kubevirtEnv struct {
@@ -61,6 +72,7 @@ func newKubeVirtEnv(t *testing.T) *kubevirtEnv {
 			return false, string(ns.Status.Phase), nil
 		})
 	})
+	serveVirtAPI(t, env)
 	return &kubevirtEnv{env: env, rec: rec, run: func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error) {
 		opts.Observed = observed
 		opts.Owner = kubevirtOwner
