@@ -925,7 +925,7 @@ func (r *Reconciler) loadConfigMap(ctx context.Context, in *v1alpha1.Installatio
 		}
 		policy, err := r.configMapPolicy(ctx, in)
 		if err != nil {
-			return nil, e, err
+			return nil, e, fmt.Errorf("strategy configmap %s: %w", e, err)
 		}
 		gate := trust.Gate{Policy: policy, MaxEncodedBytes: store.MaxEncodedBytes}
 		cm, err := r.plain.ReadConfigMap(ctx, e, gate.Admit)
