@@ -229,6 +229,11 @@ type HelmStrategySource struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Product string `json:"product,omitempty"`
+	// Verify, when set, names the only keys that vouch for this source:
+	// the operator-wide trusted keys are then not used (one vendor's key
+	// cannot vouch for another vendor's product).
+	// +optional
+	Verify *VerifySource `json:"verify,omitempty"`
 	// SecretRef names a kubernetes.io/dockerconfigjson Secret in the
 	// install namespace with the registry's credentials; empty pulls
 	// anonymously.
@@ -285,6 +290,11 @@ type OCIStrategySource struct {
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Product string `json:"product,omitempty"`
+	// Verify, when set, names the only keys that vouch for this source:
+	// the operator-wide trusted keys are then not used (one vendor's key
+	// cannot vouch for another vendor's product).
+	// +optional
+	Verify *VerifySource `json:"verify,omitempty"`
 	// SecretRef names a kubernetes.io/dockerconfigjson Secret in the
 	// install namespace with the registry's credentials; empty pulls
 	// anonymously.
@@ -327,6 +337,35 @@ type ConfigMapStrategySource struct {
 	// +kubebuilder:validation:Pattern=`^sha256:[a-f0-9]{64}$`
 	// +optional
 	Digest string `json:"digest,omitempty"`
+	// Product is the product a signed strategy's statement must name.
+	// Empty means the product of the strategy deployed now
+	// (status.strategy.product, the product its signed statement named):
+	// the product changes only when this field says so. With neither (a
+	// first install that names no product), any product is taken, and
+	// recorded.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Product string `json:"product,omitempty"`
+	// Verify, when set, names the only keys that vouch for this source:
+	// the operator-wide trusted keys are then not used (one vendor's key
+	// cannot vouch for another vendor's product).
+	// +optional
+	Verify *VerifySource `json:"verify,omitempty"`
+}
+
+// VerifySource names the keys that alone vouch for a strategy source, as
+// Flux's spec.verify does.
+type VerifySource struct {
+	// KeysConfigMap names a ConfigMap in the operator's key namespace
+	// (where only cluster administrators write, as for the trusted keys
+	// ConfigMap) whose every data value is a PEM file of one or more
+	// "PUBLIC KEY" blocks. Only its keys vouch for the source; a missing
+	// or empty ConfigMap vouches for nothing.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	// +required
+	KeysConfigMap string `json:"keysConfigMap"`
 }
 
 // CustomizeComponents holds patches applied to the strategy's objects
@@ -604,6 +643,12 @@ type StrategyStatus struct {
 	// signature verified it, or "pinned digest".
 	// +optional
 	VerifiedBy string `json:"verifiedBy,omitempty"`
+	// Product is the product the signed statement that vouched for the
+	// strategy named ("" when it named none); absent when no statement
+	// vouched (a pinned digest). A configMap source that names no
+	// product expects the same product again.
+	// +optional
+	Product *string `json:"product,omitempty"`
 	// Image is the operator image of the dump Job, for source Image.
 	// +optional
 	Image string `json:"image,omitempty"`

@@ -2,16 +2,19 @@ package main
 
 import (
 	"context"
+	"errors"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
 func discard(int) logr.Logger { return logr.Discard() }
@@ -96,7 +99,7 @@ func TestManagerMode(t *testing.T) {
 	done := make(chan error, 1)
 	go func() {
 		done <- runManager(mctx, logr.Discard(), env.Config, managerOptions{
-			leaderElect: true, leaderElectionNamespace: ns, namespace: ns,
+			leaderElect: true, leaderElectionNamespace: ns, namespace: ns, keyNamespace: ns + "-keys",
 			probeAddr: "0", metricsAddr: "0", qps: 50, burst: 100,
 		})
 	}()
@@ -128,5 +131,23 @@ func TestVersionFlag(t *testing.T) {
 	}
 	if !strings.HasPrefix(b.String(), "installstrategy-operator (devel) (") && !strings.HasPrefix(b.String(), "installstrategy-operator v") {
 		t.Fatalf("--version printed %q", b.String())
+	}
+}
+
+// The operator refuses to start when its key namespace is the namespace
+// it watches, named or by default (--leader-election-namespace), before
+// it connects to anything.
+func TestKeyNamespaceMustNotBeWatched(t *testing.T) {
+	for _, o := range []managerOptions{
+		{namespace: "tenant", keyNamespace: "tenant"},
+		{namespace: "tenant", leaderElectionNamespace: "tenant"},
+	} {
+		_, err := newManager(logr.Discard(), &rest.Config{Host: "https://127.0.0.1:1"}, o)
+		if !errors.Is(err, operator.ErrKeyNamespaceWatched) {
+			t.Errorf("%+v: %v, want %v", o, err, operator.ErrKeyNamespaceWatched)
+		}
+	}
+	if code := exitCode(discard, []string{"--kubeconfig", "/nonexistent", "--namespace", "x", "--key-namespace", "x"}); code == 0 {
+		t.Error("exit code 0")
 	}
 }

@@ -69,6 +69,22 @@ func managerRestConfig(kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
+// resolvedKeyNamespace is --key-namespace, else
+// --leader-election-namespace, else the pod's namespace, else
+// operator.DefaultKeyNamespace.
+func (o managerOptions) resolvedKeyNamespace() string {
+	if o.keyNamespace != "" {
+		return o.keyNamespace
+	}
+	if o.leaderElectionNamespace != "" {
+		return o.leaderElectionNamespace
+	}
+	if ns := podNamespace(); ns != "" {
+		return ns
+	}
+	return operator.DefaultKeyNamespace
+}
+
 // newManager builds the manager with the Installation controller.
 func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manager, error) {
 	scheme := runtime.NewScheme()
@@ -86,8 +102,17 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 	// of an object's metadata.
 	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}},
 		DefaultTransform: cache.TransformStripManagedFields()}
+	keyNamespace := o.resolvedKeyNamespace()
+	var watched []string
 	if o.namespace != "" {
 		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+		watched = []string{o.namespace}
+	} else {
+		// Every namespace but the key namespace.
+		cacheOpts.DefaultFieldSelector = operator.ExcludeKeyNamespace(keyNamespace)
+	}
+	if err := operator.CheckKeyNamespace(keyNamespace, watched, o.namespace == ""); err != nil {
+		return nil, err
 	}
 	leNamespace := o.leaderElectionNamespace
 	if leNamespace == "" && o.namespace != "" {
@@ -122,13 +147,6 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 	logHelmRenderer(log, o.helmRenderer)
 	// The key namespace is never the watched one (an install namespace,
 	// whose ConfigMap editors must not choose the trusted keys).
-	keyNamespace := o.keyNamespace
-	if keyNamespace == "" {
-		keyNamespace = o.leaderElectionNamespace
-	}
-	if keyNamespace == "" {
-		keyNamespace = podNamespace()
-	}
 	r, err := operator.New(mgr, operator.Options{
 		Resource:                operator.InstallationResource(),
 		Product:                 dump.Product,

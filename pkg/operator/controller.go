@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -522,6 +523,12 @@ func (r *Reconciler) current(ctx context.Context, key client.ObjectKey) (client.
 // Reconcile runs the stages for one Installation.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := ctrl.LoggerFrom(ctx)
+	if req.Namespace == r.opts.KeyNamespace {
+		// The key namespace is never an install namespace: its ConfigMap
+		// editors would choose the keys that vouch for what is applied.
+		log.Error(ErrKeyNamespaceWatched, "installation in the key namespace not reconciled", "namespace", req.Namespace)
+		return ctrl.Result{}, nil
+	}
 	obj, err := r.current(ctx, req.NamespacedName)
 	if apierrors.IsNotFound(err) {
 		r.wrote.Delete(req.NamespacedName)
@@ -793,6 +800,9 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		}
 		s.Strategy, s.Target = st, st.Identity
 		src.ConfigMap, src.Digest, src.VerifiedBy = entry.String(), loaded.Digest, loaded.VerifiedBy
+		if loaded.Statement != nil {
+			src.Product = ptr.To(loaded.Statement.Product)
+		}
 	case v1alpha1.StrategySourceOCI, v1alpha1.StrategySourceHelm:
 		label := strings.ToLower(string(src.Source))
 		l, err := r.loadRemote(ctx, in)
@@ -930,7 +940,7 @@ func (r *Reconciler) loadConfigMap(ctx context.Context, in *v1alpha1.Installatio
 		}
 		policy, err := r.configMapPolicy(ctx, in)
 		if err != nil {
-			return nil, e, err
+			return nil, e, fmt.Errorf("strategy configmap %s: %w", e, err)
 		}
 		gate := trust.Gate{Policy: policy, MaxEncodedBytes: store.MaxEncodedBytes}
 		cm, err := r.plain.ReadConfigMap(ctx, e, gate.Admit)

@@ -35,7 +35,7 @@ const (
 // helmSource is the remote source of a Helm source.
 func helmSource(src *v1alpha1.HelmStrategySource) remoteSource {
 	return remoteSource{what: "helm source", refs: []string{src.Chart}, Reference: src.Chart,
-		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "chart",
+		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "chart", verify: src.Verify,
 		pull: func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error) {
 			return c.PullChart(ctx, ref, MaxChartBytes)
 		}}
@@ -67,6 +67,7 @@ func (r *Reconciler) loadHelm(ctx context.Context, in *v1alpha1.Installation) (*
 	a := p.a
 	product := productOf(src.Product, src.Chart, c)
 	verifiedBy := "pinned digest"
+	var signedProduct *string
 	if src.Digest == "" {
 		v, err := judgeChart(a, p.sigs, ring, product, in)
 		if err != nil {
@@ -74,9 +75,11 @@ func (r *Reconciler) loadHelm(ctx context.Context, in *v1alpha1.Installation) (*
 			return nil, fmt.Errorf("helm source %s: %w", ref, err)
 		}
 		verifiedBy = "signed by " + v.Key
+		signedProduct = &product
 	} else if in.Spec.Version != "" && in.Spec.Version != a.Meta.Version {
 		return nil, fmt.Errorf("helm source %s (pinned %s): chart %s is version %s, spec.version asks for %s", ref, src.Digest, a.Meta.Product, a.Meta.Version, in.Spec.Version)
 	}
+	r.keepTrusted(helmSource(src), ref, p)
 	vals, valuesDigest, err := chartValues(src)
 	if err != nil {
 		return nil, fmt.Errorf("helm source %s: %w", ref, err)
@@ -93,7 +96,9 @@ func (r *Reconciler) loadHelm(ctx context.Context, in *v1alpha1.Installation) (*
 	st.Identity = strategy.Identity{Version: res.Chart.Version, Identifier: chartIdentifier(a.Digest, valuesDigest, opts)}
 	return &remoteLoaded{strategy: st, digest: codec.Digest(res.Manifests), verifiedBy: verifiedBy, fresh: fresh,
 		pulled: fmt.Sprintf("pulled chart %s (%s %s), %s; %s", a.Reference, res.Chart.Name, res.Chart.Version, verifiedBy, hookSummary(res.Hooks)),
-		record: func(s *v1alpha1.StrategyStatus) { s.Chart, s.ValuesDigest = a.Reference, valuesDigest }}, nil
+		record: func(s *v1alpha1.StrategyStatus) {
+			s.Chart, s.ValuesDigest, s.Product = a.Reference, valuesDigest, signedProduct
+		}}, nil
 }
 
 // judgeChart is the trust policy of an unpinned chart, the OCI source's:

@@ -1,10 +1,11 @@
 package operator
 
 import (
-	"time"
-
 	"context"
+	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -113,4 +114,30 @@ func (r *Reconciler) replaceKey(o client.Object) bool {
 // allInstallations lists every Installation the operator watches.
 func (r *Reconciler) allInstallations(ctx context.Context) []crreconcile.Request {
 	return r.requests(ctx, "")
+}
+
+// ErrKeyNamespaceWatched: the operator's key namespace is one it watches,
+// so ConfigMap editors there would choose the keys it trusts.
+var ErrKeyNamespaceWatched = errors.New("the key namespace must not be a watched namespace")
+
+// CheckKeyNamespace refuses a key namespace that is one of the watched
+// namespaces (watched empty: every namespace, which then must exclude the
+// key namespace from its watch, see ExcludeKeyNamespace).
+func CheckKeyNamespace(keyNamespace string, watched []string, excluded bool) error {
+	if keyNamespace == "" {
+		keyNamespace = DefaultKeyNamespace
+	}
+	if len(watched) == 0 && !excluded {
+		return fmt.Errorf("key namespace %s: %w: every namespace is watched and %s is not excluded", keyNamespace, ErrKeyNamespaceWatched, keyNamespace)
+	}
+	if slices.Contains(watched, keyNamespace) {
+		return fmt.Errorf("key namespace %s: %w (--namespace %s): give --key-namespace a namespace only cluster administrators write", keyNamespace, ErrKeyNamespaceWatched, keyNamespace)
+	}
+	return nil
+}
+
+// ExcludeKeyNamespace is the field selector of a cache that watches every
+// namespace but the key namespace.
+func ExcludeKeyNamespace(keyNamespace string) fields.Selector {
+	return fields.OneTermNotEqualSelector("metadata.namespace", keyNamespace)
 }

@@ -31,11 +31,18 @@ const DefaultOCIInterval = 5 * time.Minute
 // ociArtifacts caches pulled artifacts by digest (a digest's content never
 // changes, so a resync whose tag still resolves to it downloads nothing)
 // and registry clients by their credentials (so connections and tokens
-// are reused from poll to poll).
+// are reused from poll to poll). Only artifacts whose trust was decided
+// (a pinned digest, or a signature by a trusted key that the judgement
+// accepted) are cached, and the cache is bounded in bytes
+// (MaxCachedArtifactBytes): an untrusted artifact costs its pull and is
+// dropped.
 type ociArtifacts struct {
 	mu        sync.Mutex
 	artifacts map[string]*pulled // by REPOSITORY@DIGEST
-	clients   map[string]*oci.Client
+	// order lists the cached keys, oldest first; bytes is their size.
+	order   []string
+	bytes   int64
+	clients map[string]*oci.Client
 	// flight shares one pull of a digest between the reconciles that want
 	// it at once.
 	flight singleflight.Group
@@ -53,9 +60,16 @@ type pulled struct {
 	trusted atomic.Bool
 }
 
-// maxCachedArtifacts bounds the cache; past it the cache starts again
-// (each Installation needs only its current artifact).
-const maxCachedArtifacts = 64
+// MaxCachedArtifactBytes bounds the bytes of the trusted artifacts the
+// operator keeps (each Installation needs only its current one); the
+// oldest go first.
+const MaxCachedArtifactBytes = 128 << 20
+
+// maxClients bounds the registry clients kept.
+const maxClients = 64
+
+// size is what an artifact costs the cache: its text (a chart's archive).
+func (p *pulled) size() int64 { return int64(len(p.a.Text)) }
 
 func (c *ociArtifacts) get(ref string) *pulled {
 	c.mu.Lock()
@@ -63,13 +77,39 @@ func (c *ociArtifacts) get(ref string) *pulled {
 	return c.artifacts[ref]
 }
 
-func (c *ociArtifacts) put(ref string, p *pulled) {
+// keep caches a trusted artifact under ref, dropping the oldest ones
+// while the cache would exceed MaxCachedArtifactBytes; one larger than
+// that alone is not cached.
+func (c *ociArtifacts) keep(ref string, p *pulled) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.artifacts == nil || len(c.artifacts) >= maxCachedArtifacts {
+	if old, ok := c.artifacts[ref]; ok {
+		c.artifacts[ref] = p
+		c.bytes += p.size() - old.size()
+		return
+	}
+	if p.size() > MaxCachedArtifactBytes {
+		return
+	}
+	if c.artifacts == nil {
 		c.artifacts = map[string]*pulled{}
 	}
+	for c.bytes+p.size() > MaxCachedArtifactBytes && len(c.order) > 0 {
+		oldest := c.order[0]
+		c.order = c.order[1:]
+		c.bytes -= c.artifacts[oldest].size()
+		delete(c.artifacts, oldest)
+	}
 	c.artifacts[ref] = p
+	c.order = append(c.order, ref)
+	c.bytes += p.size()
+}
+
+// cached reports the number and bytes of the cached artifacts.
+func (c *ociArtifacts) cached() (int, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.artifacts), c.bytes
 }
 
 // remoteSource is what an OCI or a Helm source says of where its artifact
@@ -86,6 +126,8 @@ type remoteSource struct {
 	Insecure  bool
 	// Reference is refs[0].
 	Reference string
+	// verify names the source's own keys (nil: the trusted keys).
+	verify *v1alpha1.VerifySource
 	// kind keys the cache ("strategy" or "chart"), and pull reads one
 	// artifact of the kind at a reference.
 	kind string
@@ -95,7 +137,7 @@ type remoteSource struct {
 // ociSource is the remote source of an OCI strategy source.
 func ociSource(src *v1alpha1.OCIStrategySource) remoteSource {
 	return remoteSource{what: "oci source", refs: append([]string{src.Reference}, src.Mirrors...), Reference: src.Reference,
-		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "strategy",
+		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "strategy", verify: src.Verify,
 		pull: func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error) { return c.Pull(ctx, ref) }}
 }
 
@@ -130,7 +172,7 @@ func (r *Reconciler) ociClient(ctx context.Context, namespace string, src remote
 	if err != nil {
 		return nil, err
 	}
-	if r.oci.clients == nil || len(r.oci.clients) >= maxCachedArtifacts {
+	if r.oci.clients == nil || len(r.oci.clients) >= maxClients {
 		r.oci.clients = map[string]*oci.Client{}
 	}
 	r.oci.clients[key] = c
@@ -195,6 +237,7 @@ func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*r
 	if err != nil {
 		return nil, fmt.Errorf("oci source %s: %w", ref, err)
 	}
+	r.keepTrusted(ociSource(in.Spec.Strategy.OCI), ref, p)
 	l.fresh = fresh
 	return l, nil
 }
@@ -209,7 +252,7 @@ func (r *Reconciler) fetchRemote(ctx context.Context, in *v1alpha1.Installation,
 	if err != nil {
 		return nil, nil, nil, false, "", err
 	}
-	ring, err = r.trustedKeys(ctx)
+	ring, err = r.sourceKeys(ctx, src.verify)
 	if err != nil {
 		return nil, nil, nil, false, "", err
 	}
@@ -291,13 +334,18 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.Key
 				p.trusted.Store(true)
 			}
 		}
-		r.oci.put(byDigest, p)
-		return p, nil
+		return p, nil // cached once judged trusted (keepTrusted)
 	})
 	if err != nil {
 		return nil, false, err
 	}
 	return v.(*pulled), fresh, nil
+}
+
+// keepTrusted caches an artifact whose trust was decided (judged
+// trusted) under the digest it was pulled by.
+func (r *Reconciler) keepTrusted(src remoteSource, ref string, p *pulled) {
+	r.oci.keep(src.kind+" "+pinnedRef(ref, p.a.Digest), p)
 }
 
 // judgeOCI applies the trust policy to a pulled artifact and parses it: a
@@ -309,13 +357,16 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.Key
 func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *trust.KeyRing, p *pulled) (*remoteLoaded, error) {
 	src := in.Spec.Strategy.OCI
 	a := p.a
-	verifiedBy := "pinned digest"
+	verifiedBy, product := "pinned digest", ""
+	var signedProduct *string
 	if src.Digest == "" {
+		product = productOf(src.Product, src.Reference, c)
+		signedProduct = &product
 		verified, err := oci.Verify(p.sigs, a.Digest, ring)
 		if err != nil {
 			return nil, &trust.UntrustedError{Err: err}
 		}
-		v, err := oci.Check(a, verified, trust.Expect{Product: productOf(src.Product, src.Reference, c), Version: in.Spec.Version,
+		v, err := oci.Check(a, verified, trust.Expect{Product: product, Version: in.Spec.Version,
 			Digest: codec.Digest(a.Text), Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade})
 		if err != nil {
 			p.trusted.Store(false) // read the signatures again next time
@@ -330,26 +381,7 @@ func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *tr
 	st.Identity = strategy.Identity{Version: a.Meta.Version, Registry: a.Meta.Registry, Identifier: a.Meta.Identifier}
 	return &remoteLoaded{strategy: st, digest: codec.Digest(a.Text), verifiedBy: verifiedBy,
 		pulled: fmt.Sprintf("pulled %s (%s %s), %s", a.Reference, a.Meta.Product, a.Meta.Version, verifiedBy),
-		record: func(s *v1alpha1.StrategyStatus) { s.OCI = a.Reference }}, nil
-}
-
-// trustedKeys is the key ring strategies from outside the operator are
-// judged by: the operator's keys and those of the trusted keys ConfigMap
-// (read on every load, so a key added or removed there counts at the next
-// poll).
-func (r *Reconciler) trustedKeys(ctx context.Context) (*trust.KeyRing, error) {
-	k, err := r.operatorKey(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ring := &trust.KeyRing{}
-	ring.Merge(k.Keys)
-	extra, err := r.trustedKeysConfigMap(ctx)
-	if err != nil {
-		return nil, err
-	}
-	ring.Merge(extra)
-	return ring, nil
+		record: func(s *v1alpha1.StrategyStatus) { s.OCI, s.Product = a.Reference, signedProduct }}, nil
 }
 
 // trustedKeysConfigMap reads the trusted keys from the key namespace's

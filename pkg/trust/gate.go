@@ -40,8 +40,11 @@ type Verified struct {
 	// VerifiedBy says who vouched for it (Policy.Check's answer: "signed
 	// by <key>" or "pinned digest").
 	VerifiedBy string
-	Info       codec.Info
-	Warnings   []strategy.Warning
+	// Statement is the signed statement that vouched for it (nil for a
+	// pinned digest, or a policy without Expect).
+	Statement *Statement
+	Info      codec.Info
+	Warnings  []strategy.Warning
 }
 
 // RefusedError says that an input was refused before its trust could be
@@ -62,7 +65,8 @@ var ErrTooLarge = errors.New("too large")
 
 // Admit decides from a strategy ConfigMap's metadata alone whether its
 // text may be read at all: a recorded digest must be signed by a trusted
-// key (with the statement the policy expects) or be the pinned digest; a
+// key (with the statement the policy expects, naming the identity the
+// ConfigMap claims) or be the pinned digest; a
 // ConfigMap that records no digest (KubeVirt's form) must carry a
 // signature or the policy must pin a digest. With a pinned digest an
 // unchunked ConfigMap is admitted whatever it records, so Open can tell a
@@ -74,7 +78,7 @@ var ErrTooLarge = errors.New("too large")
 func (g Gate) Admit(meta *metav1.ObjectMeta) error {
 	info := codec.DescribeConfigMap(&corev1.ConfigMap{ObjectMeta: *meta})
 	s := Subject{Digest: info.Digest, Signature: info.Signature, KeyID: info.SignatureKey,
-		Statement: info.Statement, StatementSignature: info.StatementSignature}
+		Statement: info.Statement, StatementSignature: info.StatementSignature, Identity: &info.Identity}
 	if info.Digest == "" && (info.Signature != "" || g.Policy.Pinned != "") {
 		// Only the text's digest can tell.
 		return nil
@@ -106,11 +110,12 @@ func (g Gate) Open(cm *corev1.ConfigMap) (*Verified, error) {
 		return nil, &RefusedError{Step: "decode", Err: err}
 	}
 	v := &Verified{Text: text, Digest: codec.Digest(text), Info: info}
-	v.VerifiedBy, err = g.Policy.Check(Subject{Digest: v.Digest, Signature: info.Signature, KeyID: info.SignatureKey,
-		Statement: info.Statement, StatementSignature: info.StatementSignature})
+	d, err := g.Policy.Decide(Subject{Digest: v.Digest, Signature: info.Signature, KeyID: info.SignatureKey,
+		Statement: info.Statement, StatementSignature: info.StatementSignature, Identity: &info.Identity})
 	if err != nil {
 		return nil, err
 	}
+	v.VerifiedBy, v.Statement = d.VerifiedBy, d.Statement
 	if v.Strategy, v.Warnings, err = strategy.Parse(text, g.Parse); err != nil {
 		return nil, &RefusedError{Step: "parse", Err: fmt.Errorf("manifests: %w", err)}
 	}

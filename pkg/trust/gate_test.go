@@ -179,3 +179,63 @@ func TestGateOpensWhatIsVouchedFor(t *testing.T) {
 		t.Fatalf("err = %v, want a size refusal", err)
 	}
 }
+
+// Issue 39, finding 2: a signed statement vouches only for the product
+// the policy binds ("" included, with ProductBound) and for the identity
+// the ConfigMap claims; both are refused from the metadata, before the
+// text is decoded, and the statement that vouched is returned.
+func TestGateBindsProductAndClaimedIdentity(t *testing.T) {
+	key, _ := trust.GenerateKey()
+	var ring trust.KeyRing
+	if err := ring.Add("release", key.Public()); err != nil {
+		t.Fatal(err)
+	}
+	signed := func(product string, change func(map[string]string)) *corev1.ConfigMap {
+		cm := nativeCM(t, []byte(goodText))
+		if product != "" {
+			cm.Annotations[codec.NativeProductAnnotation] = product
+		}
+		if err := trust.Sign(cm.Annotations, codec.Digest([]byte(goodText)), key); err != nil {
+			t.Fatal(err)
+		}
+		if change != nil {
+			change(cm.Annotations)
+		}
+		return cm
+	}
+	policy := func(product string, bound bool) trust.Policy {
+		return trust.Policy{Keys: &ring, Expect: &trust.Expect{Product: product, ProductBound: bound}}
+	}
+	for name, tc := range map[string]struct {
+		cm     *corev1.ConfigMap
+		policy trust.Policy
+		want   string
+	}{
+		"another product":                         {signed("other", nil), policy("sample", true), `product "other", want "sample"`},
+		"a product where none was deployed":       {signed("other", nil), policy("", true), `product "other", want ""`},
+		"no product where one is bound":           {signed("", nil), policy("sample", true), `product "", want "sample"`},
+		"another identifier than signed":          {signed("sample", func(a map[string]string) { a[codec.NativeIdentifierAnnotation] = "x" }), policy("sample", true), "the configmap claims"},
+		"another version than signed":             {signed("sample", func(a map[string]string) { a[codec.NativeVersionAnnotation] = "v9" }), policy("", false), "the configmap claims"},
+		"another registry than signed, unchunked": {signed("sample", func(a map[string]string) { a[codec.NativeRegistryAnnotation] = "evil.example" }), policy("", false), "the configmap claims"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			g := trust.Gate{Policy: tc.policy}
+			if err := g.Admit(&tc.cm.ObjectMeta); err == nil || !strings.Contains(err.Error(), tc.want) || !errors.Is(err, trust.ErrIdentityMismatch) {
+				t.Errorf("Admit: %v, want %q", err, tc.want)
+			}
+			if _, err := g.Open(tc.cm); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Open: %v, want %q", err, tc.want)
+			}
+		})
+	}
+	for _, p := range []trust.Policy{policy("sample", true), policy("sample", false), policy("", false)} {
+		v, err := trust.Gate{Policy: p}.Open(signed("sample", nil))
+		if err != nil || v.Statement == nil || v.Statement.Product != "sample" || v.VerifiedBy != "signed by release" {
+			t.Errorf("%+v: %v %+v", p.Expect, err, v)
+		}
+	}
+	v, err := trust.Gate{Policy: trust.Policy{Keys: &ring, Pinned: codec.Digest([]byte(goodText)), Expect: &trust.Expect{Product: "sample", ProductBound: true}}}.Open(nativeCM(t, []byte(goodText)))
+	if err != nil || v.Statement != nil || v.VerifiedBy != "pinned digest" {
+		t.Errorf("pinned: %v %+v", err, v)
+	}
+}

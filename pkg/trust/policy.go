@@ -3,6 +3,8 @@ package trust
 import (
 	"errors"
 	"fmt"
+
+	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // ErrDigestNotPinned: the strategy has no trusted signature, and the digest
@@ -36,6 +38,22 @@ type Subject struct {
 	// Statement and StatementSignature are its signed statement
 	// annotations.
 	Statement, StatementSignature string
+	// Identity, when set, is the identity the ConfigMap claims (version,
+	// registry, identifier: what it will be applied as): a signed
+	// statement must name the same, so a statement signed for one
+	// identity does not vouch for a ConfigMap claiming another. Nil
+	// asks nothing.
+	Identity *strategy.Identity
+}
+
+// Decision is how a policy trusts a subject.
+type Decision struct {
+	// VerifiedBy is "signed by <key name>" or "pinned digest".
+	VerifiedBy string
+	// Statement is the signed statement that vouched for the subject,
+	// when a signature did and the policy asked for one (Expect set); nil
+	// for a pinned digest.
+	Statement *Statement
 }
 
 // UntrustedError says why a strategy may not be applied.
@@ -52,30 +70,46 @@ func (e *UntrustedError) Unwrap() error { return e.Err }
 // Check returns how the subject is trusted ("signed by <key name>" or
 // "pinned digest"), or an *UntrustedError.
 func (p Policy) Check(s Subject) (string, error) {
+	d, err := p.Decide(s)
+	return d.VerifiedBy, err
+}
+
+// Decide is Check with the signed statement that vouched, or an
+// *UntrustedError.
+func (p Policy) Decide(s Subject) (Decision, error) {
 	name, sigErr := p.Keys.Verify(s.Digest, s.Signature, s.KeyID)
+	var st *Statement
 	if sigErr == nil && p.Expect != nil {
-		sigErr = p.checkStatement(s)
+		st, sigErr = p.checkStatement(s)
 	}
 	if sigErr == nil {
-		return "signed by " + name, nil
+		return Decision{VerifiedBy: "signed by " + name, Statement: st}, nil
 	}
 	if p.Pinned != "" {
 		if s.Digest == p.Pinned {
-			return "pinned digest", nil
+			return Decision{VerifiedBy: "pinned digest"}, nil
 		}
-		return "", &UntrustedError{Err: fmt.Errorf("%w: the text hashes to %s, %s is pinned; and %w", ErrDigestNotPinned, s.Digest, p.Pinned, sigErr)}
+		return Decision{}, &UntrustedError{Err: fmt.Errorf("%w: the text hashes to %s, %s is pinned; and %w", ErrDigestNotPinned, s.Digest, p.Pinned, sigErr)}
 	}
-	return "", &UntrustedError{Err: fmt.Errorf("%w, and no digest is pinned", sigErr)}
+	return Decision{}, &UntrustedError{Err: fmt.Errorf("%w, and no digest is pinned", sigErr)}
 }
 
 // checkStatement requires a signed statement by a key of the policy that
-// describes the subject and is what Expect asks for.
-func (p Policy) checkStatement(s Subject) error {
+// describes the subject (its text, and the identity it claims when
+// known) and is what Expect asks for.
+func (p Policy) checkStatement(s Subject) (*Statement, error) {
 	st, _, err := VerifyStatement(s.Statement, s.StatementSignature, p.Keys)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	e := *p.Expect
 	e.Digest = s.Digest
-	return st.Check(e)
+	if err := st.Check(e); err != nil {
+		return nil, err
+	}
+	if id := s.Identity; id != nil && (st.Version != id.Version || st.Registry != id.Registry || st.Identifier != id.Identifier) {
+		return nil, fmt.Errorf("%w: signed for version %q registry %q identifier %q, the configmap claims version %q registry %q identifier %q",
+			ErrIdentityMismatch, st.Version, st.Registry, st.Identifier, id.Version, id.Registry, id.Identifier)
+	}
+	return &st, nil
 }

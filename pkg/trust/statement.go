@@ -43,8 +43,12 @@ type Statement struct {
 // Expect is what an installation asks of a statement. Empty fields ask
 // nothing.
 type Expect struct {
-	// Product is the product the installation installs.
+	// Product is the product the installation installs; "" asks nothing
+	// unless ProductBound.
 	Product string
+	// ProductBound asks for Product even when it is "": a statement must
+	// then name no product (the product deployed named none).
+	ProductBound bool
 	// Version is the version it asks for; "" accepts any version (a
 	// tracked tag or ConfigMap), subject to Deployed.
 	Version string
@@ -63,7 +67,7 @@ type Expect struct {
 // wrapping ErrIdentityMismatch or ErrDowngrade that names the field.
 func (s Statement) Check(e Expect) error {
 	var bad []string
-	if e.Product != "" && s.Product != e.Product {
+	if (e.Product != "" || e.ProductBound) && s.Product != e.Product {
 		bad = append(bad, fmt.Sprintf("product %q, want %q", s.Product, e.Product))
 	}
 	if e.Version != "" && s.Version != e.Version {
