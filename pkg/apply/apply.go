@@ -1083,6 +1083,14 @@ func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface
 	return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.opts.FieldManager})
 }
 
+// InheritsFields reports whether adopting live gives the applier's field
+// manager the fields of entry f (see takeFields): f is an installer's
+// (server-side appliers, kubectl, Helm, the manager named by live's
+// managed-by label) and not a subresource's.
+func InheritsFields(f metav1.ManagedFieldsEntry, live *unstructured.Unstructured) bool {
+	return f.Subresource == "" && installerManager(f, live.GetLabels()[ManagedByLabel])
+}
+
 // installerManager reports field managers of tools that install manifests:
 // server-side appliers, kubectl, Helm, and the managers whose name starts
 // with the object's managed-by label before the adoption (previous, "" for

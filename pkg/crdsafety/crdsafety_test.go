@@ -51,6 +51,18 @@ func indent(s, by string) string {
 	return strings.Join(lines, "\n")
 }
 
+// findingAt returns the finding of rule at path; the test fails without.
+func findingAt(t *testing.T, found []crdsafety.Finding, rule crdsafety.Rule, path string) *crdsafety.Finding {
+	t.Helper()
+	for i := range found {
+		if found[i].Rule == rule && found[i].Path == path {
+			return &found[i]
+		}
+	}
+	t.Fatalf("no %s finding at %q; found %v", rule, path, found)
+	return nil
+}
+
 func thing(spec string) *unstructured.Unstructured {
 	o := &unstructured.Unstructured{}
 	if err := yaml.Unmarshal([]byte(`{apiVersion: example.com/v1, kind: Thing, metadata: {name: a, namespace: ns}, spec: `+spec+`}`), &o.Object); err != nil {
@@ -112,15 +124,7 @@ properties:
 			live := crd(t, "Namespaced", base)
 			desired := crd(t, tt.scope, tt.schema)
 			found := crdsafety.Compare(live, desired)
-			var match *crdsafety.Finding
-			for i := range found {
-				if found[i].Rule == tt.rule && found[i].Path == tt.path {
-					match = &found[i]
-				}
-			}
-			if match == nil {
-				t.Fatalf("no %s finding at %q; found %v", tt.rule, tt.path, found)
-			}
+			match := findingAt(t, found, tt.rule, tt.path)
 			if match.CRD != "things.example.com" || (tt.rule != crdsafety.RuleScope && match.Version != "v1") {
 				t.Errorf("finding names crd %q version %q", match.CRD, match.Version)
 			}

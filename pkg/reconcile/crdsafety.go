@@ -4,11 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	apiextv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -63,7 +66,7 @@ func (r *run) crdChanges(ctx context.Context) ([]crdsafety.Finding, error) {
 				continue
 			}
 			read[f.ReadAt] = true
-			complete, err := r.observeStored(ctx, live, f.ReadAt, limit, found)
+			complete, err := r.observeStored(ctx, live, dc, f.ReadAt, limit, found)
 			if err != nil {
 				return nil, fmt.Errorf("crd preflight %s: %w", obj.GetName(), err)
 			}
@@ -75,12 +78,14 @@ func (r *run) crdChanges(ctx context.Context) ([]crdsafety.Finding, error) {
 	return out, nil
 }
 
-// observeStored lists the custom resources of live (a CRD) at version, in
-// pages, and counts each against the findings read at that version. It
-// reports whether every object was read: false past limit, or when the
-// version is not served (it cannot be read).
-func (r *run) observeStored(ctx context.Context, live *unstructured.Unstructured, version string, limit int, found []crdsafety.Finding) (bool, error) {
+// observeStored lists the custom resources of live (a CRD; desired is the
+// strategy's) at version, in pages, and counts each against the findings
+// read at that version, as what the upgrade does to it decides
+// (storedFate). It reports whether every object was read: false past
+// limit, or when the version is not served (it cannot be read).
+func (r *run) observeStored(ctx context.Context, live *unstructured.Unstructured, desired *apiextv1.CustomResourceDefinition, version string, limit int, found []crdsafety.Finding) (bool, error) {
 	res := r.a.Dynamic().Resource(crdResourceAt(live, version))
+	target := r.s.Index()
 	opts := metav1.ListOptions{Limit: storedPageSize}
 	n := 0
 	for {
@@ -97,9 +102,10 @@ func (r *run) observeStored(ctx context.Context, live *unstructured.Unstructured
 			return false, fmt.Errorf("list %s at %s: %w", live.GetName(), version, err)
 		}
 		for i := range list.Items {
+			st := r.storedFate(&list.Items[i], target, desired, version)
 			for j := range found {
 				if found[j].ReadAt == version && found[j].Judge != crdsafety.Always {
-					found[j].Observe(&list.Items[i])
+					found[j].ObserveStored(st)
 				}
 			}
 		}
@@ -145,4 +151,36 @@ func (r *run) crdPreflight(ctx context.Context) error {
 		r.a = r.a.WithOptions(opts)
 	}
 	return nil
+}
+
+// storedFate says what the run does to a stored custom resource o (read at
+// version): the target strategy holds it (it is judged by the strategy's
+// version plus the fields other field managers own), or the current
+// installation holds it, the target does not, and this run's prune deletes
+// it (not counted: exactly the objects plan.Prunable deletes, so never with
+// NoPrune, nor one that lost our labels or that a resource policy keeps);
+// any other object is users' data, judged as stored. An object the target
+// holds but the run does not write (another installation's, or one not
+// adopted) is users' data too, as is one whose fields Desired cannot
+// stand for (written at another version through a conversion webhook).
+func (r *run) storedFate(o *unstructured.Unstructured, target map[strategy.ObjectRef]*unstructured.Unstructured, desired *apiextv1.CustomResourceDefinition, version string) crdsafety.Stored {
+	st := crdsafety.Stored{Object: o}
+	ref := strategy.RefOf(o)
+	if d := target[ref]; d != nil {
+		claim := apply.ClaimOf(o, r.opts.Owner)
+		adopted := claim == inventory.ClaimNone && r.opts.Adopt == apply.AdoptAll
+		written := claim == inventory.ClaimOurs || claim == inventory.ClaimLegacy || claim == inventory.ClaimLegacyShared || adopted
+		// Another installation's object, or one not adopted, is not
+		// written: its values stay users' data.
+		if written && crdsafety.SameFields(desired, d.GetAPIVersion(), version) {
+			st.Desired = d
+			st.Ours = func(e metav1.ManagedFieldsEntry) bool {
+				return e.Manager == r.opts.FieldManager || adopted && apply.InheritsFields(e, o)
+			}
+		}
+		return st
+	}
+	_, held := r.inv.Entries[ref]
+	st.Pruned = held && !r.opts.NoPrune && apply.IsOurs(o, r.opts.Owner) && inventory.KeptBy(o.GetAnnotations()) == ""
+	return st
 }

@@ -10,7 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
+	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
@@ -41,35 +43,84 @@ spec:
 
 const gadgetProps = `color: {type: string, enum: [red, green, blue]}, size: {type: integer}, note: {type: string}`
 
+// preflightRig runs strategies of things.GROUP for one installation on a
+// real cluster, with a plan before each run that must list what the run
+// refuses, and snapshots what a refusal must leave as it was.
+type preflightRig struct {
+	t       *testing.T
+	env     *testenv.Env
+	ns      string
+	group   string
+	crdName string
+	owner   inventory.Owner
+	things  dynamic.ResourceInterface
+	version int
+}
+
+func newPreflightRig(t *testing.T, name string) *preflightRig {
+	env, ns, group := thingsGroup(t)
+	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "things"}
+	return &preflightRig{t: t, env: env, ns: ns, group: group, crdName: "things." + group,
+		owner: inventory.Owner{Namespace: ns, Name: name, Kind: inventory.KindPlugin}, things: env.Dynamic.Resource(gvr).Namespace(ns)}
+}
+
+// run plans and runs text with opts (its owner, deadline and interval
+// set here).
+func (r *preflightRig) run(text string, opts reconcile.Options) (*reconcile.Result, error) {
+	t, ctx := r.t, r.t.Context()
+	t.Helper()
+	s, _, err := strategy.Parse([]byte(text), strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.version++
+	s.Identity = strategy.Identity{Version: fmt.Sprintf("v0.0.%d", r.version)}
+	opts.Owner, opts.StageDeadline, opts.Interval = r.owner, time.Minute, 200*time.Millisecond
+	p, perr := reconcile.Plan(ctx, r.env.Config, s, opts)
+	res, err := reconcile.Run(ctx, r.env.Config, s, opts)
+	var unsafe *crdsafety.UnsafeError
+	errors.As(err, &unsafe)
+	if perr != nil || unsafe == nil && len(p.Refused()) > 0 || unsafe != nil && len(p.Refused()) != len(unsafe.Findings) {
+		t.Errorf("plan lists %v (%v), run: %v", p.Refused(), perr, err)
+	}
+	return res, err
+}
+
+// snapshot describes the CRD, the inventory and every custom resource.
+func (r *preflightRig) snapshot() string {
+	t, ctx := r.t, r.t.Context()
+	t.Helper()
+	crd, err := r.env.Dynamic.Resource(crdGVR).Get(ctx, r.crdName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := r.env.Kube.CoreV1().ConfigMaps(r.ns).Get(ctx, inventory.ConfigMapName(r.owner), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := r.things.List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []string
+	for _, o := range list.Items {
+		objs = append(objs, fmt.Sprintf("%s@%s=%v", o.GetName(), o.GetResourceVersion(), o.Object["spec"]))
+	}
+	return fmt.Sprintf("crd %s uid %s, inventory %s, objects %v", crd.GetResourceVersion(), crd.GetUID(), cm.GetResourceVersion(), objs)
+}
+
 // TestCRDPreflight: on a real cluster, each unsafe CRD change is refused
 // before any write (the CRD, its custom resources and the inventory are
 // as they were; plan lists the refusal), and its override lets it
 // through; the same change that no stored object is affected by applies.
 func TestCRDPreflight(t *testing.T) {
-	env, ns, group := thingsGroup(t)
+	rig := newPreflightRig(t, "gadgets")
+	env, ns, group, crdName := rig.env, rig.ns, rig.group, rig.crdName
 	ctx := t.Context()
-	owner := inventory.Owner{Namespace: ns, Name: "gadgets", Kind: inventory.KindPlugin}
 	gvr := schema.GroupVersionResource{Group: group, Version: "v1", Resource: "things"}
-	crdName := "things." + group
-	version := 0
 	run := func(text string, allow ...crdsafety.Allow) (*reconcile.Result, error) {
 		t.Helper()
-		s, _, err := strategy.Parse([]byte(text), strategy.ParseOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		version++
-		s.Identity = strategy.Identity{Version: fmt.Sprintf("v0.0.%d", version)}
-		opts := reconcile.Options{Owner: owner, StageDeadline: time.Minute, Interval: 200 * time.Millisecond, AllowCRDChanges: allow}
-		p, perr := reconcile.Plan(ctx, env.Config, s, opts)
-		res, err := reconcile.Run(ctx, env.Config, s, opts)
-		var unsafe *crdsafety.UnsafeError
-		if errors.As(err, &unsafe) {
-			if perr != nil || len(p.Refused()) != len(unsafe.Findings) {
-				t.Errorf("plan lists %v (%v), run refused %v", p.Refused(), perr, unsafe.Findings)
-			}
-		}
-		return res, err
+		return rig.run(text, reconcile.Options{AllowCRDChanges: allow})
 	}
 	mustRun := func(text string, allow ...crdsafety.Allow) {
 		t.Helper()
@@ -77,26 +128,7 @@ func TestCRDPreflight(t *testing.T) {
 			t.Fatalf("run: %v", err)
 		}
 	}
-	snapshot := func() string {
-		t.Helper()
-		crd, err := env.Dynamic.Resource(crdGVR).Get(ctx, crdName, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, inventory.ConfigMapName(owner), metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		list, err := env.Dynamic.Resource(gvr).Namespace(ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var objs []string
-		for _, o := range list.Items {
-			objs = append(objs, fmt.Sprintf("%s=%v", o.GetName(), o.Object["spec"]))
-		}
-		return fmt.Sprintf("crd %s uid %s, inventory %s, objects %v", crd.GetResourceVersion(), crd.GetUID(), cm.GetResourceVersion(), objs)
-	}
+	snapshot := rig.snapshot
 	refused := func(name, text string, rule crdsafety.Rule, path string) {
 		t.Helper()
 		before := snapshot()
