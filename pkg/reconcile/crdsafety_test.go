@@ -21,25 +21,7 @@ import (
 
 // gadgetCRD is things.GROUP with one version v1 whose spec has the given
 // properties (YAML flow map entries).
-func gadgetCRD(group, scope, props string) string {
-	return fmt.Sprintf(`apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: things.%[1]s}
-spec:
-  group: %[1]s
-  scope: %[2]s
-  names: {plural: things, singular: thing, kind: Thing, listKind: ThingList}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, properties: {%[3]s}}
-`, group, scope, props)
-}
+func gadgetCRD(group, scope, props string) string { return testenv.ThingsCRD(group, scope, props) }
 
 const gadgetProps = `color: {type: string, enum: [red, green, blue]}, size: {type: integer}, note: {type: string}`
 
