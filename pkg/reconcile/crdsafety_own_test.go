@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
@@ -128,5 +129,64 @@ func TestCRDPreflightStrategyOwnObjects(t *testing.T) {
 	}
 	if strings.Contains(fmt.Sprint(live.Object["spec"]), "videoType") {
 		t.Errorf("the CRD still defines videoType: %v", live.Object["spec"])
+	}
+}
+
+// TestCRDPreflightAdoptedObjects: an object the target strategy holds but
+// no installation owns is the strategy's own only when the run adopts it,
+// and then only the values of its previous installer (kubectl here) become
+// the strategy's: without adoption it is not written (users' data, refused);
+// a value a controller wrote stays users' data even on adoption; adopted
+// with only kubectl's values, the upgrade goes through.
+func TestCRDPreflightAdoptedObjects(t *testing.T) {
+	rig := newPreflightRig(t, "adopted")
+	ns, group, crdName, things := rig.ns, rig.group, rig.crdName, rig.things
+	ctx := t.Context()
+	if _, err := rig.run(gadgetCRD(group, "Namespaced", `videoType: {type: string}, disk: {type: string}`), reconcile.Options{}); err != nil {
+		t.Fatalf("install: %v", err)
+	}
+	create := func(name, manager string, spec map[string]any) {
+		t.Helper()
+		o := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Thing",
+			"metadata": map[string]any{"name": name, "namespace": ns}, "spec": spec}}
+		if _, err := things.Create(ctx, o, metav1.CreateOptions{FieldManager: manager}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create("kubectl-made", "kubectl-client-side-apply", map[string]any{"videoType": "vga", "disk": "sda"})
+	newer := gadgetCRD(group, "Namespaced", `disk: {type: string}`) +
+		fmt.Sprintf("---\napiVersion: %s/v1\nkind: Thing\nmetadata: {name: kubectl-made, namespace: %s}\nspec: {disk: sda}\n", group, ns)
+	refusedFor := func(why string, opts reconcile.Options, want ...string) {
+		t.Helper()
+		_, err := rig.run(newer, opts)
+		var unsafe *crdsafety.UnsafeError
+		if !errors.As(err, &unsafe) || len(unsafe.Findings) != 1 || unsafe.Findings[0].CRD != crdName || !slices.Equal(unsafe.Findings[0].Examples, want) {
+			t.Errorf("%s: %v, want a refusal of videoType counting %v", why, err, want)
+		}
+	}
+	refusedFor("not adopted", reconcile.Options{}, ns+"/kubectl-made")
+	create("controller-made", "my-controller", map[string]any{"videoType": "vga"})
+	newerWithBoth := newer + fmt.Sprintf("---\napiVersion: %s/v1\nkind: Thing\nmetadata: {name: controller-made, namespace: %s}\nspec: {disk: sdb}\n", group, ns)
+	before := rig.snapshot()
+	_, err := rig.run(newerWithBoth, reconcile.Options{Adopt: apply.AdoptAll})
+	var unsafe *crdsafety.UnsafeError
+	if !errors.As(err, &unsafe) || len(unsafe.Findings) != 1 || !slices.Equal(unsafe.Findings[0].Examples, []string{ns + "/controller-made"}) {
+		t.Errorf("adopting a controller's value: %v, want a refusal counting controller-made only", err)
+	}
+	if after := rig.snapshot(); after != before {
+		t.Errorf("refused, but written:\n before %s\n after  %s", before, after)
+	}
+	if err := things.Delete(ctx, "controller-made", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rig.run(newer, reconcile.Options{Adopt: apply.AdoptAll}); err != nil {
+		t.Fatalf("adopting kubectl's object: %v", err)
+	}
+	o, err := things.Get(ctx, "kubectl-made", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, has := o.Object["spec"].(map[string]any)["videoType"]; has {
+		t.Errorf("kubectl-made after the adopting upgrade: %v", o.Object["spec"])
 	}
 }
