@@ -192,6 +192,7 @@ func TestInstallationCRDInCluster(t *testing.T) {
 		}
 		in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionTrue, v1alpha1.ReasonAllComponentsReady, "all ready")
 		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady, "")
+		in.SetStatusConditions()
 		if err := c.Status().Update(ctx, in); err != nil {
 			t.Fatal(err)
 		}
@@ -216,11 +217,11 @@ func TestInstallationCRDInCluster(t *testing.T) {
 
 		// Printer columns, as kubectl get shows them.
 		cols, row := table(ctx, t, env, ns, "status")
-		want := []string{"Name", "Version", "Phase", "Available", "Progressing", "Age"}
+		want := []string{"Name", "Version", "Phase", "Ready", "Available", "Progressing", "Age"}
 		if !slices.Equal(cols, want) {
 			t.Errorf("columns = %v, want %v", cols, want)
 		}
-		if len(row) != len(want) || row[0] != "status" || row[1] != "v1.0.0" || row[2] != "Deployed" || row[3] != "True" || row[4] != "False" {
+		if len(row) != len(want) || row[0] != "status" || row[1] != "v1.0.0" || row[2] != "Deployed" || row[3] != "True" || row[4] != "True" || row[5] != "False" {
 			t.Errorf("row = %v", row)
 		}
 	})

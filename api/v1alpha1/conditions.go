@@ -27,6 +27,28 @@ const (
 	ConditionCertificatesServed ConditionType = "CertificatesServed"
 )
 
+// Condition types of kstatus (sigs.k8s.io/cli-utils/pkg/kstatus), which
+// Flux, Helm 4's --wait, kubectl wait and Argo CD read. The operator
+// derives them from the status on every write (SetStatusConditions) and
+// keeps them beside the conditions above; at most one of them is True.
+const (
+	// ConditionReady is True only when the target strategy is fully
+	// rolled over: phase Deployed, every component available at the
+	// target version, nothing progressing or degraded, all of it observed
+	// for the current generation.
+	ConditionReady ConditionType = "Ready"
+	// ConditionReconciling (kstatus's "abnormal-true" condition) is True
+	// while the operator works towards the target: loading, applying,
+	// rolling out, retrying a transient failure, or removing the product.
+	// Its reason says which.
+	ConditionReconciling ConditionType = "Reconciling"
+	// ConditionStalled (kstatus's "abnormal-true" condition) is True when
+	// the operator cannot make progress without a change to the spec or
+	// the cluster: a refusal (see StalledReasons) or an exceeded progress
+	// deadline. Its reason is the Degraded condition's.
+	ConditionStalled ConditionType = "Stalled"
+)
+
 // Condition reasons. The first group is KubeVirt's (same strings), the
 // second the installstrategy operator's own.
 const (
@@ -94,7 +116,39 @@ const (
 	// ReasonServedCertificatesUnreachable: no Service of a generated
 	// certificate could be reached from the operator.
 	ReasonServedCertificatesUnreachable = "ServedCertificatesUnreachable"
+	// ReasonInvalidSpec: the spec cannot be turned into a strategy (a
+	// customizeComponents patch that does not apply, a placement that
+	// cannot be put on the pods); nothing of it is applied until the spec
+	// changes.
+	ReasonInvalidSpec = "InvalidSpec"
+	// ReasonCRDChangeRefused: the target strategy changes a
+	// CustomResourceDefinition in a way the upgrade-safety preflight
+	// refuses (data of stored objects would be lost); nothing is written.
+	ReasonCRDChangeRefused = "CRDChangeRefused"
+	// ReasonReconciling: the status reflects a new generation whose
+	// outcome is not known yet (Ready and Reconciling only).
+	ReasonReconciling = "Reconciling"
 )
+
+// StalledReasons are the Degraded reasons that make an Installation
+// Stalled (kstatus Failed) whatever its phase: refusals and failures that
+// the operator's retries do not clear without a change to the spec or the
+// cluster. Phase Failed is Stalled whatever the reason. Any other Degraded
+// reason (StrategyLoadFailed, ApplyFailed, DumpJobFailed) is retried and
+// keeps the Installation Reconciling.
+var StalledReasons = []string{
+	ReasonUntrustedStrategy,
+	ReasonStrategyTampered,
+	ReasonInvalidSpec,
+	ReasonCRDChangeRefused,
+	ReasonCanaryFailed,
+	// A rollout that failed or exceeded its progress deadline (the
+	// message says which: Failed or ProgressDeadlineExceeded).
+	ReasonDeploymentFailed,
+	ReasonClaimedByOther,
+	ReasonAnotherInstallationActive,
+	ReasonUninstallBlocked,
+}
 
 // Finalizer is the finalizer the operator puts on an Installation so that
 // it can remove the product before the Installation goes away.

@@ -17,6 +17,7 @@ import (
 // +kubebuilder:resource:scope=Namespaced,shortName=inst,categories=installstrategy
 // +kubebuilder:printcolumn:name="Version",type=string,JSONPath=`.status.observedVersion`,description="Version that is fully deployed"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Available",type=string,JSONPath=`.status.conditions[?(@.type=="Available")].status`
 // +kubebuilder:printcolumn:name="Progressing",type=string,JSONPath=`.status.conditions[?(@.type=="Progressing")].status`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
@@ -28,7 +29,10 @@ type Installation struct {
 	// +kubebuilder:default={}
 	// +optional
 	Spec InstallationSpec `json:"spec,omitempty"`
-	// Status is what the operator observed and did.
+	// Status is what the operator observed and did. It defaults to
+	// observedGeneration 0, so that a new Installation reads as not yet
+	// observed (kstatus InProgress) until the operator writes its status.
+	// +kubebuilder:default={observedGeneration: 0}
 	// +optional
 	Status InstallationStatus `json:"status,omitempty"`
 }
@@ -519,14 +523,17 @@ type InstallationStatus struct {
 	// +optional
 	Phase InstallationPhase `json:"phase,omitempty"`
 	// Conditions are the detailed state: Available, Progressing, Degraded,
-	// Created and Synchronized (see the Condition* and Reason* constants).
+	// Created and Synchronized, and kstatus's Ready, Reconciling and
+	// Stalled (see the Condition* and Reason* constants).
 	// +listType=map
 	// +listMapKey=type
 	// +patchStrategy=merge
 	// +patchMergeKey=type
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty" patchStrategy:"merge" patchMergeKey:"type"`
-	// ObservedGeneration is the metadata.generation the status describes.
+	// ObservedGeneration is the metadata.generation the status describes;
+	// 0 until the operator first writes the status.
+	// +kubebuilder:default=0
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 

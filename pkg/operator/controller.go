@@ -578,6 +578,10 @@ func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
+	// Ready, Reconciling and Stalled are derived from the rest of the
+	// status for the generation this reconcile works on, which the write
+	// records as observed: kstatus reads them together.
+	s.Installation.SetStatusConditions()
 	status := s.Installation.Status.DeepCopy()
 	status.ObservedGeneration = s.Installation.Generation
 	key := client.ObjectKeyFromObject(s.Installation)
@@ -764,7 +768,12 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		return false, err
 	}
 	src := &v1alpha1.StrategyStatus{Source: in.Spec.StrategySourceType()}
-	prepare := func(st *strategy.Strategy) error { return Prepare(st, in) }
+	prepare := func(st *strategy.Strategy) error {
+		if err := Prepare(st, in); err != nil {
+			return &InvalidSpecError{Err: err}
+		}
+		return nil
+	}
 	var loadErr error
 	loadedFrom := "" // the strategy load counter's source, once loaded
 	switch src.Source {
@@ -844,6 +853,12 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 		var jobErr *loader.JobError
 		var untrusted *trust.UntrustedError
 		switch {
+		case isRefusal(loadErr):
+			// Nothing is applied until the Installation changes (or the
+			// next resync finds the cause gone); what runs stays as it is.
+			refusal, _ := asRefusal(loadErr)
+			s.Result.RequeueAfter = r.resync()
+			return true, r.failLoad(ctx, s, "", refusal.RefusalReason(), loadErr)
 		case errors.As(loadErr, &untrusted):
 			// Nothing is applied; what runs stays as it is (phase kept).
 			s.Result.RequeueAfter = r.pollInterval(in)

@@ -224,6 +224,24 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		// Claimed since the claim stage looked: nothing was written.
 		return true, r.waitForClaim(ctx, s, claimed)
 	}
+	if refusal, ok := asRefusal(runErr); ok {
+		// Refused before the write it guards (a CRD change the preflight
+		// refuses): what runs stays as it is, Stalled until the
+		// Installation or the cluster changes; looked at again at the
+		// next resync, not retried at once.
+		reason := refusal.RefusalReason()
+		s.update(func(in *v1alpha1.Installation) {
+			in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
+		})
+		if err := r.writeStatus(ctx, s); err != nil {
+			return false, errors.Join(runErr, err)
+		}
+		r.event(in, corev1.EventTypeWarning, reason, "Rollout", "%s", runErr.Error())
+		s.log.Info("rollout refused", "reason", reason, "error", runErr.Error())
+		s.Outcome = "degraded"
+		s.Result.RequeueAfter = r.resync()
+		return true, nil
+	}
 	if runErr != nil {
 		reason := v1alpha1.ReasonApplyFailed
 		var degraded *health.DegradedError

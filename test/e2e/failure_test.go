@@ -18,7 +18,6 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
-	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
@@ -44,12 +43,7 @@ func (e *e2e) waitDegraded(ctx context.Context, t *testing.T, name, reason strin
 func TestConfigMapSourceAndTampering(t *testing.T) {
 	e := setup(t)
 	ctx := t.Context()
-	_, cfg := expectedIdentity(t, e.ns, "v1.0.0", nil)
-	s, err := generate.Sample(cfg, generate.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	entry := e.publish(ctx, t, s)
+	s, entry := e.publishSample(ctx, t, "v1.0.0")
 	spec := sampleSpec("v1.0.0")
 	// Unsigned: applied because its digest is pinned (see trust_test.go).
 	spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: entry.Name, Digest: entry.Digest}}

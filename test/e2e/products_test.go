@@ -12,6 +12,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/productdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -113,6 +114,18 @@ func (e *e2e) publish(ctx context.Context, t *testing.T, s *strategy.Strategy) s
 		t.Fatal(err)
 	}
 	return entry
+}
+
+// publishSample generates the sample product at version for the test's
+// namespace, as the operator would, and publishes it unsigned.
+func (e *e2e) publishSample(ctx context.Context, t *testing.T, version string) (*strategy.Strategy, store.Entry) {
+	t.Helper()
+	_, cfg := expectedIdentity(t, e.ns, version, nil)
+	s, err := generate.Sample(cfg, generate.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, e.publish(ctx, t, s)
 }
 
 // configMapSource names a stored strategy for an Installation, pinned by
