@@ -97,6 +97,11 @@ const (
 	// installation), named in the message; this one writes nothing and
 	// waits until that one is gone, then takes over what it left.
 	ReasonClaimedByOther = "ClaimedByOther"
+	// ReasonUnsafeCRDChange: a CRD of the target strategy changes in a
+	// way that loses or invalidates what stored custom resources hold
+	// (pkg/crdsafety; the message names the CRD, version, field and
+	// rule); nothing was written. spec.crdSafety.allow accepts one.
+	ReasonUnsafeCRDChange = "UnsafeCRDChange"
 	// ReasonUninstallBlocked: uninstallStrategy is
 	// BlockUninstallIfWorkloadsExist and workloads still exist.
 	ReasonUninstallBlocked = "UninstallBlocked"

@@ -150,6 +150,35 @@ type InstallationSpec struct {
 	// spec.version allows that version.
 	// +optional
 	AllowDowngrade bool `json:"allowDowngrade,omitempty"`
+
+	// CRDSafety accepts CRD changes the upgrade preflight refuses. Before
+	// the first write of a rollout, every CRD of the target strategy is
+	// compared with the live one and with the custom resources stored in
+	// the cluster; a change that loses or invalidates what they hold
+	// (docs/UPGRADES.md) is refused (Degraded, reason UnsafeCRDChange)
+	// unless named here.
+	// +optional
+	CRDSafety *CRDSafety `json:"crdSafety,omitempty"`
+}
+
+// CRDSafety accepts named unsafe CRD changes.
+type CRDSafety struct {
+	// Allow accepts the findings of one rule on one CRD each.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	Allow []CRDChangeAllowance `json:"allow,omitempty"`
+}
+
+// CRDChangeAllowance accepts one rule's findings on one CRD.
+type CRDChangeAllowance struct {
+	// CRD is the CustomResourceDefinition's name, e.g. things.example.com.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	CRD string `json:"crd"`
+	// Rule is the rule accepted.
+	// +kubebuilder:validation:Enum=scope;storedVersionRemoved;servedVersionRemoved;fieldRemoved;typeChanged;enumTightened;boundTightened;requiredAdded;defaultChanged
+	Rule string `json:"rule"`
 }
 
 // StrategySourceType names the kind of a strategy source.

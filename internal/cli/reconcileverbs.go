@@ -21,6 +21,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -49,7 +50,24 @@ type reconcileFlags struct {
 	// leavePodTemplates puts no identity on pod templates (adopting a
 	// Helm release restarts no pod).
 	leavePodTemplates bool
+	// allowCRD accepts unsafe CRD changes, CRD=RULE each (pkg/crdsafety).
+	allowCRD []string
 }
+
+// crdAllow parses --allow-crd-change.
+func (f *reconcileFlags) crdAllow() ([]crdsafety.Allow, error) {
+	var out []crdsafety.Allow
+	for _, s := range f.allowCRD {
+		a, err := crdsafety.ParseAllow(s)
+		if err != nil {
+			return nil, usageError(fmt.Errorf("--allow-crd-change: %w", err))
+		}
+		out = append(out, a)
+	}
+	return out, nil
+}
+
+const allowCRDHelp = "accept one unsafe CRD change, CRD=RULE (rules: scope, storedVersionRemoved, servedVersionRemoved, fieldRemoved, typeChanged, enumTightened, boundTightened, requiredAdded, defaultChanged); repeat the flag for more"
 
 func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.name, "name", "", "the installation's name: its objects carry it in labels, its inventory (a ConfigMap in -n) lists them, and prune and uninstall touch nothing else (default: the strategy's one Namespace object, else the namespace)")
@@ -57,6 +75,7 @@ func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.replace, "replace", false, "apply even when the installation holds objects and this strategy has none of them (it looks like another product under the same --name)")
 	cmd.Flags().StringVar(&f.observed, "observed-version", "auto", `the version the cluster runs now, which picks the create or update path; "auto" reads it from the live objects, "" means a fresh install`)
 	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
+	cmd.Flags().StringArrayVar(&f.allowCRD, "allow-crd-change", nil, allowCRDHelp)
 	cmd.Flags().StringVar(&f.identity.Version, "version", "", "the version of a strategy that records none (a plain manifests text)")
 	cmd.Flags().StringVar(&f.identity.Registry, "registry", "", "the registry of a strategy that records none")
 	cmd.Flags().StringVar(&f.identity.Identifier, "identifier", "", "the identifier of a strategy that records none")
@@ -70,6 +89,7 @@ func (f *reconcileFlags) addAdoption(cmd *cobra.Command) {
 	f.observed = "auto"
 	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "take over existing objects of the strategy that no installation owns (from kubectl apply, Helm, a person); another installation's objects are never taken")
 	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
+	cmd.Flags().StringArrayVar(&f.allowCRD, "allow-crd-change", nil, allowCRDHelp)
 }
 
 // prepare gives the flags' identity to a strategy that has none, and puts
@@ -299,7 +319,11 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	if err != nil {
 		return nil, nil, err
 	}
-	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates})
+	allow, err := f.crdAllow()
+	if err != nil {
+		return nil, l, err
+	}
+	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
@@ -411,6 +435,10 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 			if p.Blocked != "" {
 				// apply would refuse: it writes nothing while the claim holds.
 				fmt.Fprintf(o.streams.ErrOut, "apply would write nothing: %s\n", p.Blocked)
+				return &ExitError{Code: 1}
+			}
+			if refused := p.Refused(); len(refused) > 0 {
+				fmt.Fprintf(o.streams.ErrOut, "apply would write nothing: %s\n", (&crdsafety.UnsafeError{Findings: refused}).Error())
 				return &ExitError{Code: 1}
 			}
 			if n := planChanges(p); n > 0 {
@@ -672,8 +700,13 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	if err != nil {
 		return err
 	}
+	allow, err := f.crdAllow()
+	if err != nil {
+		return err
+	}
 	res, runErr := rc.Run(ctx, l.Strategy, reconcile.Options{
-		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
+		AllowCRDChanges: allow,
+		Observed:        observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,
 		OnEvent: func(e reconcile.Event) {

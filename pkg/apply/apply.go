@@ -81,6 +81,11 @@ type Options struct {
 	// over (relabelled in place) instead of being a conflict. Nil takes
 	// nothing over.
 	Released map[strategy.ObjectRef]string
+	// Recreate names objects of kinds that are never recreated
+	// (kinds.Info.NeverRecreate) that may be deleted and written anew
+	// when an immutable field changes: an override the caller accepted.
+	// Nil recreates none of them.
+	Recreate map[strategy.ObjectRef]bool
 }
 
 // Action is what the applier did (or, on a dry run, would do) to an object.
@@ -88,9 +93,12 @@ type Action string
 
 // The actions.
 const (
-	ActionCreate    Action = "create"
-	ActionUpdate    Action = "update"
-	ActionRecreate  Action = "recreate"
+	ActionCreate   Action = "create"
+	ActionUpdate   Action = "update"
+	ActionRecreate Action = "recreate"
+	// ActionRefuse: an immutable field changes on an object that is never
+	// recreated (kinds.Info.NeverRecreate); nothing is written.
+	ActionRefuse    Action = "refuse"
 	ActionUnchanged Action = "unchanged"
 	ActionSkip      Action = "skip"
 	ActionConflict  Action = "conflict"
@@ -828,6 +836,14 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	}
 	out, fallback, err := a.write(ctx, ri, prepared, live)
 	if err != nil && isImmutable(err) && live != nil {
+		if info, _ := kinds.Lookup(ref.GroupKind()); info.NeverRecreate && !a.opts.Recreate[ref] {
+			res.Action = ActionRefuse
+			res.Reason = "immutable field changed; a " + ref.Kind + " is never deleted to change one (what it defines would go with it): " + err.Error()
+			if a.opts.DryRun {
+				return res, nil
+			}
+			return res, fmt.Errorf("apply %s: %s", ref, res.Reason)
+		}
 		res.Action = ActionRecreate
 		res.Reason = "immutable field changed: " + err.Error()
 		if a.opts.DryRun {
@@ -1065,6 +1081,14 @@ func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface
 		return nil, err
 	}
 	return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.opts.FieldManager})
+}
+
+// InheritsFields reports whether adopting live gives the applier's field
+// manager the fields of entry f (see takeFields): f is an installer's
+// (server-side appliers, kubectl, Helm, the manager named by live's
+// managed-by label) and not a subresource's.
+func InheritsFields(f metav1.ManagedFieldsEntry, live *unstructured.Unstructured) bool {
+	return f.Subresource == "" && installerManager(f, live.GetLabels()[ManagedByLabel])
 }
 
 // installerManager reports field managers of tools that install manifests:

@@ -50,6 +50,15 @@ type Info struct {
 	// rewritten at the new storage version and status.storedVersions is
 	// updated (what kube-storage-version-migrator does; pkg/reconcile).
 	MigrateStoredVersions bool
+	// NeverRecreate: an object of the kind is never deleted to change an
+	// immutable field (a CRD's scope: deleting it deletes every custom
+	// resource of it); the write is refused instead, unless the caller
+	// names the object in apply.Options.Recreate (an accepted override).
+	NeverRecreate bool
+	// UpgradeSafety marks CRDs: before the first write of a run, the
+	// strategy's definition is compared with the live one and the stored
+	// custom resources (pkg/crdsafety), and an unsafe change is refused.
+	UpgradeSafety bool
 	// Bulky names the field that holds most of an object of the kind and
 	// that the cluster keeps as written (a CRD's version schemas: "spec",
 	// "versions", "*", "schema", where "*" is each element of a list). The
@@ -380,7 +389,7 @@ var table = []Info{
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC, Review: ReviewBinding},
 	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC, Review: ReviewRules},
 	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC, Review: ReviewBinding},
-	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, Review: ReviewSchema,
+	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, NeverRecreate: true, UpgradeSafety: true, Review: ReviewSchema,
 		Bulky: []string{"spec", "versions", "*", "schema"}},
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
 	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},

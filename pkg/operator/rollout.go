@@ -17,6 +17,7 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
@@ -54,10 +55,23 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 		// While Degraded, a workload's pods decide its health, not its
 		// status: a probe-less container that crashes soon after each start
 		// is Ready between its crashes and must not clear the condition.
-		VerifyPods: in.IsConditionTrue(v1alpha1.ConditionDegraded),
-		OnEvent:    onEvent,
-		Claims:     s.claims,
+		VerifyPods:      in.IsConditionTrue(v1alpha1.ConditionDegraded),
+		OnEvent:         onEvent,
+		Claims:          s.claims,
+		AllowCRDChanges: crdAllowances(in),
 	}
+}
+
+// crdAllowances maps spec.crdSafety.allow onto the reconciler's overrides.
+func crdAllowances(in *v1alpha1.Installation) []crdsafety.Allow {
+	if in.Spec.CRDSafety == nil {
+		return nil
+	}
+	out := make([]crdsafety.Allow, 0, len(in.Spec.CRDSafety.Allow))
+	for _, a := range in.Spec.CRDSafety.Allow {
+		out = append(out, crdsafety.Allow{CRD: a.CRD, Rule: crdsafety.Rule(a.Rule)})
+	}
+	return out
 }
 
 func adoptPolicy(adopt bool) apply.AdoptPolicy {
@@ -232,7 +246,11 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		reason := v1alpha1.ReasonApplyFailed
 		var degraded *health.DegradedError
 		var conflict *apply.ConflictError
+		var unsafe *crdsafety.UnsafeError
 		switch {
+		case errors.As(runErr, &unsafe):
+			// Refused before any write.
+			reason = v1alpha1.ReasonUnsafeCRDChange
 		case failedCanary(runErr, in):
 			reason = v1alpha1.ReasonCanaryFailed
 		case errors.As(runErr, &conflict):
@@ -248,8 +266,8 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 				in.Status.Phase = v1alpha1.PhaseFailed
 			}
 			in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
-			if reason == v1alpha1.ReasonApplyFailed {
-				in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, v1alpha1.ReasonApplyFailed, runErr.Error())
+			if reason == v1alpha1.ReasonApplyFailed || reason == v1alpha1.ReasonUnsafeCRDChange {
+				in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, reason, runErr.Error())
 			}
 		})
 		if err := r.writeStatus(ctx, s); err != nil {

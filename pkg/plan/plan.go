@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -129,7 +130,14 @@ type Plan struct {
 	// installation (pkg/reconcile's ClaimedError). The steps still show
 	// what each object would do once the claim is released.
 	Blocked string `json:"blocked,omitempty"`
+	// CRDSafety lists the unsafe changes of the strategy's CRDs against
+	// the live ones and their stored objects (pkg/crdsafety): those not
+	// Allowed by an override make a reconcile refuse before any write.
+	CRDSafety []crdsafety.Finding `json:"crdSafety,omitempty"`
 }
+
+// Refused returns the CRD changes a reconcile would refuse.
+func (p *Plan) Refused() []crdsafety.Finding { return crdsafety.Refused(p.CRDSafety) }
 
 // PruneStep is the name of the step that deletes what the strategy no
 // longer holds.

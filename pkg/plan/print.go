@@ -28,6 +28,15 @@ func (p *Plan) Print(w io.Writer) error {
 			return err
 		}
 	}
+	for _, f := range p.CRDSafety {
+		verdict := "refused"
+		if f.Allowed {
+			verdict = "allowed"
+		}
+		if _, err := fmt.Fprintf(w, "crd change %s: %s\n", verdict, f); err != nil {
+			return err
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "STEP\tACTION\tOBJECT\tREASON")
 	line := func(step string, it Item) {

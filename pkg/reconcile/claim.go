@@ -74,6 +74,14 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 		if err != nil {
 			return nil, fmt.Errorf("claim check: %w", err)
 		}
+		if live == nil {
+			// The CRD preflight of the run that takes this answer does
+			// not read it again.
+			if r.absent == nil {
+				r.absent = map[strategy.ObjectRef]bool{}
+			}
+			r.absent[strategy.RefOf(o)] = true
+		}
 		if live == nil || apply.ClaimOf(live, r.opts.Owner) != inventory.ClaimOther {
 			continue
 		}
@@ -121,6 +129,7 @@ func (r *run) claim(ctx context.Context) error {
 	var released map[strategy.ObjectRef]string
 	if c := r.opts.Claims; c.answers(r.original, r.opts.Owner) {
 		released = c.released
+		r.absent = c.absent
 	} else {
 		var err error
 		if released, err = r.checkClaims(ctx); err != nil {
@@ -144,6 +153,8 @@ type Claims struct {
 	s        *strategy.Strategy
 	owner    inventory.Owner
 	released map[strategy.ObjectRef]string
+	// absent holds the cluster-scoped objects the check found absent.
+	absent map[strategy.ObjectRef]bool
 }
 
 // answers reports whether c is the answer for strategy s and owner.
@@ -177,5 +188,5 @@ func (rc *Reconciler) CheckClaims(ctx context.Context, s *strategy.Strategy, opt
 	if err != nil {
 		return nil, err
 	}
-	return &Claims{s: s, owner: opts.Owner, released: released}, nil
+	return &Claims{s: s, owner: opts.Owner, released: released, absent: r.absent}, nil
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
@@ -432,7 +433,13 @@ func TestRecreatedCRDIsAskedOfDiscoveryAgain(t *testing.T) {
 		t.Fatal(err)
 	}
 	s.Objects[2].SetNamespace("")
-	res, events, _, err := crdTestRun(t, env, ns, s, time.Minute)
+	// A scope change is refused (never a delete and recreate, which
+	// deletes every custom resource) unless an override accepts it.
+	if _, _, _, err := crdTestRun(t, env, ns, s, time.Minute); !errors.As(err, new(*crdsafety.UnsafeError)) {
+		t.Fatalf("scope change without an override: %v, want a refusal", err)
+	}
+	allow := []crdsafety.Allow{{CRD: s.Objects[0].GetName(), Rule: crdsafety.RuleScope}}
+	res, events, _, err := crdTestRunWith(t, env, ns, s, reconcile.Options{StageDeadline: time.Minute, AllowCRDChanges: allow})
 	if err != nil || !res.RolledOver {
 		t.Fatalf("scope change: %v (events %v)", err, events)
 	}

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -110,6 +111,15 @@ type Options struct {
 	// strategy's cluster-scoped objects again. Nil (or an answer for
 	// another strategy or owner) means the run checks.
 	Claims *Claims
+	// AllowCRDChanges accepts the unsafe CRD changes it names, by CRD and
+	// rule (pkg/crdsafety). The zero value refuses every unsafe change of
+	// a CRD before anything is written (a *crdsafety.UnsafeError).
+	AllowCRDChanges []crdsafety.Allow
+	// MaxStoredObjects bounds how many custom resources per CRD version
+	// the CRD preflight reads; 0 means DefaultMaxStoredObjects. A change
+	// none of those read is affected by is still refused when more are
+	// stored.
+	MaxStoredObjects int
 }
 
 func (o *Options) defaults() {
@@ -250,6 +260,9 @@ type run struct {
 	// ensured holds, by name, the results of the Namespaces applied
 	// ahead of the steps (ensureNamespace), which their step takes.
 	ensured map[string]apply.Result
+	// absent holds the cluster-scoped objects the claim check found
+	// absent (read no more before the first write).
+	absent map[strategy.ObjectRef]bool
 }
 
 // appliedCRDs is a CRD step whose objects were applied: the API server
@@ -368,6 +381,11 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	// Before any write: the cluster-scoped objects are not another live
 	// installation's (see ClaimedError).
 	if err := r.claim(ctx); err != nil {
+		return r.res, err
+	}
+	// Before any write: no CRD change loses or invalidates what custom
+	// resources hold, unless an override accepts it.
+	if err := r.crdPreflight(ctx); err != nil {
 		return r.res, err
 	}
 	if err := r.ensureNamespace(ctx, r.opts.Owner.Namespace); err != nil {
@@ -610,6 +628,9 @@ func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
 	case errors.As(err, &claimed):
 		p.Blocked = claimed.Error()
 	case err != nil:
+		return p, err
+	}
+	if p.CRDSafety, err = r.crdChanges(ctx); err != nil {
 		return p, err
 	}
 	r.certs, err = newCertState(ctx, r, r.opts.Certificates, true)
