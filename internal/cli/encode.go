@@ -48,7 +48,13 @@ with a sha256 digest of the text that every read verifies.
 oci:// reference) with Helm's own Go SDK (v4): the objects helm template
 --include-crds prints for the same --values, --set, --release-name (default:
 the chart's name), -n, --kube-version and --api-versions. Nothing is sent to
-a cluster. Hooks: install and upgrade hooks (pre-/post-install, pre-/post-
+a cluster, unless --installation NAME names the plugin installation of -n the
+chart is for: then it renders as helm install (no revision yet) or helm upgrade
+would (.Release.IsUpgrade, .Release.Revision: its newest revision plus one),
+and Helm's lookup sees that installation's live objects in -n (read with your
+kubeconfig; nothing else: another namespace, a cluster-scoped object or an
+object it does not own is not found), so a password a chart generates unless
+lookup finds it survives the upgrade, as with helm upgrade. Hooks: install and upgrade hooks (pre-/post-install, pre-/post-
 upgrade) become ordinary objects of the strategy, applied in their kind's
 stage on every install and upgrade and not deleted after they ran; test
 hooks and delete or rollback hooks are dropped. Each hook and what became of

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/installstrategy/installstrategy/pkg/history"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
 	"github.com/installstrategy/installstrategy/pkg/render/kustomize"
@@ -17,11 +19,14 @@ import (
 // chart's inputs.
 type renderFlags struct {
 	helm, kustomize string
-	opts            render.HelmOptions
+	// installation is --installation: render as an install or upgrade of
+	// this plugin installation of -n, with lookup seeing its objects.
+	installation string
+	opts         render.HelmOptions
 }
 
 // helmOnly are the flags that apply to --from-helm only.
-var helmOnly = []string{"values", "set", "release-name", "kube-version", "api-versions", "plain-http"}
+var helmOnly = []string{"values", "set", "release-name", "kube-version", "api-versions", "plain-http", "installation"}
 
 func (r *renderFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
@@ -33,6 +38,7 @@ func (r *renderFlags) add(cmd *cobra.Command) {
 	f.StringVar(&r.opts.KubeVersion, "kube-version", "", "with --from-helm: the Kubernetes version the chart sees (.Capabilities.KubeVersion; default: Helm's)")
 	f.StringSliceVar(&r.opts.APIVersions, "api-versions", nil, "with --from-helm: API versions the chart sees as served, besides the built-in ones (repeatable or comma-separated)")
 	f.BoolVar(&r.opts.PlainHTTP, "plain-http", false, "with --from-helm oci://...: talk plain HTTP to the registry")
+	f.StringVar(&r.installation, "installation", "", "with --from-helm: render for this plugin installation of -n as helm install or helm upgrade would (.Release.IsInstall, .IsUpgrade, .Revision from its history; lookup sees its live objects in -n, read with your kubeconfig)")
 }
 
 func (r *renderFlags) given() bool { return r.helm != "" || r.kustomize != "" }
@@ -77,6 +83,11 @@ func (r *renderFlags) render(ctx context.Context, o *options, id *strategy.Ident
 	}
 	opts := r.opts
 	opts.Namespace = o.namespace()
+	if r.installation != "" {
+		if err := r.releaseOf(ctx, o, &opts); err != nil {
+			return nil, nil, err
+		}
+	}
 	res, err := helmchart.Helm(ctx, r.helm, opts)
 	if err != nil {
 		return nil, nil, err
@@ -88,4 +99,49 @@ func (r *renderFlags) render(ctx context.Context, o *options, id *strategy.Ident
 		id.Version = res.Chart.Version
 	}
 	return res.Manifests, res.Chart.Annotations(), nil
+}
+
+// releaseOf sets what the chart sees of the plugin installation
+// --installation of -n, read with the caller's kubeconfig: an upgrade to
+// the revision after its newest when it has one (or an inventory), else an
+// install of revision 1; and its live objects in -n, which lookup alone
+// sees (pkg/render's HelmLookup). Nothing is written.
+func (r *renderFlags) releaseOf(ctx context.Context, o *options, opts *render.HelmOptions) error {
+	c, err := o.cluster()
+	if err != nil {
+		return err
+	}
+	owner := inventory.Owner{Namespace: c.namespace, Name: r.installation, Kind: inventory.KindPlugin}
+	if err := owner.Validate(); err != nil {
+		return usageError(fmt.Errorf("--installation: %w", err))
+	}
+	h, err := history.NewStore(c.kube).Get(ctx, owner)
+	if err != nil {
+		return err
+	}
+	inv, err := inventory.NewStore(c.kube).Get(ctx, owner)
+	if err != nil {
+		return err
+	}
+	switch cur := h.Current(); {
+	case cur != nil:
+		opts.Upgrade, opts.Revision = true, cur.Revision+1
+	case inv.Exists():
+		opts.Upgrade, opts.Revision = true, 2
+	}
+	a, err := c.applier()
+	if err != nil {
+		return err
+	}
+	objs, err := a.OwnedObjects(ctx, inv, c.namespace, 0)
+	if err != nil {
+		return err
+	}
+	opts.Lookup = &render.HelmLookup{Objects: objs}
+	what := "an install"
+	if opts.Upgrade {
+		what = "an upgrade"
+	}
+	fmt.Fprintf(o.streams.ErrOut, "helm: rendered as %s of %s (revision %d); lookup sees its %d objects in namespace %s\n", what, owner, opts.ReleaseRevision(), len(objs), c.namespace)
+	return nil
 }

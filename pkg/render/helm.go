@@ -46,6 +46,8 @@ type (
 	Hook = helmspec.Hook
 	// HelmResult is a rendered chart (helmspec.Result).
 	HelmResult = helmspec.Result
+	// HelmLookup is what a chart's lookup function sees (helmspec.Lookup).
+	HelmLookup = helmspec.Lookup
 )
 
 // InProcess renders charts in the calling process with HelmArchive (a
@@ -89,7 +91,8 @@ func classify(h *release.Hook) Hook {
 
 // HelmArchive renders a packaged chart (.tgz bytes) as Helm does a
 // client-only install (helm template): nothing is sent to a cluster,
-// Helm's lookup function finds nothing and its DNS function is off. The
+// Helm's lookup function finds nothing (unless opts.Lookup gives it the
+// installation's live objects, read before) and its DNS function is off. The
 // values are vals alone (no file, no --set, no environment): what the
 // caller gives, on top of the chart's own values.yaml. name names the
 // chart in errors. The render stops waiting at ctx's deadline.
@@ -130,10 +133,12 @@ func HelmArchive(ctx context.Context, name string, archive []byte, vals map[stri
 // the chart's own values.yaml) as a client-only `helm install --dry-run`
 // (`helm template --include-crds`) does: the release is opts.ReleaseName
 // (the chart's name when empty) in opts.Namespace ("default" when empty),
-// revision 1, an install; the capabilities are Helm's defaults with
+// an install of revision 1 unless opts.Upgrade and opts.Revision say
+// otherwise (then rendered as helm upgrade renders); the capabilities are Helm's defaults with
 // opts.KubeVersion and opts.APIVersions; values are checked against the
-// chart's schema; disabled subcharts are dropped; lookup finds nothing and
-// DNS is off. ref names the chart in errors. It uses Helm's chart, engine
+// chart's schema; disabled subcharts are dropped; lookup finds nothing
+// (unless opts.Lookup gives it the installation's live objects) and DNS is
+// off. ref names the chart in errors. It uses Helm's chart, engine
 // and release packages directly, not its install action, whose
 // dependencies (Kubernetes clients, storage drivers, kubectl) a program
 // that only renders does not need.
@@ -197,7 +202,7 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 	// read (action.Install appends to it, which copies only while it is
 	// full, as it is in Helm 4.3).
 	caps.APIVersions = slices.Concat(caps.APIVersions, chartcommon.VersionSet(opts.APIVersions))
-	relOpts := chartcommon.ReleaseOptions{Name: name, Namespace: namespace, Revision: 1, IsInstall: true}
+	relOpts := chartcommon.ReleaseOptions{Name: name, Namespace: namespace, Revision: opts.ReleaseRevision(), IsInstall: !opts.Upgrade, IsUpgrade: opts.Upgrade}
 	toRender, err := chartutilcommon.ToRenderValuesWithSchemaValidation(chrt, vals, relOpts, caps, false)
 	if err != nil {
 		return fail(err)
@@ -205,7 +210,15 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 	if kv := chrt.Metadata.KubeVersion; kv != "" && !chartutil.IsCompatibleRange(kv, caps.KubeVersion.String()) {
 		return fail(fmt.Errorf("chart requires kubeVersion: %s which is incompatible with Kubernetes %s", kv, caps.KubeVersion.Version))
 	}
-	manifest, hooks, err := renderRelease(ctx, chrt, toRender)
+	var lookup engine.ClientProvider
+	if opts.Lookup != nil {
+		l, err := newLookupObjects(opts.Lookup, namespace)
+		if err != nil {
+			return fail(err)
+		}
+		lookup = l
+	}
+	manifest, hooks, err := renderRelease(ctx, chrt, toRender, lookup)
 	if err != nil {
 		return fail(err)
 	}
@@ -217,11 +230,25 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 // client-only install with IncludeCRDs: it returns what Helm keeps as the
 // release's manifest (the chart's CRDs, then its objects in Helm's install
 // order, each introduced by a --- line and a "# Source:" comment) and its
-// hooks in Helm's order. NOTES.txt files are left out, lookup finds
-// nothing and DNS is off.
-func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommon.Values) (string, []*release.Hook, error) {
-	var eng engine.Engine
-	files, err := eng.RenderWithContext(ctx, chrt, toRender)
+// hooks in Helm's order. NOTES.txt files are left out and DNS is off.
+// Helm's lookup function asks lookup for its clients (Helm's own engine
+// hook, as action.Install and action.Upgrade give it a cluster's); nil
+// means it finds nothing, as in helm template.
+func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommon.Values, lookup engine.ClientProvider) (string, []*release.Hook, error) {
+	var (
+		files map[string]string
+		err   error
+	)
+	if lookup != nil {
+		// Helm's engine takes a client provider only here (its Engine
+		// keeps it unexported), without a context: the lookups are
+		// answered from memory, so there is nothing to cancel, and
+		// HelmArchive still stops waiting at ctx's deadline.
+		files, err = engine.RenderWithClientProvider(chrt, toRender, lookup)
+	} else {
+		var eng engine.Engine
+		files, err = eng.RenderWithContext(ctx, chrt, toRender)
+	}
 	if err != nil {
 		return "", nil, err
 	}

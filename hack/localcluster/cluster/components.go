@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -16,7 +17,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -317,7 +320,11 @@ func (u *upper) startNodes(ctx context.Context) ([]string, error) {
 	names := make([]string, 0, u.opts.Nodes)
 	for i := range u.opts.Nodes {
 		node := fakeNode(i)
-		if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		_, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
+		if apierrors.IsAlreadyExists(err) {
+			err = setFakeNodeResources(ctx, cs, node.Name)
+		}
+		if err != nil {
 			return nil, fmt.Errorf("create node %s: %w", node.Name, err)
 		}
 		names = append(names, node.Name)
@@ -357,7 +364,39 @@ func (u *upper) startNodes(ctx context.Context) ([]string, error) {
 	return names, nil
 }
 
-// fakeNode returns node i; node 0 is the control plane.
+// FakeNodeResources is what each fake node reports as its capacity and
+// allocatable: the resources a real kubelet reports (cpu, memory, pods,
+// ephemeral-storage, and hugepages of both sizes, none, as on a host
+// without them), sized so that every test's pods fit side by side. kwok's
+// own default has no ephemeral-storage, so a pod that asks for any (as
+// Bitnami charts' resource presets do: 50Mi) never scheduled.
+var FakeNodeResources = corev1.ResourceList{
+	corev1.ResourceCPU:              resource.MustParse("1k"),
+	corev1.ResourceMemory:           resource.MustParse("1Ti"),
+	corev1.ResourcePods:             resource.MustParse("1M"),
+	corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
+	"hugepages-1Gi":                 resource.MustParse("0"),
+	"hugepages-2Mi":                 resource.MustParse("0"),
+}
+
+// setFakeNodeResources writes FakeNodeResources into the status of a fake
+// node that already exists (a node is created with them).
+func setFakeNodeResources(ctx context.Context, cs kubernetes.Interface, name string) error {
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": FakeNodeResources, "allocatable": FakeNodeResources}})
+	if err != nil {
+		return fmt.Errorf("node %s: its resources: %w", name, err)
+	}
+	if _, err := cs.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
+		return fmt.Errorf("node %s: set its resources: %w", name, err)
+	}
+	return nil
+}
+
+// fakeNode returns node i; node 0 is the control plane. Its status holds
+// FakeNodeResources: a node may be created with its status (as a kubelet
+// registers), and kwok's node-initialize stage keeps the capacity and
+// allocatable a node already reports (its defaults apply only to an empty
+// list) while its heartbeats write conditions only.
 func fakeNode(i int) *corev1.Node {
 	name := fmt.Sprintf("kwok-worker-%d", i)
 	if i == 0 {
@@ -378,6 +417,7 @@ func fakeNode(i int) *corev1.Node {
 				FakeNodeLabel:            "true",
 			},
 		},
+		Status: corev1.NodeStatus{Capacity: FakeNodeResources.DeepCopy(), Allocatable: FakeNodeResources.DeepCopy()},
 	}
 	if i == 0 {
 		n.Labels[ControlPlaneLabel] = ""

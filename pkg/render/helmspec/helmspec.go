@@ -17,6 +17,7 @@ import (
 
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/strvals"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // Annotations a strategy rendered from a chart carries on its ConfigMap,
@@ -54,6 +55,39 @@ type Options struct {
 	APIVersions []string `json:"apiVersions,omitempty"`
 	// PlainHTTP talks plain HTTP to an oci:// registry.
 	PlainHTTP bool `json:"plainHTTP,omitempty"`
+	// Upgrade renders as helm upgrade does: .Release.IsUpgrade is true and
+	// .Release.IsInstall false. False renders an install, as helm install
+	// and helm template do.
+	Upgrade bool `json:"upgrade,omitempty"`
+	// Revision is .Release.Revision: 0 means 1 (an install's); an upgrade
+	// is revision 2 or later (the installation's last revision plus one).
+	Revision int `json:"revision,omitempty"`
+	// Lookup, when set, is what Helm's lookup function sees, as helm
+	// install and helm upgrade against a cluster do; nil means lookup
+	// finds nothing, as in helm template.
+	Lookup *Lookup `json:"lookup,omitempty"`
+}
+
+// Lookup is the part of a cluster a chart's lookup function sees: the
+// live objects of the installation the chart is rendered for, in the
+// release namespace (pkg/apply's Applier.OwnedObjects reads them). They
+// are data: a template reads them, nothing in them is run, and they are
+// read before the render, so the render itself sends nothing to a cluster
+// and needs no credentials. Lookup answers from them alone: an object
+// that is not among them (another namespace, a cluster-scoped kind,
+// another installation's or nobody's object) is not found.
+type Lookup struct {
+	// Objects are the installation's live objects, each namespaced in the
+	// release namespace.
+	Objects []*unstructured.Unstructured `json:"objects,omitempty"`
+}
+
+// ReleaseRevision is .Release.Revision as rendered: Revision, or 1.
+func (o Options) ReleaseRevision() int {
+	if o.Revision == 0 {
+		return 1
+	}
+	return o.Revision
 }
 
 // Validate checks the inputs that need no chart and no file: the --set
@@ -68,6 +102,15 @@ func (o Options) Validate() error {
 		if _, err := chartcommon.ParseKubeVersion(o.KubeVersion); err != nil {
 			return fmt.Errorf("kube version %q: %w", o.KubeVersion, err)
 		}
+	}
+	if o.Revision < 0 {
+		return fmt.Errorf("release revision %d: want 1 or more", o.Revision)
+	}
+	if o.Upgrade && o.Revision < 2 {
+		return fmt.Errorf("release revision %d of an upgrade: want 2 or more (an install is revision 1)", o.ReleaseRevision())
+	}
+	if !o.Upgrade && o.ReleaseRevision() != 1 {
+		return fmt.Errorf("release revision %d of an install: an install is revision 1", o.Revision)
 	}
 	return nil
 }
