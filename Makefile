@@ -142,6 +142,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzGate$$' -fuzztime=$(FUZZ_COUNT) ./pkg/trust
 	$(GO) test -run='^$$' -fuzz='^FuzzParseChunks$$' -fuzztime=$(FUZZ_COUNT) ./pkg/store
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRelease$$' -fuzztime=$(FUZZ_COUNT) ./pkg/helmrelease
+	$(GO) test -run='^$$' -fuzz='^FuzzOpenRevision$$' -fuzztime=$(FUZZ_COUNT) ./pkg/history
 
 # fuzz-long: every fuzz target for a million inputs (docs/RELIABILITY.md).
 .PHONY: fuzz-long

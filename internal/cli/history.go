@@ -26,6 +26,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // revisionLabel marks the ConfigMaps in which the plugin keeps the
@@ -53,7 +54,7 @@ func revisionName(o inventory.Owner, n int) string {
 func (c *cluster) recordRevision(ctx context.Context, errOut io.Writer, owner inventory.Owner, s *strategy.Strategy, source string, limit int) (*history.Revision, error) {
 	hs := history.NewStore(c.kube)
 	h, err := hs.Get(ctx, owner)
-	if err != nil {
+	if err = ignoreCorrupt(errOut, err); err != nil {
 		return nil, err
 	}
 	anchor, anchorErr := hs.Anchor(ctx, owner)
@@ -86,8 +87,11 @@ func (c *cluster) recordRevision(ctx context.Context, errOut io.Writer, owner in
 		if err := c.createRevision(ctx, owner, cm); err != nil {
 			return nil, fmt.Errorf("keep revision %d of %s: %w", next, owner, err)
 		}
-		rev.ConfigMap, rev.Digest = cm.Name, digest
+		rev.ConfigMap = cm.Name
 	}
+	// A revision too large to keep is recorded and anchored by its digest
+	// all the same: history tells it from a forged one.
+	rev.Digest = digest
 	h, dropped, err := hs.RecordOn(ctx, h, owner, rev, limit)
 	if err != nil {
 		return nil, err
@@ -154,7 +158,9 @@ func (c *cluster) historyOwner(ctx context.Context, name string) (inventory.Owne
 
 // installationHistory reads the history of the installation NAME (see
 // historyOwner); in is its Installation, nil for a plugin installation.
-func (c *cluster) installationHistory(ctx context.Context, name string) (inventory.Owner, *unstructured.Unstructured, *history.History, error) {
+// What is wrong with a plugin installation's history ConfigMap is said on
+// warn (see ignoreCorrupt).
+func (c *cluster) installationHistory(ctx context.Context, warn io.Writer, name string) (inventory.Owner, *unstructured.Unstructured, *history.History, error) {
 	owner, in, err := c.historyOwner(ctx, name)
 	if err != nil {
 		return owner, nil, nil, err
@@ -164,7 +170,18 @@ func (c *cluster) installationHistory(ctx context.Context, name string) (invento
 		return owner, in, h, err
 	}
 	h, err := history.NewStore(c.kube).Get(ctx, owner)
-	return owner, in, h, err
+	return owner, in, h, ignoreCorrupt(warn, err)
+}
+
+// ignoreCorrupt says on warn that a plugin installation's history
+// ConfigMap does not decode, and goes on without its records: the anchor
+// says which revisions there are, and the next apply replaces it.
+func ignoreCorrupt(warn io.Writer, err error) error {
+	if !errors.Is(err, history.ErrCorrupt) {
+		return err
+	}
+	fmt.Fprintf(warn, "warning: %v; its records are ignored (the Namespace's anchor lists the revisions)\n", err)
+	return nil
 }
 
 // installationRevisions is an Installation's status.history, which the
@@ -226,7 +243,7 @@ ConfigMaps that keep the revisions.`,
 			if err != nil {
 				return err
 			}
-			owner, in, h, err := c.installationHistory(cmd.Context(), args[0])
+			owner, in, h, err := c.installationHistory(cmd.Context(), o.streams.ErrOut, args[0])
 			if err != nil {
 				return err
 			}
@@ -367,7 +384,7 @@ the same way.`,
 			if err != nil {
 				return err
 			}
-			owner, in, h, err := c.installationHistory(ctx, args[0])
+			owner, in, h, err := c.installationHistory(ctx, o.streams.ErrOut, args[0])
 			if err != nil {
 				return err
 			}
@@ -458,19 +475,14 @@ func (c *cluster) rollbackTarget(ctx context.Context, o *options, owner inventor
 	}
 	recorded, _ := h.Get(n)
 	if a := anchor.Find(n); a != nil {
-		rev := &history.Revision{Revision: n, Identity: a.Identity, Digest: a.Digest, ConfigMap: revisionName(owner, n)}
-		if recorded != nil && !a.Matches(*recorded) {
-			return nil, nil, fmt.Errorf("revision %d of installation %s is %s: the history record says %s %s, the anchor %s %s; nothing changed",
-				n, owner, revisionTampered, identityString(recorded.Identity), recorded.Digest, identityString(a.Identity), a.Digest)
-		}
-		if recorded != nil && recorded.ConfigMap == "" {
+		l, status, reason := c.checkAnchored(ctx, dopts, owner, recorded, a)
+		switch status {
+		case revisionVerified:
+			return l, &history.Revision{Revision: n, Identity: a.Identity, Digest: a.Digest, ConfigMap: revisionName(owner, n)}, nil
+		case revisionNotKept:
 			return nil, nil, fmt.Errorf("revision %d of installation %s in namespace %s was not kept (too large to store); apply its strategy again instead", n, owner.Name, owner.Namespace)
 		}
-		l, err := c.loadAnchored(ctx, dopts, owner, rev.ConfigMap, a)
-		if err != nil {
-			return nil, nil, fmt.Errorf("revision %d of installation %s is %s: %w; nothing changed", n, owner, revisionTampered, err)
-		}
-		return l, rev, nil
+		return nil, nil, fmt.Errorf("revision %d of installation %s is %s: %s; nothing changed", n, owner, status, reason)
 	}
 	if recorded == nil {
 		return nil, nil, fmt.Errorf("installation %s has no revision %d (kubectl installstrategy history %s -n %s lists them)", owner, n, owner.Name, owner.Namespace)
@@ -491,14 +503,14 @@ func (c *cluster) rollbackTarget(ctx context.Context, o *options, owner inventor
 	if err != nil {
 		return nil, nil, fmt.Errorf("revision %d of installation %s: read configmap %s/%s: %w", n, owner, owner.Namespace, recorded.ConfigMap, err)
 	}
-	l, err := codec.LoadConfigMap("configmap/"+recorded.ConfigMap, cm, dopts, strategy.ParseOptions{})
+	// The recorded digest is the pin: nothing is parsed that does not
+	// hash to it, and the decode is bounded.
+	v, err := trust.Gate{Policy: trust.Policy{Pinned: recorded.Digest}, Decode: dopts}.Open(cm)
 	if err != nil {
-		return nil, nil, fmt.Errorf("revision %d of installation %s: %w", n, owner, err)
+		return nil, nil, fmt.Errorf("revision %d of installation %s: configmap %s/%s does not hold the recorded digest %s: %w", n, owner, owner.Namespace, recorded.ConfigMap, orNone(recorded.Digest), err)
 	}
-	if l.Info == nil || !l.Info.DigestVerified || l.Info.Digest != recorded.Digest {
-		return nil, nil, fmt.Errorf("revision %d of installation %s: configmap %s/%s does not hold the recorded digest %s", n, owner, owner.Namespace, recorded.ConfigMap, recorded.Digest)
-	}
-	return l, recorded, nil
+	v.Strategy.Identity = recorded.Identity
+	return loadedOf(v), recorded, nil
 }
 
 // rollbackInstallation points an Installation at the stored strategy of a

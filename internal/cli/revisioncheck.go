@@ -17,7 +17,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
-	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // The check statuses of a plugin installation's revision (history's
@@ -62,10 +62,8 @@ func (c *cluster) checkedRevisions(ctx context.Context, dopts codec.DecodeOption
 			row.Status, row.Reason = revisionUnanchored, anchorErr.Error()
 		case a == nil:
 			row.Status, row.Reason = revisionUnanchored, "the namespace's anchor does not record it"
-		case !a.Matches(r):
-			row.Status, row.Reason = revisionTampered, fmt.Sprintf("the history record says %s %s, the anchor %s %s", identityString(r.Identity), r.Digest, identityString(a.Identity), a.Digest)
 		default:
-			row.Status, row.Reason = c.checkRevisionText(ctx, dopts, owner, r.ConfigMap, a)
+			_, row.Status, row.Reason = c.checkAnchored(ctx, dopts, owner, &r, a)
 		}
 		rows = append(rows, row)
 	}
@@ -75,7 +73,7 @@ func (c *cluster) checkedRevisions(ctx context.Context, dopts codec.DecodeOption
 				continue
 			}
 			row := revisionRow{Revision: history.Revision{Revision: a.Revision, Identity: a.Identity, Digest: a.Digest, ConfigMap: revisionName(owner, a.Revision)}}
-			row.Status, row.Reason = c.checkRevisionText(ctx, dopts, owner, row.ConfigMap, &a)
+			_, row.Status, row.Reason = c.checkAnchored(ctx, dopts, owner, nil, &a)
 			if row.Status == revisionVerified {
 				row.Reason = "the history ConfigMap lacks it (edited or replaced)"
 			}
@@ -86,48 +84,58 @@ func (c *cluster) checkedRevisions(ctx context.Context, dopts codec.DecodeOption
 	return rows
 }
 
-// checkRevisionText checks the ConfigMap of an anchored revision.
-func (c *cluster) checkRevisionText(ctx context.Context, dopts codec.DecodeOptions, owner inventory.Owner, name string, a *history.Anchored) (string, string) {
-	if name == "" {
-		return revisionNotKept, "too large to keep"
+// checkAnchored checks an anchored revision against its history record r
+// (nil: none) and loads it from the ConfigMap rollback reads
+// (revisionName), whatever the record names: the strategy when it is
+// verified, else nil and the status and reason history shows and
+// rollback refuses with.
+func (c *cluster) checkAnchored(ctx context.Context, dopts codec.DecodeOptions, owner inventory.Owner, r *history.Revision, a *history.Anchored) (*codec.Loaded, string, string) {
+	if r != nil && !a.Matches(*r) {
+		return nil, revisionTampered, fmt.Sprintf("the history record says %s %s, the anchor %s %s", identityString(r.Identity), r.Digest, identityString(a.Identity), a.Digest)
 	}
-	if _, err := c.loadAnchored(ctx, dopts, owner, name, a); err != nil {
-		return revisionTampered, err.Error()
+	name := revisionName(owner, a.Revision)
+	l, err := c.loadAnchored(ctx, dopts, owner, name, a)
+	switch {
+	case errors.Is(err, errRevisionGone) && r != nil && r.ConfigMap == "":
+		return nil, revisionNotKept, "too large to keep"
+	case err != nil:
+		return nil, revisionTampered, err.Error()
+	case r != nil && r.ConfigMap != name:
+		return nil, revisionTampered, fmt.Sprintf("the history record names configmap %s, the revision is kept in %s", orNone(r.ConfigMap), name)
 	}
-	return revisionVerified, ""
+	return l, revisionVerified, ""
 }
 
+// errRevisionGone is the error of an anchored revision whose ConfigMap
+// does not exist (too large to keep, or deleted).
+var errRevisionGone = errors.New("is gone")
+
 // loadAnchored reads the ConfigMap of an anchored revision and returns its
-// strategy only if it holds the anchored text and identity: the digest
-// annotation is compared before anything is decoded, the text is hashed
-// while decoded, and nothing is parsed unless both match.
+// strategy only if it holds the anchored text and identity
+// (history.OpenRevision: the metadata is compared before anything is
+// decoded, the text is decoded within bounds and hashed, and nothing is
+// parsed unless it hashes to the anchored digest).
 func (c *cluster) loadAnchored(ctx context.Context, dopts codec.DecodeOptions, owner inventory.Owner, name string, a *history.Anchored) (*codec.Loaded, error) {
 	cm, err := c.kube.CoreV1().ConfigMaps(owner.Namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, fmt.Errorf("configmap %s/%s is gone", owner.Namespace, name)
+			return nil, fmt.Errorf("configmap %s/%s %w", owner.Namespace, name, errRevisionGone)
 		}
 		return nil, fmt.Errorf("read configmap %s/%s: %w", owner.Namespace, name, err)
 	}
-	if got := cm.Annotations[codec.NativeDigestAnnotation]; got != a.Digest {
-		return nil, fmt.Errorf("configmap %s/%s records digest %s, the anchor %s", owner.Namespace, name, orNone(got), a.Digest)
-	}
-	if id := codec.DescribeConfigMap(cm).Identity; id != a.Identity {
-		return nil, fmt.Errorf("configmap %s/%s records identity %s, the anchor %s", owner.Namespace, name, identityString(id), identityString(a.Identity))
-	}
-	text, info, err := codec.Decode(cm, dopts)
+	v, err := history.OpenRevision(cm, *a, history.OpenOptions{Decode: dopts})
 	if err != nil {
 		return nil, err
 	}
-	if !info.DigestVerified || info.Digest != a.Digest {
-		return nil, fmt.Errorf("configmap %s/%s: text does not hash to the anchored %s", owner.Namespace, name, a.Digest)
-	}
-	s, warnings, err := strategy.Parse(text, strategy.ParseOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("configmap %s/%s: manifests: %w", owner.Namespace, name, err)
-	}
-	s.Identity = a.Identity
-	return &codec.Loaded{Strategy: s, Text: text, Warnings: warnings, Info: &info}, nil
+	return loadedOf(v), nil
+}
+
+// loadedOf is a strategy the trust gate let through, as the verbs take it.
+func loadedOf(v *trust.Verified) *codec.Loaded {
+	info := v.Info
+	info.DigestVerified = true
+	info.Digest = v.Digest
+	return &codec.Loaded{Strategy: v.Strategy, Text: v.Text, Warnings: v.Warnings, Info: &info}
 }
 
 // stdinIsTerminal says whether standard input is a terminal a person

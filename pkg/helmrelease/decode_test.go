@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
-	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/installstrategy/installstrategy/internal/alloctest"
 )
 
 // releaseData encodes text as Helm does: base64 of gzip.
@@ -23,16 +24,6 @@ func releaseData(t testing.TB, text []byte) []byte {
 	return []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))
 }
 
-// allocatedBy returns the bytes f allocates.
-func allocatedBy(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
-
 // A release Secret is written by whoever may write Secrets in the
 // namespace: a gzip bomb in it is refused at the bound, not read whole.
 func TestDecodeRefusesAGzipBomb(t *testing.T) {
@@ -41,11 +32,11 @@ func TestDecodeRefusesAGzipBomb(t *testing.T) {
 		t.Fatalf("the bomb is %d bytes, more than a Secret holds", len(bomb))
 	}
 	var err error
-	n := allocatedBy(func() { _, err = decode(bomb) })
+	n := alloctest.Allocated(func() { _, err = decode(bomb) })
 	if err == nil || !strings.Contains(err.Error(), "decode release") {
 		t.Fatalf("decode of %d bytes inflating past %d: %v, want a refusal", len(bomb), MaxReleaseBytes, err)
 	}
-	if n > 256<<20 {
+	if n > alloctest.MaxPerInput {
 		t.Errorf("refusing the bomb allocated %d bytes, want at most 256 MiB", n)
 	}
 }
@@ -67,7 +58,7 @@ func FuzzDecodeRelease(f *testing.F) {
 	f.Add([]byte("H4sI"))
 	f.Add([]byte(`{"name":"plain"}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		if n := allocatedBy(func() { _, _ = decode(data) }); n > 256<<20 {
+		if n := alloctest.Allocated(func() { _, _ = decode(data) }); n > alloctest.MaxPerInput {
 			t.Fatalf("decode of %d bytes allocated %d bytes", len(data), n)
 		}
 	})

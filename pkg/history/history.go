@@ -9,6 +9,7 @@ package history
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -104,7 +105,8 @@ type Store struct {
 // NewStore returns a store over a typed client.
 func NewStore(kube kubernetes.Interface) *Store { return &Store{kube: kube} }
 
-// Get reads an owner's history; a missing one is empty.
+// Get reads an owner's history; a missing one is empty. One whose records
+// do not decode is an error wrapping ErrCorrupt, with an empty history.
 func (s *Store) Get(ctx context.Context, o inventory.Owner) (*History, error) {
 	h, _, err := s.get(ctx, o)
 	return h, err
@@ -122,12 +124,32 @@ func (s *Store) get(ctx context.Context, o inventory.Owner) (*History, *corev1.C
 	return h, cm, err
 }
 
+// ErrCorrupt is wrapped by the error of a history ConfigMap whose records
+// do not decode (or are beyond MaxRecordsBytes): whoever may edit the
+// namespace's ConfigMaps can write one.
+var ErrCorrupt = errors.New("history unreadable")
+
+// MaxRecordsBytes bounds the records decoded: what one ConfigMap holds.
+const MaxRecordsBytes = 1 << 20
+
+// decode reads a history ConfigMap's records. One that does not decode is
+// an error wrapping ErrCorrupt, returned with an empty history of cm, so a
+// caller may go on without its records (the anchor says which revisions
+// there are) and RecordOn replaces it.
 func decode(o inventory.Owner, cm *corev1.ConfigMap) (*History, error) {
 	h := &History{Owner: o, read: cm}
-	if data := cm.Data[RevisionsKey]; data != "" {
-		if err := json.Unmarshal([]byte(data), &h.Revisions); err != nil {
-			return nil, fmt.Errorf("history of %s: configmap %s/%s: data.%s: %w", o, cm.Namespace, cm.Name, RevisionsKey, err)
-		}
+	data := cm.Data[RevisionsKey]
+	if data == "" {
+		return h, nil
+	}
+	fail := func(err error) (*History, error) {
+		return &History{Owner: o, read: cm}, fmt.Errorf("history of %s: configmap %s/%s: data.%s: %w: %w", o, cm.Namespace, cm.Name, RevisionsKey, ErrCorrupt, err)
+	}
+	if len(data) > MaxRecordsBytes {
+		return fail(fmt.Errorf("%d bytes, more than %d", len(data), MaxRecordsBytes))
+	}
+	if err := json.Unmarshal([]byte(data), &h.Revisions); err != nil {
+		return fail(err)
 	}
 	return h, nil
 }
@@ -135,7 +157,8 @@ func decode(o inventory.Owner, cm *corev1.ConfigMap) (*History, error) {
 // Record adds rev as the newest revision of o's history (its number and,
 // when zero, its time are set here) and keeps the newest limit revisions (0
 // means DefaultLimit); it returns the history written and the revisions
-// dropped. When the newest revision already runs the same identity with
+// dropped. A history whose records do not decode (ErrCorrupt) is
+// replaced. When the newest revision already runs the same identity with
 // the same digest, nothing is added (a resync, a re-apply). A non-zero
 // rev.Revision is the least number the revision gets, and it is added
 // even then: a caller that knows of later numbers than the history does
@@ -168,7 +191,7 @@ func (s *Store) RecordOn(ctx context.Context, read *History, o inventory.Owner, 
 		if read != nil && read.Owner == o {
 			h = &History{Owner: o, Revisions: slices.Clone(read.Revisions)}
 			cm, read = read.read, nil
-		} else if h, cm, err = s.get(ctx, o); err != nil {
+		} else if h, cm, err = s.get(ctx, o); err != nil && !errors.Is(err, ErrCorrupt) {
 			return err
 		}
 		dropped = nil

@@ -1,12 +1,12 @@
 package store
 
 import (
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/installstrategy/installstrategy/internal/alloctest"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -148,11 +148,9 @@ func FuzzParseChunks(f *testing.F) {
 	f.Add(`[{"name":"a","size":10,"digest":"sha256:00"},{"name":"a","size":10,"digest":"sha256:00"}]`)
 	f.Add(`[]`)
 	f.Fuzz(func(t *testing.T, raw string) {
-		var before, after runtime.MemStats
-		runtime.ReadMemStats(&before)
-		chunks, err := parseChunks(raw)
-		runtime.ReadMemStats(&after)
-		if n := after.TotalAlloc - before.TotalAlloc; n > 256<<20 {
+		var chunks []Chunk
+		var err error
+		if n := alloctest.Allocated(func() { chunks, err = parseChunks(raw) }); n > alloctest.MaxPerInput {
 			t.Fatalf("%d bytes allocated", n)
 		}
 		if err != nil {

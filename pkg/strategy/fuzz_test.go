@@ -3,6 +3,8 @@ package strategy
 import (
 	"bytes"
 	"testing"
+
+	"github.com/installstrategy/installstrategy/internal/alloctest"
 )
 
 // FuzzParse: Parse never panics, no text makes it allocate more than
@@ -23,7 +25,7 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, text []byte) {
 		var s *Strategy
 		var err error
-		if n := allocated(func() { s, _, err = Parse(text, ParseOptions{}) }); n > 256<<20 {
+		if n := alloctest.Allocated(func() { s, _, err = Parse(text, ParseOptions{}) }); n > alloctest.MaxPerInput {
 			t.Fatalf("parsing %d bytes allocated %d bytes", len(text), n)
 		}
 		if err != nil {

@@ -4,21 +4,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"runtime"
 	"strings"
 	"testing"
-)
 
-// allocated returns the bytes f allocates (runtime.MemStats.TotalAlloc),
-// the cost bound the limits promise; not a time.
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
+	"github.com/installstrategy/installstrategy/internal/alloctest"
+)
 
 // Finding 5 of issue 39: one error per document without limit made a text
 // of a few million "kind: A" documents cost gigabytes and a status message
@@ -61,7 +51,7 @@ func TestParseErrorsAreCapped(t *testing.T) {
 func TestParseRefusesTooManyDocuments(t *testing.T) {
 	text := bytes.Repeat([]byte("---\nkind: A\n"), 5<<20/12) // 5 MiB, 436906 documents
 	var err error
-	n := allocated(func() { _, _, err = Parse(text, ParseOptions{}) })
+	n := alloctest.Allocated(func() { _, _, err = Parse(text, ParseOptions{}) })
 	if !errors.Is(err, ErrTooManyDocuments) {
 		t.Fatalf("err = %v, want ErrTooManyDocuments", err)
 	}

@@ -4,19 +4,16 @@ import (
 	"encoding/base64"
 	"testing"
 
+	"github.com/installstrategy/installstrategy/internal/alloctest"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
-
-// maxFuzzAlloc is the cost bound of issue 39: no input may make the gate
-// allocate more than 256 MB.
-const maxFuzzAlloc = 256 << 20
 
 // FuzzGate feeds arbitrary bytes to the gate as a ConfigMap's data (raw,
 // as base64 of gzip data, as a plain text), unsigned, signed by an
 // untrusted key and pinned to their own digest (so the decode and the
 // parse run): nothing panics, nothing untrusted opens, and no input
-// allocates more than maxFuzzAlloc.
+// allocates more than alloctest.MaxPerInput.
 func FuzzGate(f *testing.F) {
 	f.Add([]byte(goodText))
 	f.Add([]byte("---\nkind: A\n---\nkind: A\n"))
@@ -38,11 +35,11 @@ func FuzzGate(f *testing.F) {
 				}
 				cm.Data[codec.ManifestsKey] = c.data
 				var err error
-				n := allocated(func() { _, err = trust.Gate{Policy: trust.Policy{Keys: &ring}}.Open(cm) })
+				n := alloctest.Allocated(func() { _, err = trust.Gate{Policy: trust.Policy{Keys: &ring}}.Open(cm) })
 				if err == nil {
 					t.Fatalf("%s: opened an unsigned ConfigMap", c.form)
 				}
-				if n > maxFuzzAlloc {
+				if n > alloctest.MaxPerInput {
 					t.Fatalf("%s: refusal allocated %d bytes", c.form, n)
 				}
 				// Pinned: whatever decodes is parsed, within the bound.
@@ -50,8 +47,8 @@ func FuzzGate(f *testing.F) {
 				if derr != nil {
 					continue
 				}
-				n = allocated(func() { _, _ = trust.Gate{Policy: trust.Policy{Pinned: codec.Digest(text)}}.Open(cm) })
-				if n > maxFuzzAlloc {
+				n = alloctest.Allocated(func() { _, _ = trust.Gate{Policy: trust.Policy{Pinned: codec.Digest(text)}}.Open(cm) })
+				if n > alloctest.MaxPerInput {
 					t.Fatalf("%s: pinned input allocated %d bytes", c.form, n)
 				}
 			}

@@ -5,25 +5,16 @@ import (
 	"compress/gzip"
 	"encoding/base64"
 	"errors"
-	"runtime"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/installstrategy/installstrategy/internal/alloctest"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
-
-func allocated(f func()) uint64 {
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	f()
-	runtime.ReadMemStats(&after)
-	return after.TotalAlloc - before.TotalAlloc
-}
 
 // bombText is issue 39's input: 60 MiB of "---\nkind: A\n", which gzips
 // to about 120 KB.
@@ -103,7 +94,7 @@ func TestGateRefusesBeforeDecoding(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			gate := trust.Gate{Policy: tc.policy}
 			var err error
-			n := allocated(func() { _, err = gate.Open(tc.cm) })
+			n := alloctest.Allocated(func() { _, err = gate.Open(tc.cm) })
 			if err == nil {
 				t.Fatal("opened")
 			}
