@@ -97,11 +97,6 @@ const (
 	// installation), named in the message; this one writes nothing and
 	// waits until that one is gone, then takes over what it left.
 	ReasonClaimedByOther = "ClaimedByOther"
-	// ReasonUnsafeCRDChange: a CRD of the target strategy changes in a
-	// way that loses or invalidates what stored custom resources hold
-	// (pkg/crdsafety; the message names the CRD, version, field and
-	// rule); nothing was written. spec.crdSafety.allow accepts one.
-	ReasonUnsafeCRDChange = "UnsafeCRDChange"
 	// ReasonUninstallBlocked: uninstallStrategy is
 	// BlockUninstallIfWorkloadsExist and workloads still exist.
 	ReasonUninstallBlocked = "UninstallBlocked"
@@ -123,7 +118,9 @@ const (
 	ReasonInvalidSpec = "InvalidSpec"
 	// ReasonCRDChangeRefused: the target strategy changes a
 	// CustomResourceDefinition in a way the upgrade-safety preflight
-	// refuses (data of stored objects would be lost); nothing is written.
+	// refuses (data of stored objects would be lost; pkg/crdsafety, the
+	// message names the CRD, version, field, rule and objects); nothing
+	// is written. spec.crdSafety.allow accepts one CRD and rule.
 	ReasonCRDChangeRefused = "CRDChangeRefused"
 	// ReasonReconciling: the status reflects a new generation whose
 	// outcome is not known yet (Ready and Reconciling only).

@@ -155,7 +155,7 @@ type InstallationSpec struct {
 	// the first write of a rollout, every CRD of the target strategy is
 	// compared with the live one and with the custom resources stored in
 	// the cluster; a change that loses or invalidates what they hold
-	// (docs/UPGRADES.md) is refused (Degraded, reason UnsafeCRDChange)
+	// (docs/UPGRADES.md) is refused (Degraded, reason CRDChangeRefused; Stalled)
 	// unless named here.
 	// +optional
 	CRDSafety *CRDSafety `json:"crdSafety,omitempty"`

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 )
 
 // Refusal is an error by which the operator refuses the target strategy,
@@ -28,8 +29,19 @@ func asRefusal(err error) (Refusal, bool) {
 	if errors.As(err, &r) && v1alpha1.IsStalledReason(r.RefusalReason()) {
 		return r, true
 	}
+	var unsafe *crdsafety.UnsafeError
+	if errors.As(err, &unsafe) {
+		return crdChangeRefused{err}, true
+	}
 	return nil, false
 }
+
+// crdChangeRefused is the CRD upgrade-safety preflight's refusal
+// (pkg/crdsafety, which knows no Installation): reason CRDChangeRefused.
+type crdChangeRefused struct{ error }
+
+// RefusalReason is v1alpha1.ReasonCRDChangeRefused.
+func (crdChangeRefused) RefusalReason() string { return v1alpha1.ReasonCRDChangeRefused }
 
 // InvalidSpecError is a spec that cannot be turned into the strategy it
 // asks for (a customizeComponents patch that does not apply, a placement

@@ -246,11 +246,7 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		reason := v1alpha1.ReasonApplyFailed
 		var degraded *health.DegradedError
 		var conflict *apply.ConflictError
-		var unsafe *crdsafety.UnsafeError
 		switch {
-		case errors.As(runErr, &unsafe):
-			// Refused before any write.
-			reason = v1alpha1.ReasonUnsafeCRDChange
 		case failedCanary(runErr, in):
 			reason = v1alpha1.ReasonCanaryFailed
 		case errors.As(runErr, &conflict):
@@ -266,7 +262,7 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 				in.Status.Phase = v1alpha1.PhaseFailed
 			}
 			in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
-			if reason == v1alpha1.ReasonApplyFailed || reason == v1alpha1.ReasonUnsafeCRDChange {
+			if reason == v1alpha1.ReasonApplyFailed {
 				in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, reason, runErr.Error())
 			}
 		})
