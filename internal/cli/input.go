@@ -55,6 +55,9 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 		if err != nil {
 			return nil, err
 		}
+		if o.clusterTrust != nil {
+			return o.clusterTrust.load(ctx, o, c, e)
+		}
 		return c.loadEntry(ctx, e)
 	}
 	in, err := o.readInput(path)

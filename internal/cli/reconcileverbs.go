@@ -517,6 +517,7 @@ func newApplyCommand(o *options) *cobra.Command {
 	var out *output
 	var file *fileFlag
 	var helm helmAdoption
+	var ct *clusterTrust
 	cmd := &cobra.Command{
 		Use:   "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
 		Short: "Reconcile a strategy into the cluster, without an operator",
@@ -551,6 +552,15 @@ a TLS Secret keeps the certificate its installer issued while that is good and
 its CA is known (the CA joins the webhooks' bundle). A workload whose template
 lacks a field of the strategy gets the strategy's template, and the apply says
 which field.
+
+A strategy read from the cluster (cm/NAME, or a bare NAME) may have been
+written by anyone who may edit ConfigMaps of its namespace, digest included,
+so it is read through the trust gate: it must be signed (see sign, publish
+--key) by a key given with --key, judged from its metadata before any chunk
+is fetched or anything decoded, and its decoded text must hash to the
+signed digest before it is parsed. --allow-unsigned takes it as it is. A
+file, standard input and an oci:// reference are the user's own choice and
+are not gated (check them with verify --key first).
 
 One installation at a time acts on a product's cluster-scoped objects (CRDs,
 ClusterRoles, webhooks): while another installation (an Installation or a
@@ -589,6 +599,7 @@ For example (plan --adopt-helm-release shows the takeover first):
   kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.clusterTrust = ct // cm/NAME is read through the trust gate
 			if helm.name != "" {
 				return helm.apply(cmd, o, args, file, &f, a, dryRun)
 			}
@@ -638,6 +649,7 @@ For example (plan --adopt-helm-release shows the takeover first):
 		},
 	}
 	a.add(cmd)
+	ct = addClusterTrust(cmd)
 	cmd.Flags().StringVar(&dryRun, "dry-run", "none", `"server": send every write as a server-side dry run and print what each object would do; "client": print the objects apply would send; nothing is written either way`)
 	cmd.Flags().Lookup("dry-run").NoOptDefVal = "server"
 	out = addOutput(cmd, "text")

@@ -102,6 +102,9 @@ type options struct {
 	// insecureRegistry is --insecure-registry: plain HTTP to the
 	// registry of an oci:// reference.
 	insecureRegistry bool
+	// clusterTrust, when set (apply's --key and --allow-unsigned), is
+	// what a strategy read from the cluster (cm/NAME) must pass.
+	clusterTrust *clusterTrust
 	// oci is the registry client, made on first use (ociClient).
 	oci *oci.Client
 }
