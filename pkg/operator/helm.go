@@ -13,6 +13,7 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
@@ -85,7 +86,8 @@ func (r *Reconciler) loadHelm(ctx context.Context, in *v1alpha1.Installation) (*
 		return nil, fmt.Errorf("helm source %s: %w", ref, err)
 	}
 	opts := helmspec.Options{ReleaseName: src.ReleaseName, Namespace: in.Namespace, KubeVersion: src.KubeVersion}
-	res, err := r.renderChart(ctx, a, vals, valuesDigest, opts)
+	opts.Upgrade, opts.Revision = releaseOf(in, chartIdentifier(a.Digest, valuesDigest, opts))
+	res, err := r.renderChart(ctx, in, a, vals, valuesDigest, opts)
 	if err != nil {
 		return nil, fmt.Errorf("helm source %s: %w", ref, err)
 	}
@@ -144,17 +146,48 @@ func chartIdentifier(chartDigest, valuesDigest string, opts helmspec.Options) st
 	return "helm-" + hex.EncodeToString(sum[:8])
 }
 
+// releaseOf is what a render of the chart of identifier id for in is, as
+// Helm numbers releases: the Installation's newest revision again when it
+// rolled out this very chart and values (a render after the operator
+// restarted: the same .Release as before, so the same objects), else an
+// upgrade to the revision after it, or an install of revision 1 when it
+// has rolled out nothing.
+func releaseOf(in *v1alpha1.Installation, id string) (upgrade bool, revision int) {
+	if len(in.Status.History) == 0 {
+		return false, 1
+	}
+	newest := in.Status.History[0]
+	if newest.Identifier == id && newest.Revision >= 1 {
+		return newest.Revision > 1, int(newest.Revision)
+	}
+	return true, max(int(newest.Revision), 1) + 1
+}
+
 // renderChart renders a trusted chart with a timeout, or returns the
-// cached render of the same chart digest and inputs (errors included: a
-// render is deterministic).
-func (r *Reconciler) renderChart(ctx context.Context, a *oci.Artifact, vals map[string]any, valuesDigest string, opts helmspec.Options) (*helmspec.Result, error) {
-	key := chartIdentifier(a.Digest, valuesDigest, opts)
+// cached render of the same chart digest, inputs and release revision
+// (errors included). A render that is not cached first reads the
+// Installation's live objects in its namespace, with the operator's
+// identity, for the chart's lookup (helmspec.Lookup): a chart that keeps
+// a generated secret with lookup keeps it across upgrades and restarts.
+func (r *Reconciler) renderChart(ctx context.Context, in *v1alpha1.Installation, a *oci.Artifact, vals map[string]any, valuesDigest string, opts helmspec.Options) (*helmspec.Result, error) {
+	key := fmt.Sprintf("%s/%t/%d", chartIdentifier(a.Digest, valuesDigest, opts), opts.Upgrade, opts.Revision)
 	c := &r.charts
 	c.mu.Lock()
 	hit := c.done[key]
 	c.mu.Unlock()
 	if hit != nil {
 		return hit.res, hit.err
+	}
+	if r.applier != nil {
+		inv, err := inventory.NewStore(r.kube).Get(ctx, Owner(in))
+		if err != nil {
+			return nil, fmt.Errorf("objects for the chart's lookup: %w", err)
+		}
+		objs, err := r.applier.OwnedObjects(ctx, inv, in.Namespace, 0)
+		if err != nil {
+			return nil, fmt.Errorf("objects for the chart's lookup: %w", err)
+		}
+		opts.Lookup = &helmspec.Lookup{Objects: objs}
 	}
 	rctx, cancel := context.WithTimeout(ctx, HelmRenderTimeout)
 	defer cancel()

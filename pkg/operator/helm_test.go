@@ -94,13 +94,50 @@ func TestRenderChartKeepsOnlyTheChartsOwnOutcome(t *testing.T) {
 			fake := &countingRenderer{err: tc.err}
 			r := &Reconciler{opts: Options{HelmRenderer: fake}}
 			for range 2 {
-				res, err := r.renderChart(t.Context(), a, nil, "", opts)
+				res, err := r.renderChart(t.Context(), &v1alpha1.Installation{}, a, nil, "", opts)
 				if (err != nil) != (tc.err != nil) || (err == nil && res.Chart.Name != "c") {
 					t.Fatalf("render: %+v, %v; want error %v", res, err, tc.err)
 				}
 			}
 			if fake.calls != tc.calls {
 				t.Errorf("%d renders, want %d", fake.calls, tc.calls)
+			}
+		})
+	}
+}
+
+// A chart is rendered as Helm numbers releases (helm install, then helm
+// upgrade with the revision after the newest), and the rolled-out chart
+// and values again with their own revision: a render after a restart
+// sees the same .Release as the one that rolled out, so it renders the
+// same objects.
+func TestReleaseOfFollowsTheHistory(t *testing.T) {
+	hist := func(revs ...v1alpha1.StrategyRevision) *v1alpha1.Installation {
+		in := &v1alpha1.Installation{}
+		in.Status.History = revs
+		return in
+	}
+	for _, tc := range []struct {
+		name     string
+		in       *v1alpha1.Installation
+		upgrade  bool
+		revision int
+	}{
+		{"nothing rolled out: an install", hist(), false, 1},
+		{"the installed chart again", hist(v1alpha1.StrategyRevision{Revision: 1, Identifier: "helm-a"}), false, 1},
+		{"another chart after the install", hist(v1alpha1.StrategyRevision{Revision: 1, Identifier: "helm-b"}), true, 2},
+		{"the upgraded chart again", hist(v1alpha1.StrategyRevision{Revision: 4, Identifier: "helm-a"}, v1alpha1.StrategyRevision{Revision: 3, Identifier: "helm-b"}), true, 4},
+		{"back to an older chart (rollback): a new revision", hist(v1alpha1.StrategyRevision{Revision: 4, Identifier: "helm-b"}, v1alpha1.StrategyRevision{Revision: 3, Identifier: "helm-a"}), true, 5},
+		{"a history without revision numbers", hist(v1alpha1.StrategyRevision{Identifier: "helm-a"}), true, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			upgrade, revision := releaseOf(tc.in, "helm-a")
+			if upgrade != tc.upgrade || revision != tc.revision {
+				t.Fatalf("releaseOf = %t, %d; want %t, %d", upgrade, revision, tc.upgrade, tc.revision)
+			}
+			opts := helmspec.Options{Upgrade: upgrade, Revision: revision}
+			if err := opts.Validate(); err != nil {
+				t.Fatalf("the render refuses it: %v", err)
 			}
 		})
 	}
