@@ -9,6 +9,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/installstrategy/installstrategy/internal/dump"
@@ -226,13 +227,23 @@ func TestDumpJobFromBeforeRestartBelieved(t *testing.T) {
 	// changed (what a suspended Job allows).
 	req = f.request("v1.2.0")
 	name = f.start(t, req)
-	job, _ = f.job(t, name)
-	job.Spec.Suspend = ptr.To(true)
-	if job, err = f.env.Kube.BatchV1().Jobs(f.ns).Update(ctx, job, metav1.UpdateOptions{}); err != nil {
+	// The Job controller writes the Job's status meanwhile: each change is
+	// made on the latest version (a conflict is retried, not a failure).
+	jobs := f.env.Kube.BatchV1().Jobs(f.ns)
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		job, _ := f.job(t, name)
+		job.Spec.Suspend = ptr.To(true)
+		_, err := jobs.Update(ctx, job, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
-	job.Spec.Template.Spec.Tolerations = append(job.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: "evil", Operator: corev1.TolerationOpExists})
-	if _, err := f.env.Kube.BatchV1().Jobs(f.ns).Update(ctx, job, metav1.UpdateOptions{}); err != nil {
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		job, _ := f.job(t, name)
+		job.Spec.Template.Spec.Tolerations = append(job.Spec.Template.Spec.Tolerations, corev1.Toleration{Key: "evil", Operator: corev1.TolerationOpExists})
+		_, err := jobs.Update(ctx, job, metav1.UpdateOptions{})
+		return err
+	}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = f.loader.Load(ctx, req)
