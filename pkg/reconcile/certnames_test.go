@@ -317,7 +317,7 @@ func TestKubeVirtOperatorWebhookServedWithItsCertificate(t *testing.T) {
 		}
 		return len(l.Items) > 0, fmt.Sprintf("%d pods", len(l.Items)), nil
 	})
-	env.ServeWebhookStandIn(ctx, t, "kubevirt", "virt-api", "kubevirt-virt-api-certs")
+	// newKubeVirtEnv already serves virt-api.
 	operatorHook := env.ServeWebhookStandIn(ctx, t, "kubevirt", "kubevirt-operator-webhook", "kubevirt-operator-certs")
 
 	s := testenv.KubeVirtStrategyAsShipped(t, "v1.9.0")
