@@ -5,10 +5,12 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -237,6 +239,21 @@ func TestDumpJobFromBeforeRestartBelieved(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
+	}
+	// The API server lets a Job's placement change only once the Job
+	// controller has seen the suspension and cleared status.startTime.
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		job, err := jobs.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		suspended := false
+		for _, c := range job.Status.Conditions {
+			suspended = suspended || c.Type == batchv1.JobSuspended && c.Status == corev1.ConditionTrue
+		}
+		return suspended && job.Status.StartTime == nil, nil
+	}); err != nil {
+		t.Fatalf("the Job controller never cleared the suspended Job's startTime: %v", err)
 	}
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		job, _ := f.job(t, name)
