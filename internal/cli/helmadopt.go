@@ -23,7 +23,7 @@ type helmAdoption struct {
 }
 
 func (h *helmAdoption) add(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&h.name, "adopt-helm-release", "", "take over every object of this Helm release in -n (field ownership moved, no pod restarted), then retire the release: Helm's annotations removed, its release Secrets deleted (kept in secret/installstrategy-helm-release-NAME); without a strategy argument the strategy is the release's own deployed manifest")
+	cmd.Flags().StringVar(&h.name, "adopt-helm-release", "", "take over every object of this Helm release in -n (field ownership moved, no pod restarted), then retire the release: Helm's annotations removed, its release Secrets deleted (kept in secret/installstrategy-helm-release-NAME); without a strategy argument the strategy is the release's own deployed manifest. As Helm requires, every object must carry the release's label app.kubernetes.io/managed-by=Helm and meta.helm.sh annotations, and be no system object (see --allow-system-object), or nothing is taken over")
 }
 
 // load finds the release and returns the strategy: src when given, else
@@ -36,6 +36,24 @@ func (h *helmAdoption) load(ctx context.Context, o *options, src string, f *reco
 	}
 	if h.rel, err = helmrelease.Find(ctx, c.kube, c.namespace, h.name); err != nil {
 		return nil, err
+	}
+	// The release Secret is anyone's who may write Secrets in -n: only
+	// what the live objects prove is the release's is adopted (with
+	// --adopt too, the strategy's other objects no installation owns).
+	consent, err := f.consent()
+	if err != nil {
+		return nil, err
+	}
+	objs, resolve, err := h.objects(c)
+	if err != nil {
+		return nil, err
+	}
+	owned, err := h.rel.Verify(ctx, resolve, objs, helmrelease.VerifyOptions{AllowMissing: src != "", SystemConsent: consent})
+	if err != nil {
+		return nil, err
+	}
+	if !f.adopt {
+		f.adoptable = owned
 	}
 	f.adopt, f.leavePodTemplates = true, true
 	if src != "" {

@@ -52,6 +52,22 @@ type reconcileFlags struct {
 	leavePodTemplates bool
 	// allowCRD accepts unsafe CRD changes, CRD=RULE each (pkg/crdsafety).
 	allowCRD []string
+	// adoptable, when not nil, is all that adopt takes: a Helm release's
+	// proven objects (--adopt-helm-release without --adopt).
+	adoptable map[strategy.ObjectRef]bool
+	// systemObjects are --allow-system-object: the system objects
+	// (inventory.SystemObject) that may be adopted, and once adopted
+	// pruned.
+	systemObjects []string
+}
+
+// consent reads --allow-system-object.
+func (f *reconcileFlags) consent() (inventory.SystemConsent, error) {
+	c, err := inventory.ParseSystemConsent(f.systemObjects)
+	if err != nil {
+		return nil, usageError(fmt.Errorf("--allow-system-object: %w", err))
+	}
+	return c, nil
 }
 
 // crdAllow parses --allow-crd-change.
@@ -81,6 +97,7 @@ func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.identity.Identifier, "identifier", "", "the identifier of a strategy that records none")
 	cmd.Flags().StringVar(&f.placementFile, "placement", "", "a YAML or JSON file placing the strategy's pods, as an Installation's spec does: infra and workloads, each with nodeSelector, tolerations and affinity (per-node agents get workloads, the others infra)")
 	cmd.Flags().StringArrayVar(&f.pullSecrets, "pull-secret", nil, "an image pull Secret added to every pod template (repeat the flag for more)")
+	cmd.Flags().StringArrayVar(&f.systemObjects, "allow-system-object", nil, "let adoption (--adopt, --adopt-helm-release) take, and prune later delete, this system object: one of the API server's own (label kubernetes.io/bootstrapping), a system: name, a system namespace, or (with --adopt-helm-release) any object in kube-system, kube-public or kube-node-lease; named KIND[.GROUP]/NAME or KIND[.GROUP]/NAMESPACE/NAME (repeat the flag for more). Without it such objects are conflicts")
 }
 
 // addAdoption adds the flags rollback shares with apply (the strategy of a
@@ -323,7 +340,11 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	if err != nil {
 		return nil, l, err
 	}
-	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow})
+	consent, err := f.consent()
+	if err != nil {
+		return nil, l, err
+	}
+	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
@@ -578,13 +599,23 @@ jsonpath= or go-template= prints the objects instead.
 --adopt-helm-release NAME moves a product that helm install put in the
 cluster to this installation without downtime: the release's deployed
 manifest (from its Secret sh.helm.release.v1.NAME.vN in -n) is the strategy,
-unless one is given; every object is adopted (field ownership moves from
-Helm to us, the installation's labels are added) with pod templates left as
-they are, so no pod restarts and nothing is recreated; rollouts are not
+unless one is given; every object of the release is adopted (field ownership
+moves from Helm to us, the installation's labels are added) with pod templates
+left as they are, so no pod restarts and nothing is recreated; rollouts are not
 waited for. Then the release is retired: its Secrets are copied into
 secret/installstrategy-helm-release-NAME and deleted, and Helm's
 meta.helm.sh annotations are removed, so Helm no longer lists, upgrades or
-uninstalls those objects. The history records the release as the
+uninstalls those objects. The release Secret is anyone's who may write
+Secrets in -n, so, as Helm itself requires before it touches an existing
+object, every object its manifest names must exist and carry the label
+app.kubernetes.io/managed-by=Helm and the annotations meta.helm.sh/release-name
+and meta.helm.sh/release-namespace naming this release; a system object (the
+API server's own, labelled kubernetes.io/bootstrapping; a system: name; any
+object in kube-system, kube-public or kube-node-lease) must also be named by
+--allow-system-object. Otherwise nothing is taken over, and the error lists
+every object that failed and why. With a strategy given, only the release's
+objects are adopted (add --adopt for the strategy's other objects that no
+installation owns). The history records the release as the
 revision's source. If the apply fails, the release is left as it was. The
 first apply of a strategy afterwards puts the identity annotations on the
 pod templates and so rolls the pods once: make it the next upgrade.
@@ -716,9 +747,13 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	if err != nil {
 		return err
 	}
+	consent, err := f.consent()
+	if err != nil {
+		return err
+	}
 	res, runErr := rc.Run(ctx, l.Strategy, reconcile.Options{
 		AllowCRDChanges: allow,
-		Observed:        observed, Owner: owner, Adopt: adoptPolicy(f.adopt), PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
+		Observed:        observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,
 		OnEvent: func(e reconcile.Event) {

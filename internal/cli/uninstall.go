@@ -16,6 +16,7 @@ import (
 
 func newUninstallCommand(o *options) *cobra.Command {
 	var keepCRDs, wait bool
+	var systemObjects []string
 	var timeout time.Duration
 	cmd := &cobra.Command{
 		Use:   "uninstall NAME",
@@ -29,7 +30,10 @@ when it holds nothing that is not the installation's; CRDs (and so every custom
 resource of them) are deleted unless --keep-crds. An object annotated
 helm.sh/resource-policy: keep (Helm's) or installstrategy.io/resource-policy:
 keep is kept, as helm uninstall keeps it: it stays in the cluster, leaves the
-inventory, and is listed as kept. Objects of other
+inventory, and is listed as kept. A system object the installation took over
+rather than created (one of the API server's own, labelled
+kubernetes.io/bootstrapping; a system: name; kube-system, kube-public or
+kube-node-lease themselves) is kept unless --allow-system-object names it. Objects of other
 installations, and objects labelled by hand, are never touched. The CA Secret
 and the inventory go last; the history and the revisions it kept go first.
 
@@ -54,10 +58,14 @@ An installation an Installation drives is removed by deleting the Installation.`
 			if !inv.Exists() {
 				return fmt.Errorf("installation %s: not found (no configmap/%s in namespace %s)", owner, inventory.ConfigMapName(owner), owner.Namespace)
 			}
+			consent, err := inventory.ParseSystemConsent(systemObjects)
+			if err != nil {
+				return usageError(fmt.Errorf("--allow-system-object: %w", err))
+			}
 			out := o.streams.Out
 			kept := 0
 			opts := reconcile.UninstallOptions{
-				Owner: owner, KeepCRDs: keepCRDs, Wait: wait,
+				Owner: owner, KeepCRDs: keepCRDs, Wait: wait, SystemConsent: consent,
 				OnEvent: func(e reconcile.Event) {
 					if e.Action == apply.ActionDelete {
 						fmt.Fprintf(out, "  delete %s\n", e.Ref)
@@ -96,5 +104,6 @@ An installation an Installation drives is removed by deleting the Installation.`
 	cmd.Flags().BoolVar(&keepCRDs, "keep-crds", false, "leave the installation's CustomResourceDefinitions (and so all their custom resources)")
 	cmd.Flags().BoolVar(&wait, "wait", false, "wait until every deleted object is gone")
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
+	cmd.Flags().StringArrayVar(&systemObjects, "allow-system-object", nil, "let uninstall delete this system object the installation took over (see apply --allow-system-object), named KIND[.GROUP]/NAME or KIND[.GROUP]/NAMESPACE/NAME (repeat the flag for more)")
 	return cmd
 }

@@ -41,6 +41,7 @@ const (
 	// alone. It is the zero value.
 	AdoptNever AdoptPolicy = iota
 	// AdoptAll takes such objects over: they are applied like ours.
+	// Options.Adoptable, when set, narrows it to the objects it lists.
 	AdoptAll
 )
 
@@ -58,8 +59,17 @@ type Options struct {
 	Owner inventory.Owner
 	// Adopt says whether objects no installation owns (written by kubectl,
 	// Helm or a person) are taken over. Another installation's objects are
-	// never adopted.
+	// never adopted, nor is a system object (inventory.SystemObject) that
+	// SystemConsent does not name.
 	Adopt AdoptPolicy
+	// Adoptable, when not nil, is all that AdoptAll takes over: the
+	// objects proven to be a Helm release's (helmrelease.Release.Verify).
+	// Any other object no installation owns is a conflict.
+	Adoptable map[strategy.ObjectRef]bool
+	// SystemConsent names the system objects (inventory.SystemObject)
+	// that may be adopted. The zero value names none: such objects are
+	// conflicts (ConflictError.System says why).
+	SystemConsent inventory.SystemConsent
 	// DryRun sends every write as a server-side dry run: nothing is
 	// persisted, and a recreate is only reported.
 	DryRun bool
@@ -145,24 +155,46 @@ type ConflictError struct {
 	// Installation names the other installation ("namespace/name") when
 	// the object is another installation's; "" otherwise.
 	Installation string
+	// System says why the object is a system object that adoption may
+	// not take without consent naming it (inventory.AdoptionNeedsConsent);
+	// "" otherwise.
+	System string
 }
 
 func (e *ConflictError) Error() string {
 	switch {
 	case e.Installation != "":
 		return fmt.Sprintf("%s belongs to installation %s; not overwritten", e.Ref, e.Installation)
+	case e.System != "":
+		return fmt.Sprintf("%s is %s; not overwritten", e.Ref, e.System)
 	case e.ManagedBy == "":
 		return fmt.Sprintf("%s exists and was not applied by installstrategy (no managed-by label); not overwritten (adopt it to take it over)", e.Ref)
 	}
 	return fmt.Sprintf("%s exists and is managed by someone else (managed-by %q); not overwritten (adopt it to take it over)", e.Ref, e.ManagedBy)
 }
 
-func conflictOf(ref strategy.ObjectRef, live *unstructured.Unstructured, claim inventory.Claim) *ConflictError {
+func (a *Applier) conflictOf(ref strategy.ObjectRef, live *unstructured.Unstructured, claim inventory.Claim) *ConflictError {
 	e := &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[ManagedByLabel]}
-	if claim == inventory.ClaimOther {
+	switch {
+	case claim == inventory.ClaimOther:
 		e.Installation = inventory.OtherOwner(live.GetLabels())
+	case claim == inventory.ClaimNone && a.adopts(ref):
+		e.System = inventory.AdoptionNeedsConsent(ref, live, a.opts.SystemConsent)
 	}
 	return e
+}
+
+// adopts reports whether the options let ref be adopted, system objects
+// aside (see adoptable).
+func (a *Applier) adopts(ref strategy.ObjectRef) bool {
+	return a.opts.Adopt == AdoptAll && (a.opts.Adoptable == nil || a.opts.Adoptable[ref])
+}
+
+// adoptable reports whether live, the object of ref that no installation
+// owns, is taken over: the options adopt it, and it is not a system object
+// (inventory.SystemObject) that SystemConsent does not name.
+func (a *Applier) adoptable(ref strategy.ObjectRef, live *unstructured.Unstructured) bool {
+	return a.adopts(ref) && inventory.AdoptionNeedsConsent(ref, live, a.opts.SystemConsent) == ""
 }
 
 // NotServedError reports a kind the cluster does not serve.
@@ -580,7 +612,7 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 		return nil, fmt.Errorf("prepare %s: pod template: %w", strategy.RefOf(obj), err)
 	}
 	claim := ClaimOf(live, a.opts.Owner)
-	adopting := claim == inventory.ClaimNone && a.opts.Adopt == AdoptAll
+	adopting := claim == inventory.ClaimNone && a.adoptable(strategy.RefOf(obj), live)
 	kept := claim == inventory.ClaimOurs && live.GetAnnotations()[KeptTemplateAnnotation] == h
 	if !adopting && !kept {
 		return prepared, nil
@@ -644,7 +676,7 @@ func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing 
 func (a *Applier) shared(obj, live *unstructured.Unstructured) bool {
 	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
 	implicit := obj.GetAnnotations()[ImplicitAnnotation] != ""
-	return info.MergeIntoExisting && ClaimOf(live, a.opts.Owner) == inventory.ClaimNone && (a.opts.Adopt != AdoptAll || implicit)
+	return info.MergeIntoExisting && ClaimOf(live, a.opts.Owner) == inventory.ClaimNone && (!a.adoptable(strategy.RefOf(obj), live) || implicit)
 }
 
 // Decide compares a prepared object (see Applier.Prepare) with its live
@@ -662,14 +694,14 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	case released:
 	case claim == inventory.ClaimOther:
 		res.Action = ActionConflict
-		res.Reason = conflictOf(res.Ref, live, claim).Error()
+		res.Reason = a.conflictOf(res.Ref, live, claim).Error()
 		return res
 	case claim == inventory.ClaimNone && !owned:
 		// Prepared by PrepareShared.
 		res.Shared = true
-	case claim == inventory.ClaimNone && a.opts.Adopt != AdoptAll:
+	case claim == inventory.ClaimNone && !a.adoptable(res.Ref, live):
 		res.Action = ActionConflict
-		res.Reason = conflictOf(res.Ref, live, claim).Error()
+		res.Reason = a.conflictOf(res.Ref, live, claim).Error()
 		return res
 	case claim == inventory.ClaimNone:
 		res.Adopted = true
@@ -814,7 +846,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	case ActionUnchanged:
 		return res, nil
 	case ActionConflict:
-		return res, conflictOf(ref, live, ClaimOf(live, a.opts.Owner))
+		return res, a.conflictOf(ref, live, ClaimOf(live, a.opts.Owner))
 	}
 	if a.absent != nil {
 		// Whatever the write does, later reads ask the API server.

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -27,6 +28,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -39,6 +41,9 @@ const (
 	// ownership annotations on every object of a release.
 	ReleaseNameAnnotation      = "meta.helm.sh/release-name"
 	ReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
+	// ManagedBy is the value of the managed-by label
+	// (inventory.ManagedByLabel) Helm puts on every object of a release.
+	ManagedBy = "Helm"
 	// BackupType is the type of the Secret that keeps a retired release's
 	// Secrets, one data key per release Secret (its name), holding Helm's
 	// encoded release as it was.
@@ -139,6 +144,89 @@ func decode(data []byte) (*release.Release, error) {
 		return nil, fmt.Errorf("decode release: %w", err)
 	}
 	return &rel, nil
+}
+
+// VerifyOptions tunes Verify. The zero value refuses a manifest object
+// that is not in the cluster, and every system object.
+type VerifyOptions struct {
+	// AllowMissing passes over manifest objects that are not in the
+	// cluster instead of refusing them: the caller's own strategy, not the
+	// release's manifest, says what is created.
+	AllowMissing bool
+	// SystemConsent names the system objects (inventory.SystemObject)
+	// that may be taken over.
+	SystemConsent inventory.SystemConsent
+}
+
+// RefusedError lists the objects of a release's manifest that are not
+// provably the release's, each with why: nothing is taken over.
+type RefusedError struct {
+	// Release names the release (Release.String).
+	Release string
+	// Refused are "REF: why", in manifest order.
+	Refused []string
+}
+
+func (e *RefusedError) Error() string {
+	return fmt.Sprintf("%s: %d objects of its manifest are not provably the release's, nothing taken over (Helm's own ownership check: label %s=%s and annotations %s, %s naming the release on the live object):\n  %s",
+		e.Release, len(e.Refused), inventory.ManagedByLabel, ManagedBy, ReleaseNameAnnotation, ReleaseNamespaceAnnotation, strings.Join(e.Refused, "\n  "))
+}
+
+// Verify decides which objects of the release's manifest (objs, namespaced
+// as Helm applied them) are the release's by what the cluster says, not by
+// what the release Secret says: whoever may write Secrets in the namespace
+// can forge one naming any object. An object is the release's when its
+// live copy carries what Helm itself requires before it touches an
+// existing object: the label app.kubernetes.io/managed-by=Helm and the
+// annotations meta.helm.sh/release-name and release-namespace naming this
+// release. Only whoever may write that object can have put them there.
+// A system object, or one in a system namespace
+// (inventory.TakeoverNeedsConsent), is not the release's to give unless
+// opts.SystemConsent names it, and an object not in the cluster is
+// refused unless opts.AllowMissing. Like Helm, one object that fails
+// refuses the whole takeover: a *RefusedError lists every one. On success
+// Verify returns the release's objects that exist.
+func (r *Release) Verify(ctx context.Context, resolve Resolver, objs []*unstructured.Unstructured, opts VerifyOptions) (map[strategy.ObjectRef]bool, error) {
+	owned := map[strategy.ObjectRef]bool{}
+	seen := map[strategy.ObjectRef]bool{}
+	var refused []string
+	for _, obj := range objs {
+		ref := strategy.RefOf(obj)
+		if seen[ref] {
+			continue
+		}
+		seen[ref] = true
+		refuse := func(why string) { refused = append(refused, ref.String()+": "+why) }
+		ri, err := resolve(obj)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", r, ref, err)
+		}
+		live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err) && opts.AllowMissing:
+			continue
+		case apierrors.IsNotFound(err):
+			refuse("not in the cluster: a deployed release's objects exist, and nothing is created on the word of a release Secret")
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("%s: get %s: %w", r, ref, err)
+		}
+		if why := inventory.TakeoverNeedsConsent(ref, live, opts.SystemConsent); why != "" {
+			refuse(why)
+			continue
+		}
+		a, by := live.GetAnnotations(), live.GetLabels()[inventory.ManagedByLabel]
+		if by != ManagedBy || a[ReleaseNameAnnotation] != r.Name || a[ReleaseNamespaceAnnotation] != r.Namespace {
+			refuse(fmt.Sprintf("not the release's: label %s=%q, annotations %s=%q, %s=%q",
+				inventory.ManagedByLabel, by, ReleaseNameAnnotation, a[ReleaseNameAnnotation], ReleaseNamespaceAnnotation, a[ReleaseNamespaceAnnotation]))
+			continue
+		}
+		owned[ref] = true
+	}
+	if len(refused) > 0 {
+		return nil, &RefusedError{Release: r.String(), Refused: refused}
+	}
+	return owned, nil
 }
 
 // Resolver finds the resource of an object: its client, namespaced when

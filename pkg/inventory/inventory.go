@@ -53,6 +53,11 @@ type Entry struct {
 	// Hash is the applied hash of a Job that completed, so a resync knows
 	// the Job ran even after its TTL removed it; empty otherwise.
 	Hash string `json:"completedHash,omitempty"`
+	// Adopted is true for an object the installation took over from
+	// someone else (apply.Result.Adopted) rather than created: a system
+	// object so taken is not deleted without consent
+	// (DeletionNeedsConsent).
+	Adopted bool `json:"adopted,omitempty"`
 }
 
 // Inventory is what one installation has applied.

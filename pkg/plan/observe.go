@@ -199,7 +199,9 @@ func CompletedJob(inv *inventory.Inventory, prepared *unstructured.Unstructured)
 // is skipped while it holds objects that are not the installation's
 // (ForeignObjects). An object whose annotations keep it (inventory.KeptBy:
 // helm.sh/resource-policy or installstrategy.io/resource-policy "keep") is
-// listed as skipped (KeptReasonPrefix).
+// listed as skipped (KeptReasonPrefix), and so is a system object the
+// installation adopted or the API server made (inventory.DeletionNeedsConsent)
+// unless the applier's SystemConsent names it.
 func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts ObserveOptions) ([]Item, error) {
 	return deletable(ctx, a, s.Index(), opts, "not in the target strategy")
 }
@@ -220,7 +222,7 @@ func deletable(ctx context.Context, a *apply.Applier, target map[strategy.Object
 	if opts.Inventory == nil {
 		return nil, nil
 	}
-	owner := a.Options().Owner
+	owner, consent := a.Options().Owner, a.Options().SystemConsent
 	var refs []strategy.ObjectRef
 	for _, ref := range opts.Inventory.Refs() {
 		if _, ok := target[ref]; !ok {
@@ -237,11 +239,16 @@ func deletable(ctx context.Context, a *apply.Applier, target map[strategy.Object
 				return err
 			}
 			it := &Item{Ref: ref, Action: apply.ActionDelete, Reason: why, Live: live}
+			e := opts.Inventory.Entries[ref]
+			e.ObjectRef = ref
+			system := inventory.DeletionNeedsConsent(e, live, consent)
 			switch {
 			case !apply.IsOurs(live, owner):
 				it.Action, it.Reason = apply.ActionSkip, "no longer carries the labels of installation "+owner.String()+": left alone"
 			case inventory.KeptBy(live.GetAnnotations()) != "":
 				it.Action, it.Reason = apply.ActionSkip, KeptReasonPrefix+inventory.KeptBy(live.GetAnnotations())+": left in the cluster, and out of the inventory"
+			case system != "":
+				it.Action, it.Reason = apply.ActionSkip, system+": left alone"
 			case ref.GroupKind() == crdGroupKind && !opts.PruneCRDs:
 				it.Action, it.Reason = apply.ActionSkip, "CRD kept: pruning CRDs needs the explicit flag"
 			}

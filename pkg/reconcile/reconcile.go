@@ -58,6 +58,13 @@ type Options struct {
 	// Adopt says whether existing objects that are not ours are taken
 	// over; the zero value reports them as conflicts.
 	Adopt apply.AdoptPolicy
+	// Adoptable, when not nil, narrows Adopt to the objects it lists
+	// (apply.Options.Adoptable: a Helm release's proven objects).
+	Adoptable map[strategy.ObjectRef]bool
+	// SystemConsent names the system objects (inventory.SystemObject)
+	// that may be adopted, and, once adopted, pruned; the zero value
+	// names none (apply.Options.SystemConsent, plan.Prunable).
+	SystemConsent inventory.SystemConsent
 	// Roles maps workload names to roles; nil means plan.DefaultRoles.
 	Roles map[string]generate.Role
 	// NoPrune leaves objects the strategy no longer holds.
@@ -460,7 +467,7 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 	}
 	// A transient failure (a webhook whose backend is still starting, 429,
 	// 5xx) is retried until the step's deadline.
-	a := rc.a.WithOptions(apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, RetryFor: opts.StageDeadline, LeavePodTemplates: opts.LeavePodTemplates})
+	a := rc.a.WithOptions(apply.Options{Identity: s.Identity, FieldManager: opts.FieldManager, Owner: opts.Owner, Adopt: opts.Adopt, Adoptable: opts.Adoptable, SystemConsent: opts.SystemConsent, RetryFor: opts.StageDeadline, LeavePodTemplates: opts.LeavePodTemplates})
 	if !opts.Claims.answers(s, opts.Owner) {
 		// Kinds served since the last run are found. (A claim check whose
 		// answer the run takes has just asked discovery.)
@@ -562,6 +569,14 @@ func (r *run) recordable() ([]strategy.ObjectRef, error) {
 	return out, nil
 }
 
+// recordAdopted marks ref's inventory entry as adopted, not created
+// (inventory.Entry.Adopted), holding r.mu.
+func (r *run) recordAdopted(ref strategy.ObjectRef) {
+	e := r.inv.Entries[ref]
+	e.ObjectRef, e.Adopted = ref, true
+	r.inv.Entries[ref] = e
+}
+
 // recordNamespaces adds the Namespaces of results that are the
 // installation's to the inventory, and writes it when that changed it.
 func (r *run) recordNamespaces(ctx context.Context, results ...apply.Result) error {
@@ -591,9 +606,14 @@ func (r *run) ensureNamespace(ctx context.Context, ns string) error {
 			if err != nil {
 				return fmt.Errorf("namespace %s of installation %s: %w", ns, r.opts.Owner, err)
 			}
+			r.mu.Lock()
 			if !res.Shared {
 				r.inv.Add(res.Ref)
 			}
+			if res.Adopted {
+				r.recordAdopted(res.Ref)
+			}
+			r.mu.Unlock()
 			// Its step takes this result instead of applying it again.
 			res.Object = health.Essentials(res.Object)
 			r.mu.Lock()
@@ -756,6 +776,7 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 		r.res.Applied = append(r.res.Applied, res)
 		if res.Adopted {
 			r.res.Adopted = append(r.res.Adopted, res.Ref)
+			r.recordAdopted(res.Ref)
 		}
 	}
 	r.mu.Unlock()
@@ -1228,7 +1249,9 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 			continue
 		}
 		if h := results[i].Object.GetAnnotations()[apply.AppliedHashAnnotation]; h != "" {
-			r.inv.Entries[results[i].Ref] = inventory.Entry{ObjectRef: results[i].Ref, Hash: h}
+			e := r.inv.Entries[results[i].Ref]
+			e.ObjectRef, e.Hash = results[i].Ref, h
+			r.inv.Entries[results[i].Ref] = e
 		}
 	}
 	return nil

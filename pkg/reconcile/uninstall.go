@@ -38,13 +38,17 @@ type UninstallOptions struct {
 	// does before it deletes the product's custom resources itself, so
 	// that a webhook whose backend is down cannot refuse their deletion.
 	AdmissionOnly bool
+	// SystemConsent names the system objects (inventory.SystemObject) the
+	// installation adopted that may be deleted; the zero value keeps them
+	// all (inventory.DeletionNeedsConsent).
+	SystemConsent inventory.SystemConsent
 }
 
 func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]strategy.ObjectRef, error) {
 	if err := opts.Owner.Validate(); err != nil {
 		return nil, fmt.Errorf("uninstall: %w", err)
 	}
-	a, kube := rc.applier(apply.Options{Owner: opts.Owner}), rc.kube
+	a, kube := rc.applier(apply.Options{Owner: opts.Owner, SystemConsent: opts.SystemConsent}), rc.kube
 	invs := inventory.NewStore(kube)
 	inv, err := invs.Get(ctx, opts.Owner)
 	if err != nil {
