@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -81,7 +83,7 @@ func (m objects) names() []string {
 func TestDefaultKustomization(t *testing.T) {
 	objs := index(build(t, "default"))
 	want := []string{
-		"ClusterRole/installstrategy-operator", "ClusterRoleBinding/installstrategy-operator",
+		"ClusterRole/installstrategy-metrics-reader", "ClusterRole/installstrategy-operator", "ClusterRoleBinding/installstrategy-operator",
 		"CustomResourceDefinition/installations.installstrategy.io", "Deployment/installstrategy-operator",
 		"Namespace/installstrategy-system", "Role/installstrategy-operator", "RoleBinding/installstrategy-operator",
 		"Service/installstrategy-operator-metrics", "ServiceAccount/installstrategy-operator",
@@ -142,8 +144,8 @@ func TestDefaultKustomization(t *testing.T) {
 	for _, p := range c.Ports {
 		ports[p.Name] = p.ContainerPort
 	}
-	if ports["metrics"] != 8080 || ports["health"] != 8081 {
-		t.Errorf("ports %v, want metrics 8080 and health 8081", ports)
+	if ports["metrics"] != 8443 || ports["health"] != 8081 {
+		t.Errorf("ports %v, want metrics 8443 and health 8081", ports)
 	}
 	for _, p := range []struct {
 		name  string
@@ -154,11 +156,19 @@ func TestDefaultKustomization(t *testing.T) {
 			t.Errorf("%s probe %+v, want GET %s on the health port", p.name, p.probe, p.path)
 		}
 	}
-	for _, want := range []string{"--health-probe-bind-address=:8081", "--metrics-bind-address=:8080", "--leader-elect"} {
+	for _, want := range []string{"--health-probe-bind-address=:8081", "--metrics-bind-address=:8443", "--leader-elect"} {
 		if !slices.Contains(c.Args, want) {
 			t.Errorf("args %v lack %s", c.Args, want)
 		}
 	}
+	// The metrics are served over HTTPS behind the API server's
+	// authentication (the default), never turned off here.
+	for _, a := range c.Args {
+		if strings.HasPrefix(a, "--metrics-secure") {
+			t.Errorf("args %v set %s: the deployment serves metrics as the default does, to authorized callers only", c.Args, a)
+		}
+	}
+	metricsAccess(t, objs)
 	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
 		t.Errorf("resource requests %v: want cpu and memory", c.Resources.Requests)
 	}
@@ -182,6 +192,36 @@ func TestDefaultKustomization(t *testing.T) {
 	}
 	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort != intstr.FromString("metrics") {
 		t.Errorf("metrics Service ports %+v", svc.Spec.Ports)
+	}
+}
+
+// metricsAccess checks the RBAC of the metrics endpoint: the operator may
+// review tokens and access (operator.MetricsAuthFilter), and the reader
+// role grants get on /metrics, nothing else, and is bound to nobody.
+func metricsAccess(t *testing.T, objs objects) {
+	t.Helper()
+	var op, reader rbacv1.ClusterRole
+	objs.get(t, "ClusterRole", "installstrategy-operator", &op)
+	objs.get(t, "ClusterRole", "installstrategy-metrics-reader", &reader)
+	for _, want := range []struct{ group, resource string }{{"authentication.k8s.io", "tokenreviews"}, {"authorization.k8s.io", "subjectaccessreviews"}} {
+		ok := slices.ContainsFunc(op.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.APIGroups, want.group) && slices.Contains(r.Resources, want.resource) && slices.Contains(r.Verbs, "create")
+		})
+		if !ok {
+			t.Errorf("the operator's ClusterRole may not create %s.%s", want.resource, want.group)
+		}
+	}
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}}
+	if !reflect.DeepEqual(reader.Rules, want) {
+		t.Errorf("metrics reader rules %+v, want %+v", reader.Rules, want)
+	}
+	for name, o := range objs {
+		if o.GetKind() != "ClusterRoleBinding" && o.GetKind() != "RoleBinding" {
+			continue
+		}
+		if ref, _, _ := unstructured.NestedString(o.Object, "roleRef", "name"); ref == reader.Name {
+			t.Errorf("%s binds the metrics reader role: whoever scrapes binds it", name)
+		}
 	}
 }
 

@@ -91,6 +91,14 @@ package v1alpha1
 // +kubebuilder:rbac:groups="",resources=events,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 //
+// The metrics endpoint serves only callers the API server authenticates
+// and authorizes for GET /metrics (operator.MetricsAuthFilter): a
+// TokenReview and a SubjectAccessReview per caller and minute. A scraper
+// needs the installstrategy-metrics-reader ClusterRole
+// (config/rbac/metrics_reader_role.yaml).
+// +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
+// +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+//
 // Leader election, only in the operator's own namespace (a Role, not a
 // ClusterRole).
 // +kubebuilder:rbac:groups=coordination.k8s.io,namespace=installstrategy-system,resources=leases,verbs=get;list;watch;create;update;patch;delete

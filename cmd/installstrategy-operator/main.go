@@ -81,7 +81,10 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.StringVar(&mo.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace in a cluster, else --namespace or "+defaultLeaderElectionNamespace)
 	fs.StringVar(&mo.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; \"0\" disables them")
 	fs.StringVar(&mo.pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof/ profiles (heap, CPU, goroutines), e.g. 127.0.0.1:8082 (keep it on loopback: a heap profile shows what the operator holds, Secrets included); \"0\" disables them")
-	fs.StringVar(&mo.metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint; \"0\" disables it")
+	fs.StringVar(&mo.metricsAddr, "metrics-bind-address", ":8443", "address of the Prometheus /metrics endpoint; \"0\" disables it")
+	metricsSecure := fs.Bool("metrics-secure", true, "serve /metrics over HTTPS, only to callers the API server authenticates and authorizes for GET on /metrics (e.g. a ServiceAccount bound to the installstrategy-metrics-reader ClusterRole); false serves plain HTTP to anyone (keep it on loopback)")
+	fs.StringVar(&mo.metricsCertDir, "metrics-cert-path", "", "directory holding the metrics server's certificate tls.crt and key tls.key (reloaded when they change); empty means a self-signed certificate made at start")
+	fs.BoolVar(&mo.enableHTTP2, "enable-http2", false, "let the metrics server speak HTTP/2 (off: its rapid stream resets, CVE-2023-44487)")
 	fs.StringVar(&mo.namespace, "namespace", "", "watch Installations of this namespace only; empty means every namespace")
 	fs.StringVar(&mo.keyNamespace, "key-namespace", "", "the operator's own namespace, writable only by cluster administrators: its signing key Secret ("+trust.OperatorKeySecret+") and trusted keys ConfigMap ("+trust.TrustedKeysConfigMap+"); empty means --leader-election-namespace, else the pod's namespace, else "+operator.DefaultKeyNamespace+" (never --namespace)")
 	fs.StringVar(&mo.image, "operator-image", os.Getenv("OPERATOR_IMAGE"), "the operator's own image, which dumps the built-in product for versions other than its own (default $OPERATOR_IMAGE)")
@@ -129,6 +132,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	mo.metricsInsecure = !*metricsSecure
 	if *showVersion {
 		_, err := fmt.Fprintf(stdout, "installstrategy-operator %s\n", buildinfo.Get())
 		return err
@@ -153,6 +157,15 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 			return fmt.Errorf("--helm-renderer %s: %w", mo.helmRenderer, err)
 		}
 		mo.helmRenderer = abs
+	}
+	if mo.metricsCertDir != "" {
+		// controller-runtime would fall back to a self-signed certificate
+		// without a word.
+		for _, name := range []string{"tls.crt", "tls.key"} {
+			if _, err := os.Stat(filepath.Join(mo.metricsCertDir, name)); err != nil {
+				return fmt.Errorf("--metrics-cert-path %s: %w", mo.metricsCertDir, err)
+			}
+		}
 	}
 	log := newLog(*verbosity)
 	if !*dumpMode {

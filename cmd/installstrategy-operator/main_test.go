@@ -2,14 +2,25 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
 
 	"github.com/go-logr/logr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -38,6 +49,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--helm-renderer=" + os.TempDir()}, "--helm-renderer " + os.TempDir() + ": not an executable file"},
 		{[]string{"--dump-pod-node-selector==x"}, `"=x" is not k=v`},
 		{[]string{"--dump-pod-tolerations=key=value"}, `"key=value" is not key[=value]:Effect`},
+		{[]string{"--metrics-cert-path=" + os.TempDir()}, "--metrics-cert-path " + os.TempDir() + ": stat " + os.TempDir() + "/tls.crt: no such file"},
 	}
 	for _, tt := range tests {
 		err := run(discard, tt.args)
@@ -100,7 +112,7 @@ func TestManagerMode(t *testing.T) {
 	go func() {
 		done <- runManager(mctx, logr.Discard(), env.Config, managerOptions{
 			leaderElect: true, leaderElectionNamespace: ns, namespace: ns, keyNamespace: ns + "-keys",
-			probeAddr: "0", metricsAddr: "0", qps: 50, burst: 100,
+			probeAddr: "0", metricsAddr: "0", qps: 50, burst: 100, skipNameValidation: true,
 		})
 	}()
 	testenv.WaitFor(ctx, t, "leader election lease", func(ctx context.Context) (bool, string, error) {
@@ -150,4 +162,205 @@ func TestKeyNamespaceMustNotBeWatched(t *testing.T) {
 	if code := exitCode(discard, []string{"--kubeconfig", "/nonexistent", "--namespace", "x", "--key-namespace", "x"}); code == 0 {
 		t.Error("exit code 0")
 	}
+}
+
+// ensureInstallationCRD creates the Installation CRD when the cluster has
+// none (the manager's cache waits for it) and waits until it is served.
+func ensureInstallationCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
+	t.Helper()
+	data, err := os.ReadFile("../../config/crd/bases/installstrategy.io_installations.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := yaml.Unmarshal(data, crd); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	env.WaitCRDEstablished(ctx, t, crd.Name)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// TestMetricsAuth: the manager serves /metrics over HTTPS to callers the
+// API server authenticates and authorizes only: no token (or another
+// scheme, or a token the API server does not know) 401, a token without
+// the metrics-reader role (or with a role for another path) 403, with it
+// 200 and metrics; the reader's token on another path 403; plain HTTP
+// gets nothing; the health probes stay plain HTTP.
+func TestMetricsAuth(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	ensureInstallationCRD(ctx, t, env)
+	addr, probe := freeAddr(t), freeAddr(t)
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- runManager(mctx, logr.Discard(), env.Config, managerOptions{
+			leaderElectionNamespace: ns, namespace: ns, keyNamespace: env.Namespace(ctx, t), probeAddr: probe, metricsAddr: addr, qps: 50, burst: 100, skipNameValidation: true,
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	token := func(name string) string {
+		if _, err := env.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := env.Kube.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr.Status.Token
+	}
+	reader, other, healthz := token("reader"), token("other"), token("healthz")
+	// The rule of config/rbac/metrics_reader_role.yaml (a copy under a
+	// name of this test's), and one for another path.
+	bind := func(sa, path string) {
+		name := ns + "-" + sa
+		role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{path}, Verbs: []string{"get"}}}}
+		crb := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: ns}}}
+		if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.Kube.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+		})
+		if _, err := env.Kube.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			_ = env.Kube.RbacV1().ClusterRoleBindings().Delete(context.Background(), crb.Name, metav1.DeleteOptions{})
+		})
+	}
+	bind("reader", "/metrics")
+	bind("healthz", "/healthz")
+	// The server's certificate is self-signed: the test checks who may
+	// read, not the certificate.
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	getPath := func(path, auth string) (int, string, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+addr+path, nil)
+		if err != nil {
+			return 0, "", err
+		}
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, "", err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), err
+	}
+	testenv.WaitFor(ctx, t, "the metrics server", func(ctx context.Context) (bool, string, error) {
+		select {
+		case err := <-done:
+			t.Fatalf("manager: %v", err)
+		default:
+		}
+		code, _, err := getPath("/metrics", "")
+		return err == nil, fmt.Sprint(code, err), nil
+	})
+	for _, tt := range []struct {
+		who, path, auth string
+		want            int
+	}{
+		{"no token", "/metrics", "", http.StatusUnauthorized},
+		{"a bad token", "/metrics", "Bearer not-a-token", http.StatusUnauthorized},
+		{"basic auth", "/metrics", "Basic cmVhZGVyOnJlYWRlcg==", http.StatusUnauthorized},
+		{"the reader's token as basic", "/metrics", "Basic " + reader, http.StatusUnauthorized},
+		{"no role", "/metrics", "Bearer " + other, http.StatusForbidden},
+		{"a role for another path", "/metrics", "Bearer " + healthz, http.StatusForbidden},
+		// Only /metrics is served (behind the filter); another path is
+		// not found, whoever asks.
+		{"another path", "/debug/pprof/heap", "", http.StatusNotFound},
+		{"metrics-reader", "/metrics", "Bearer " + reader, http.StatusOK},
+		{"metrics-reader, scheme in lower case", "/metrics", "bearer " + reader, http.StatusOK},
+	} {
+		// A binding takes effect when the API server's RBAC cache has it:
+		// waited for, not assumed.
+		testenv.WaitFor(ctx, t, tt.who, func(ctx context.Context) (bool, string, error) {
+			select {
+			case err := <-done:
+				t.Fatalf("manager: %v", err)
+			default:
+			}
+			code, body, err := getPath(tt.path, tt.auth)
+			if err != nil {
+				return false, "", err
+			}
+			if code == http.StatusOK && !strings.Contains(body, "controller_runtime_") {
+				t.Fatalf("%s: 200 without metrics: %.200s", tt.who, body)
+			}
+			return code == tt.want, fmt.Sprintf("status %d, want %d", code, tt.want), nil
+		})
+	}
+	// Plain HTTP gets no metrics: the TLS server answers it 400.
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK || strings.Contains(string(body), "controller_runtime_") {
+			t.Errorf("plain HTTP: %s, %.200s", resp.Status, body)
+		}
+	}
+	// HTTP/2 is not offered (--enable-http2 is off).
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{"h2", "http/1.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := conn.ConnectionState().NegotiatedProtocol; p == "h2" {
+		t.Error("the metrics server speaks HTTP/2")
+	}
+	conn.Close()
+	// The probes stay plain HTTP, for the kubelet.
+	testenv.WaitFor(ctx, t, "the health probe", func(ctx context.Context) (bool, string, error) {
+		resp, err := http.Get("http://" + probe + "/healthz")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status, nil
+	})
+}
+
+// TestMetricsInsecure: --metrics-secure=false serves plain HTTP to anyone
+// (for a loopback address in development), as before.
+func TestMetricsInsecure(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	ensureInstallationCRD(ctx, t, env)
+	addr := freeAddr(t)
+	mctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		done <- runManager(mctx, logr.Discard(), env.Config, managerOptions{
+			leaderElectionNamespace: ns, namespace: ns, keyNamespace: env.Namespace(ctx, t), probeAddr: "0", metricsAddr: addr, metricsInsecure: true, qps: 50, burst: 100, skipNameValidation: true,
+		})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	testenv.WaitFor(ctx, t, "plain metrics", func(ctx context.Context) (bool, string, error) {
+		resp, err := http.Get("http://" + addr + "/metrics")
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), "controller_runtime_"), resp.Status, nil
+	})
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -38,22 +40,28 @@ type managerOptions struct {
 	leaderElectionNamespace string
 	probeAddr               string
 	metricsAddr             string
-	pprofAddr               string
-	namespace               string
-	keyNamespace            string
-	dumpPodLabels           map[string]string
-	dumpPodEnv              []corev1.EnvVar
-	dumpPodPlacement        *identity.NodePlacement
-	image                   string
-	registry                string
-	version                 string
-	resync                  time.Duration
-	servedCheck             time.Duration
-	stageDeadline           time.Duration
-	qps                     float64
-	burst                   int
-	maxReconciles           int
-	helmRenderer            string
+	metricsInsecure         bool
+	metricsCertDir          string
+	enableHTTP2             bool
+	// skipNameValidation lets tests run several managers in one process
+	// (controller names are unique per process otherwise).
+	skipNameValidation bool
+	pprofAddr          string
+	namespace          string
+	keyNamespace       string
+	dumpPodLabels      map[string]string
+	dumpPodEnv         []corev1.EnvVar
+	dumpPodPlacement   *identity.NodePlacement
+	image              string
+	registry           string
+	version            string
+	resync             time.Duration
+	servedCheck        time.Duration
+	stageDeadline      time.Duration
+	qps                float64
+	burst              int
+	maxReconciles      int
+	helmRenderer       string
 }
 
 // managerRestConfig is the --kubeconfig file, else controller-runtime's
@@ -127,7 +135,8 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		Scheme:                  scheme,
 		Logger:                  log,
 		Cache:                   cacheOpts,
-		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		Metrics:                 metricsOptions(o),
+		Controller:              ctrlconfig.Controller{SkipNameValidation: &o.skipNameValidation},
 		HealthProbeBindAddress:  o.probeAddr,
 		PprofBindAddress:        o.pprofAddr,
 		LeaderElection:          o.leaderElect,
@@ -177,6 +186,32 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 	return mgr, nil
 }
 
+// metricsOptions serves /metrics as kubebuilder scaffolds it: over HTTPS
+// (the tls.crt and tls.key of metricsCertDir, reloaded when they change;
+// without them a self-signed certificate controller-runtime makes at
+// start), and only to a caller the API server authenticates (TokenReview)
+// and authorizes for GET on the non-resource URL /metrics
+// (SubjectAccessReview; operator.MetricsAuthFilter, the reviews of
+// controller-runtime's filters.WithAuthenticationAndAuthorization without
+// its dependencies, docs/NOTES.md): what the operator reports
+// (its Installations, its requests, its Go runtime) is not for every pod
+// that can reach it. metricsInsecure (--metrics-secure=false) serves plain
+// HTTP to anyone, for a loopback address in development. HTTP/2 is off
+// unless enableHTTP2 (its rapid stream resets, CVE-2023-44487).
+func metricsOptions(o managerOptions) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: o.metricsAddr}
+	if o.metricsInsecure {
+		return opts
+	}
+	opts.SecureServing = true
+	opts.FilterProvider = operator.MetricsAuthFilter
+	opts.CertDir = o.metricsCertDir
+	if !o.enableHTTP2 {
+		opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	}
+	return opts
+}
+
 // runManager runs the manager until ctx ends.
 func runManager(ctx context.Context, log logr.Logger, cfg *rest.Config, o managerOptions) error {
 	ctrl.SetLogger(log)
@@ -189,7 +224,7 @@ func runManager(ctx context.Context, log logr.Logger, cfg *rest.Config, o manage
 	if err != nil {
 		return err
 	}
-	log.Info("starting manager", "namespace", o.namespace, "leaderElect", o.leaderElect, "metrics", o.metricsAddr, "probes", o.probeAddr)
+	log.Info("starting manager", "namespace", o.namespace, "leaderElect", o.leaderElect, "metrics", o.metricsAddr, "metricsSecure", !o.metricsInsecure, "probes", o.probeAddr)
 	if err := mgr.Start(ctx); err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}

@@ -173,7 +173,7 @@ func (o *ours) process(_, kubeconfig, logPath string) processSpec {
 	return processSpec{
 		name: "installstrategy-operator", path: o.c.operatorBin, logPath: logPath,
 		args: append([]string{"--kubeconfig", kubeconfig, "--leader-elect", "--leader-election-namespace", ourNamespace,
-			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", oursMetricsPort),
+			"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", oursMetricsPort), "--metrics-secure=false",
 			"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", oursProbePort)},
 			o.c.extraFlags...),
 		env: []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},

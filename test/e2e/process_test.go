@@ -127,7 +127,7 @@ func newOperatorProcess(t testing.TB, name, ns string, extra ...string) *operato
 		"--kubeconfig", os.Getenv(testenv.KubeconfigEnv),
 		"--namespace", ns,
 		"--key-namespace", keyNamespace(t),
-		"--metrics-bind-address", p.metrics,
+		"--metrics-bind-address", p.metrics, "--metrics-secure=false", // loopback, scraped by metricSum
 		"--health-probe-bind-address", "0",
 		"--registry", "registry.example/sample",
 		"--stage-deadline", "90s",
