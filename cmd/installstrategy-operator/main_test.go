@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
@@ -363,4 +364,54 @@ func TestMetricsInsecure(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode == http.StatusOK && strings.Contains(string(b), "controller_runtime_"), resp.Status, nil
 	})
+}
+
+// TestAllNamespacesCacheExcludesKeyNamespace: watching every namespace,
+// the manager's cache holds nothing of the key namespace (its Secrets and
+// ConfigMaps are the operator's trust, read directly, never through what
+// a tenant's watch could fill), and everything of the other namespaces.
+func TestAllNamespacesCacheExcludesKeyNamespace(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	keys, tenant := env.Namespace(ctx, t), env.Namespace(ctx, t)
+	mgr, err := newManager(logr.Discard(), env.Config, managerOptions{
+		keyNamespace: keys, leaderElectionNamespace: keys, probeAddr: "0", metricsAddr: "0", qps: 50, burst: 100, skipNameValidation: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.GetCache().Start(cctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	strategyCM := func(ns string) {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "strategy", Namespace: ns, Labels: map[string]string{codec.NativeStrategyLabel: ""}}}
+		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	strategyCM(keys)
+	strategyCM(tenant)
+	testenv.WaitFor(ctx, t, "the tenant's strategy ConfigMap in the cache", func(ctx context.Context) (bool, string, error) {
+		var l corev1.ConfigMapList
+		if err := mgr.GetCache().List(ctx, &l, client.InNamespace(tenant)); err != nil {
+			return false, "", err
+		}
+		return len(l.Items) == 1, fmt.Sprintf("%d ConfigMaps", len(l.Items)), nil
+	})
+	var l corev1.ConfigMapList
+	if err := mgr.GetCache().List(ctx, &l, client.InNamespace(keys)); err != nil {
+		t.Fatal(err)
+	}
+	if len(l.Items) != 0 {
+		t.Errorf("the cache holds %d ConfigMaps of the key namespace %s", len(l.Items), keys)
+	}
+	if err := mgr.GetCache().List(ctx, &l); err != nil {
+		t.Fatal(err)
+	}
+	for _, cm := range l.Items {
+		if cm.Namespace == keys {
+			t.Errorf("the cache lists %s/%s of the key namespace", cm.Namespace, cm.Name)
+		}
+	}
 }

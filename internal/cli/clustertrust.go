@@ -5,45 +5,92 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // clusterTrust is the trust decision of a verb that acts on a strategy
-// read from the cluster (cm/NAME): anyone who may edit ConfigMaps of the
-// namespace may have written it, digest included, so it is read through
-// trust.Gate and must be signed by one of the user's keys (--key), unless
-// the user takes it as it is (--allow-unsigned).
+// others may have written: one read from the cluster (cm/NAME), which
+// anyone who may edit ConfigMaps of the namespace may have written, digest
+// included, or an artifact pulled by tag (oci://REF:TAG), which anyone who
+// may push to the repository or move the tag may have. It is read through
+// trust.Gate (a ConfigMap) or its cosign signatures are checked (an
+// artifact), and must be signed by one of the user's keys (--key), unless
+// the user takes it as it is (--allow-unsigned). An artifact pulled by
+// digest (oci://REF@sha256:...) is pinned by the user and needs neither.
+//
+// A verb that writes nothing (plan, diff) has an optional clusterTrust:
+// --key checks the signature when given; without it the strategy is read
+// as it is, and a line on standard error says it was not verified.
 type clusterTrust struct {
 	keys          []string
 	allowUnsigned bool
+	optional      bool
 }
 
 // addClusterTrust adds --key and --allow-unsigned to a verb that acts on
-// cm/NAME; the verb sets options.clusterTrust to the result when it runs.
+// cm/NAME or oci://; the verb sets options.clusterTrust to the result when
+// it runs.
 func addClusterTrust(cmd *cobra.Command) *clusterTrust {
 	t := &clusterTrust{}
-	cmd.Flags().StringArrayVar(&t.keys, "key", nil, "PEM public key file (e.g. cosign.pub; repeatable: any of them) whose signature a strategy read from the cluster (cm/NAME) must carry, checked before it is decoded")
-	cmd.Flags().BoolVar(&t.allowUnsigned, "allow-unsigned", false, "take a strategy read from the cluster (cm/NAME) without a signature: its digest is then checked only against itself, which any ConfigMap editor of the namespace can recompute")
+	cmd.Flags().StringArrayVar(&t.keys, "key", nil, "PEM public key file (e.g. cosign.pub; repeatable: any of them) whose signature a strategy read from the cluster (cm/NAME) or pulled by tag (oci://) must carry, checked before it is parsed")
+	cmd.Flags().BoolVar(&t.allowUnsigned, "allow-unsigned", false, "take a strategy read from the cluster (cm/NAME) or pulled by tag (oci://) without a signature: any ConfigMap editor of the namespace, or anyone who may push to the repository, may have written it")
 	return t
 }
+
+// addOptionalClusterTrust adds --key to a verb that writes nothing: with
+// it, a strategy read from the cluster or pulled by tag must be signed by
+// one of the keys, as for apply; without it, it is read unverified.
+func addOptionalClusterTrust(cmd *cobra.Command) *clusterTrust {
+	t := &clusterTrust{optional: true}
+	cmd.Flags().StringArrayVar(&t.keys, "key", nil, "PEM public key file (repeatable: any of them) whose signature a strategy read from the cluster (cm/NAME) or pulled by tag (oci://) must carry, checked before it is parsed (default: read it unverified, and say so)")
+	return t
+}
+
+// unverified reports what to do with a strategy at where without --key:
+// read it as it is (err nil) and, once read, print say on standard error;
+// or the refusal; or errKeyGiven, to check its signature.
+func (t *clusterTrust) unverified(where, writers string) (say string, err error) {
+	switch {
+	case len(t.keys) > 0 && t.allowUnsigned:
+		return "", usageError(errors.New("--allow-unsigned takes a strategy without a signature; --key requires one: give one of them"))
+	case len(t.keys) > 0:
+		return "", errKeyGiven
+	case t.allowUnsigned:
+		return fmt.Sprintf("warning: %s is taken without a signature (--allow-unsigned): %s may have written it\n", where, writers), nil
+	case t.optional:
+		return fmt.Sprintf("note: %s is not verified (give --key to check its signature): %s may have written it\n", where, writers), nil
+	}
+	return "", fmt.Errorf("%s: %s may have written it: give --key with the public key it must be signed by (see sign, verify --key), or --allow-unsigned to take it as it is", where, writers)
+}
+
+// readAsIs reads a strategy unverified and, once it is read, prints say.
+func readAsIs(o *options, say string, read func() (*codec.Loaded, error)) (*codec.Loaded, error) {
+	l, err := read()
+	if err == nil {
+		fmt.Fprint(o.streams.ErrOut, say)
+	}
+	return l, err
+}
+
+// errKeyGiven tells unverified's caller to check the signature.
+var errKeyGiven = errors.New("verify with --key")
 
 // load reads the stored strategy e through the gate: the head's metadata
 // is judged (a signature by a key of --key over the recorded digest)
 // before any chunk is fetched or anything decoded, the decode is bounded,
 // and the text's own digest is judged again before it is parsed.
 func (t *clusterTrust) load(ctx context.Context, o *options, c *cluster, e store.Entry) (*codec.Loaded, error) {
-	switch {
-	case len(t.keys) > 0 && t.allowUnsigned:
-		return nil, usageError(errors.New("--allow-unsigned takes a strategy without a signature; --key requires one: give one of them"))
-	case t.allowUnsigned:
-		fmt.Fprintf(o.streams.ErrOut, "warning: configmap %s is taken without a signature (--allow-unsigned): any ConfigMap editor of namespace %s may have written it\n", e, e.Namespace)
-		return c.loadEntry(ctx, e)
-	case len(t.keys) == 0:
-		return nil, fmt.Errorf("configmap %s: a strategy read from the cluster may have been written by any ConfigMap editor of namespace %s, digest included: give --key with the public key it must be signed by (see sign, verify --key), or --allow-unsigned to take it as it is", e, e.Namespace)
+	switch say, err := t.unverified("configmap "+e.String(), "any ConfigMap editor of namespace "+e.Namespace+" (digest included)"); {
+	case err == nil:
+		return readAsIs(o, say, func() (*codec.Loaded, error) { return c.loadEntry(ctx, e) })
+	case !errors.Is(err, errKeyGiven):
+		return nil, err
 	}
 	ring, err := readKeyRing(t.keys)
 	if err != nil {
@@ -66,4 +113,51 @@ func (t *clusterTrust) load(ctx context.Context, o *options, c *cluster, e store
 	l := loadedOf(v)
 	l.Info.Name, l.Info.Namespace = e.Name, e.Namespace
 	return l, nil
+}
+
+// pull pulls the artifact ref names and decides its trust before its text
+// is parsed: a reference by digest is pinned by the user; one by tag must
+// carry a cosign signature by a key of --key whose statement binds it to
+// the product (the repository's last path element) and to the identity the
+// artifact claims, unless the user takes it as it is.
+func (t *clusterTrust) pull(ctx context.Context, o *options, ref string) (*codec.Loaded, error) {
+	c, r, err := o.ociRef(ref)
+	if err != nil {
+		return nil, err
+	}
+	if _, pinned := r.(name.Digest); pinned {
+		if len(t.keys) == 0 {
+			l, _, err := o.pullStrategy(ctx, ref)
+			return l, err
+		}
+	} else if say, err := t.unverified(ref, "anyone who may push to "+r.Context().String()+" or move its tag"); err == nil {
+		return readAsIs(o, say, func() (*codec.Loaded, error) {
+			l, _, err := o.pullStrategy(ctx, ref)
+			return l, err
+		})
+	} else if !errors.Is(err, errKeyGiven) {
+		return nil, err
+	}
+	ring, err := readKeyRing(t.keys)
+	if err != nil {
+		return nil, err
+	}
+	a, err := c.Pull(ctx, ref)
+	if err != nil {
+		return nil, err
+	}
+	sigs, err := c.Signatures(ctx, a)
+	if err != nil {
+		return nil, err
+	}
+	verified, err := oci.Verify(sigs, a.Digest, ring)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, &trust.UntrustedError{Err: err})
+	}
+	v, err := oci.Check(a, verified, trust.Expect{Product: oci.DefaultProduct(r), Digest: codec.Digest(a.Text)})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", ref, err)
+	}
+	fmt.Fprintf(o.streams.ErrOut, "%s: signed by %s for %s %s\n", ref, v.Key, v.Statement.Product, v.Statement.Version)
+	return loadArtifact(ref, a)
 }

@@ -70,6 +70,19 @@ func TestApplyClusterStrategyNeedsTrust(t *testing.T) {
 		t.Errorf("--key with --allow-unsigned: exit %d\n%s", code, out)
 	}
 
+	// plan and diff read a strategy unverified without --key, and say so.
+	theirs := writeFile(t, "theirs.yaml", sa("theirs"))
+	for _, verb := range [][]string{{"plan", "cm/" + signed}, {"diff", "cm/" + signed, theirs}} {
+		code, out, errOut := run(t, nil, append(verb, clusterArgs(ns)...)...)
+		if code != 1 || !strings.Contains(errOut, "not verified") || !strings.Contains(errOut, "--key") {
+			t.Errorf("%s without --key: exit %d, want 1 (changes) and a note that it is not verified\n%s%s", verb[0], code, out, errOut)
+		}
+		code, out, errOut = run(t, nil, append(append(verb, "--key", pub), clusterArgs(ns)...)...)
+		if code != 1 || !strings.Contains(errOut, "signed by") {
+			t.Errorf("%s --key of the signed strategy: exit %d, want 1 (changes)\n%s%s", verb[0], code, out, errOut)
+		}
+	}
+
 	// A ConfigMap editor rewrites the signed strategy.
 	editor, _ := configMapEditor(ctx, t, env, ns, "mallory")
 	genuine, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, signed, metav1.GetOptions{})
@@ -104,6 +117,13 @@ func TestApplyClusterStrategyNeedsTrust(t *testing.T) {
 		}
 		if code, out := apply("cm/"+signed, "--key", pub); code == 0 || !strings.Contains(out, signed) {
 			t.Errorf("%s: apply --key of the editor's text: exit %d\n%s", name, code, out)
+		}
+		// The verbs that write nothing check the same with --key.
+		for _, verb := range [][]string{{"plan", "cm/" + signed}, {"diff", "cm/" + signed, theirs}} {
+			code, out, errOut := run(t, nil, append(append(verb, "--key", pub), clusterArgs(ns)...)...)
+			if code != 2 || !strings.Contains(errOut, signed) {
+				t.Errorf("%s: %s --key of the editor's text: exit %d, want 2\n%s%s", name, verb[0], code, out, errOut)
+			}
 		}
 		cm, _ = env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, signed, metav1.GetOptions{})
 		cm.Annotations, cm.Data = genuine.Annotations, genuine.Data

@@ -97,6 +97,7 @@ func newDiffCommand(o *options) *cobra.Command {
 	var output, from, to, fromName, toName string
 	var f reconcileFlags
 	var filter objectFilter
+	var ct *clusterTrust
 	cmd := &cobra.Command{
 		Use:   "diff A B | --from A --to B | FILE --from-name X --to-name Y | --live STRATEGY",
 		Short: "Show the objects added, removed and changed between two strategies, or against the cluster",
@@ -145,6 +146,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
   kubectl installstrategy diff --live sample-v1.0.0.yaml -n sample`,
 		Args: cobra.MaximumNArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.clusterTrust = ct // cm/NAME and oci:// by tag: --key checks them
 			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
 			if output != "text" && output != "json" {
 				return usageError(fmt.Errorf("--output %q: want text or json", output))
@@ -223,6 +225,7 @@ The exit status is that of diff(1): 0 when the same, 1 when different, 2 on erro
 	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "show the values of Secrets' data and stringData in the diff of two strategies (masked by default; live Secret values are never shown)")
 	f.add(cmd)
 	o.addRegistryFlag(cmd)
+	ct = addOptionalClusterTrust(cmd)
 	return cmd
 }
 

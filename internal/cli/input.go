@@ -40,6 +40,9 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 		if p.name != "" {
 			return nil, oneArtifact(path, p.flag)
 		}
+		if o.clusterTrust != nil {
+			return o.clusterTrust.pull(ctx, o, path)
+		}
 		l, _, err := o.pullStrategy(ctx, path)
 		return l, err
 	}

@@ -122,12 +122,19 @@ func (o *options) pullStrategy(ctx context.Context, ref string) (*codec.Loaded, 
 	if err != nil {
 		return nil, nil, err
 	}
+	l, err := loadArtifact(ref, a)
+	return l, a, err
+}
+
+// loadArtifact parses a pulled artifact's text, its identity the one the
+// artifact claims.
+func loadArtifact(ref string, a *oci.Artifact) (*codec.Loaded, error) {
 	s, warnings, err := strategy.Parse(a.Text, strategy.ParseOptions{})
 	if err != nil {
-		return nil, nil, fmt.Errorf("%s: %w", ref, err)
+		return nil, fmt.Errorf("%s: %w", ref, err)
 	}
 	s.Identity = strategy.Identity{Version: a.Meta.Version, Registry: a.Meta.Registry, Identifier: a.Meta.Identifier}
-	return &codec.Loaded{Strategy: s, Text: a.Text, Warnings: warnings}, a, nil
+	return &codec.Loaded{Strategy: s, Text: a.Text, Warnings: warnings}, nil
 }
 
 // artifactInfo describes a pulled artifact, with the number of signatures

@@ -372,6 +372,7 @@ func newPlanCommand(o *options) *cobra.Command {
 	var file *fileFlag
 	var filter objectFilter
 	var helm helmAdoption
+	var ct *clusterTrust
 	cmd := &cobra.Command{
 		Use:   "plan FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
 		Short: "Show what a reconcile of a strategy would do now, writing nothing",
@@ -406,6 +407,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
   kubectl installstrategy plan -f sample-v1.1.0.yaml -n sample -o name`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			o.clusterTrust = ct // cm/NAME and oci:// by tag: --key checks them
 			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
 			if strategyArg != "" {
 				if len(args) == 1 || file.path != "" {
@@ -476,6 +478,7 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 	o.addRegistryFlag(cmd)
 	f.add(cmd)
 	helm.add(cmd)
+	ct = addOptionalClusterTrust(cmd)
 	return cmd
 }
 
@@ -579,9 +582,14 @@ written by anyone who may edit ConfigMaps of its namespace, digest included,
 so it is read through the trust gate: it must be signed (see sign, publish
 --key) by a key given with --key, judged from its metadata before any chunk
 is fetched or anything decoded, and its decoded text must hash to the
-signed digest before it is parsed. --allow-unsigned takes it as it is. A
-file, standard input and an oci:// reference are the user's own choice and
-are not gated (check them with verify --key first).
+signed digest before it is parsed. An artifact pulled by tag (oci://REF:TAG)
+is whatever anyone who may push to the repository or move the tag made it: it
+must carry a cosign signature by a key of --key whose statement names the
+product its repository names (its last path element) and the identity it
+claims. --allow-unsigned takes either as it is. A file, standard input and an
+artifact pulled by digest (oci://REF@sha256:...) are the user's own choice and
+are not gated (check them with verify --key first). plan and diff take --key
+too; without it they read the strategy unverified and say so.
 
 One installation at a time acts on a product's cluster-scoped objects (CRDs,
 ClusterRoles, webhooks): while another installation (an Installation or a

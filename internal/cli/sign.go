@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 
 	"github.com/spf13/cobra"
 
@@ -18,7 +19,7 @@ import (
 const PasswordEnv = "COSIGN_PASSWORD"
 
 func newSignCommand(o *options) *cobra.Command {
-	var keyFile, name string
+	var keyFile, name, product string
 	var file *fileFlag
 	cmd := &cobra.Command{
 		Use:   "sign (FILE|-|cm/NAME|oci://REF | -f FILE) --key KEY",
@@ -46,7 +47,14 @@ registry (see publish) as cosign sign does: a simple-signing payload naming the
 artifact's digest, with the product, version, registry, identifier and text
 digest its annotations claim in the payload's optional section (so the signature
 binds the digest to that identity), added to the signatures stored under its
-sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
+sha256-<hex>.sig tag. The artifact is pulled and checked first.
+
+--product names the product the signature is for (a ConfigMap's
+installstrategy.io/product annotation is set to it before signing). An
+operator's configMap source binds the product it deploys, so a strategy
+signed for another product is refused there: sign each product's strategy
+for that product. An artifact's product is set when it is published
+(publish --product) and is part of its digest; --product is refused for oci://.`,
 		Example: `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
   kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key
   kubectl installstrategy sign oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key`,
@@ -60,9 +68,17 @@ sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
 			if err != nil {
 				return err
 			}
+			if product != "" {
+				if err := validProduct(product); err != nil {
+					return err
+				}
+			}
 			if oci.IsReference(src) {
 				if name != "" {
 					return oneArtifact(src, "--name")
+				}
+				if product != "" {
+					return usageError(fmt.Errorf("%s: an artifact's product is part of its digest: give --product to publish, not to sign", src))
 				}
 				return o.signArtifact(cmd.Context(), src, signer)
 			}
@@ -83,7 +99,7 @@ sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
 				if err != nil {
 					return err
 				}
-				signed, err := st.Sign(cmd.Context(), e)
+				signed, err := st.Sign(cmd.Context(), e, store.SignOptions{Product: product})
 				if err != nil {
 					return err
 				}
@@ -116,6 +132,9 @@ sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
 			if signed.Annotations == nil {
 				signed.Annotations = map[string]string{}
 			}
+			if product != "" {
+				signed.Annotations[codec.NativeProductAnnotation] = product
+			}
 			if err := trust.Sign(signed.Annotations, codec.Digest(text), signer); err != nil {
 				return err
 			}
@@ -129,6 +148,7 @@ sha256-<hex>.sig tag. The artifact is pulled and checked first.`,
 	}
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM private key file (required); an encrypted cosign key's password is read from $"+PasswordEnv)
 	cmd.Flags().StringVar(&name, "name", "", "the ConfigMap to sign when the file holds several")
+	cmd.Flags().StringVar(&product, "product", "", "the product the signature is for (sets the ConfigMap's installstrategy.io/product annotation first; default: the annotation as it is)")
 	file = addFileFlag(cmd)
 	o.addRegistryFlag(cmd)
 	return cmd
@@ -203,4 +223,17 @@ func statementCheck(prefix string, ring *trust.KeyRing, text []byte, info codec.
 	}
 	c.Status, c.Detail = "ok", fmt.Sprintf("signed by %s for %s%s", name, product, st.Version)
 	return c
+}
+
+// productPattern is an OCI repository path component, what a product
+// defaults to (oci.DefaultProduct).
+var productPattern = regexp.MustCompile(`^[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*$`)
+
+// validProduct refuses a product name that could not be a repository's
+// last path element.
+func validProduct(p string) error {
+	if len(p) > 253 || !productPattern.MatchString(p) {
+		return usageError(fmt.Errorf("--product %q: a product is lower case letters and digits, separated by '.', '_', '__' or '-', at most 253 characters", p))
+	}
+	return nil
 }

@@ -201,3 +201,39 @@ func TestClusterSignPublishVerify(t *testing.T) {
 		t.Errorf("verify of the signed KubeVirt ConfigMap: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// sign --product signs the strategy for a product: the ConfigMap's product
+// annotation and the signed statement name it (an operator's configMap
+// source binds the product); a name that could not be a product, or
+// --product with an artifact (its product is part of its digest), is
+// refused.
+func TestSignForAProduct(t *testing.T) {
+	s, _ := trust.GenerateKey()
+	key := writeFile(t, "release.key", string(s.PrivatePEM()))
+	ring := &trust.KeyRing{}
+	if err := ring.AddPEM("release.pub", s.PublicPEM()); err != nil {
+		t.Fatal(err)
+	}
+	in := writeFile(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))
+	out := mustRun(t, nil, "sign", in, "--key", key, "--product", "kubevirt")
+	cms, err := codec.ReadConfigMaps("signed", []byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := cms[0].Annotations
+	if a[codec.NativeProductAnnotation] != "kubevirt" {
+		t.Errorf("product annotation %q, want kubevirt", a[codec.NativeProductAnnotation])
+	}
+	st, _, err := trust.VerifyStatement(a[codec.NativeStatementAnnotation], a[codec.NativeStatementSignatureAnnotation], ring)
+	if err != nil || st.Product != "kubevirt" {
+		t.Errorf("signed statement %+v (%v), want product kubevirt", st, err)
+	}
+	for _, bad := range []string{"Kube Virt", "../x", "a/b", "-x", strings.Repeat("a", 254)} {
+		if code, _, errOut := run(t, nil, "sign", in, "--key", key, "--product", bad); code == 0 || !strings.Contains(errOut, "--product") {
+			t.Errorf("--product %q: exit %d %s", bad, code, errOut)
+		}
+	}
+	if code, _, errOut := run(t, nil, "sign", "oci://127.0.0.1:1/acme/x:v1", "--key", key, "--product", "x"); code == 0 || !strings.Contains(errOut, "publish") {
+		t.Errorf("--product with oci://: exit %d %s", code, errOut)
+	}
+}

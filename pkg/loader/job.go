@@ -141,7 +141,7 @@ func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, id strategy.Identi
 		if !e.Matches(id) || e.Digest != digest {
 			continue
 		}
-		if _, err := l.opts.Store.Sign(ctx, e); err != nil {
+		if _, err := l.opts.Store.Sign(ctx, e, store.SignOptions{}); err != nil {
 			return nil, fmt.Errorf("adopt the result of job %s/%s: %w", job.Namespace, job.Name, err)
 		}
 		return l.opts.Store.Load(ctx, job.Namespace, id)

@@ -81,6 +81,14 @@ func (s *Store) sign(annotations map[string]string, namespace string, id strateg
 	return trust.SignStatement(annotations, trust.StatementOf(annotations, digest), s.opts.Signer)
 }
 
+// SignOptions are the options of Sign; the zero value signs the strategy
+// as its annotations describe it.
+type SignOptions struct {
+	// Product, when set, is the product the signature is for (it replaces
+	// the ConfigMap's product annotation).
+	Product string
+}
+
 // CanSign reports whether the store has a Signer.
 func (s *Store) CanSign() bool { return s.opts.Signer != nil }
 
@@ -90,7 +98,12 @@ func (s *Store) CanSign() bool { return s.opts.Signer != nil }
 // one read (same UID and resourceVersion). The signature covers the digest
 // of the text that was verified, so a change made after the read is never
 // covered by it.
-func (s *Store) Sign(ctx context.Context, e Entry) (Entry, error) {
+//
+// opts.Product, when set, names the product the signed statement is for:
+// it is written to the ConfigMap's product annotation before signing, so
+// the statement and the claim agree (an operator's configMap source binds
+// the product; see trust.Expect).
+func (s *Store) Sign(ctx context.Context, e Entry, opts SignOptions) (Entry, error) {
 	if s.opts.Signer == nil {
 		return Entry{}, fmt.Errorf("sign strategy %s: the store has no signer", e)
 	}
@@ -111,6 +124,9 @@ func (s *Store) Sign(ctx context.Context, e Entry) (Entry, error) {
 		return Entry{}, err
 	}
 	signed := cm.DeepCopy()
+	if opts.Product != "" {
+		signed.Annotations[codec.NativeProductAnnotation] = opts.Product
+	}
 	if err := s.sign(signed.Annotations, cm.Namespace, fresh.Identity, codec.Digest(text)); err != nil {
 		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, err)
 	}

@@ -154,7 +154,7 @@ func TestSignStoredStrategy(t *testing.T) {
 	if _, err := signing.Load(ctx, ns, s.Identity); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("unsigned chunked strategy loaded by a trusting store: %v", err)
 	}
-	signed, err := signing.Sign(ctx, e)
+	signed, err := signing.Sign(ctx, e, store.SignOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
