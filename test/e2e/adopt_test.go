@@ -24,7 +24,10 @@ func TestAdoptVirtOperatorKubeVirt(t *testing.T) {
 	e := setup(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
-	s := testenv.KubeVirtStrategy(t, "v1.9.0")
+	// KubeVirt as shipped: a stand-in serves virt-api's webhooks
+	// (failurePolicy Fail) with the certificate in its Secret.
+	s := testenv.KubeVirtStrategyAsShipped(t, "v1.9.0")
+	e.env.ServeWebhookStandIn(ctx, t, "kubevirt", "virt-api", "kubevirt-virt-api-certs")
 	e.env.CreateAsVirtOperator(ctx, t, s)
 	before := e.env.PodUIDs(ctx, t, "kubevirt")
 	entry := e.publish(ctx, t, s)

@@ -234,16 +234,16 @@ func TestUninstall(t *testing.T) {
 	ctx := t.Context()
 	spec := sampleSpec("v1.0.0")
 	spec.PruneCRDs = true
-	// No pod serves the sample's webhook on kwok's nodes: let the API
-	// server admit Widgets without it.
-	spec.CustomizeComponents = &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{{
-		ResourceKind: "ValidatingWebhookConfiguration", ResourceName: "*", Type: v1alpha1.JSONPatchType,
-		Patch: `[{"op":"replace","path":"/webhooks/0/failurePolicy","value":"Ignore"}]`,
-	}}}
+	// No pod serves the sample's webhook on kwok's nodes: a stand-in
+	// serves it with the engine's certificate (failurePolicy Fail kept).
+	hook := e.env.ServeWebhookStandIn(ctx, t, e.ns, "sample-api", "sample-api-certs")
 	e.create(ctx, t, "sample", spec)
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
 
 	e.createWidget(ctx, t, "w1")
+	if hook.Reviews.Load() == 0 {
+		t.Error("the Widget was created without a review by the sample's webhook")
+	}
 	e.deleteInstallation(ctx, t, "sample")
 	// The default strategy blocks while a Widget exists.
 	var last *v1alpha1.Installation

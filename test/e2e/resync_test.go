@@ -288,7 +288,10 @@ func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
-	s := testenv.KubeVirtStrategy(t, "v1.9.0")
+	// KubeVirt as shipped: a stand-in serves virt-api's webhooks
+	// (failurePolicy Fail) with the certificate in its Secret.
+	s := testenv.KubeVirtStrategyAsShipped(t, "v1.9.0")
+	e.env.ServeWebhookStandIn(ctx, t, "kubevirt", "virt-api", "kubevirt-virt-api-certs")
 	entry := e.publish(ctx, t, s)
 	spec := v1alpha1.InstallationSpec{Version: s.Identity.Version, Registry: s.Identity.Registry,
 		Strategy: &v1alpha1.StrategySource{ConfigMap: configMapSource(entry)}, PruneCRDs: true}
