@@ -22,7 +22,7 @@ func TestRenderOrderAndImage(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
 	}
-	want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding Service Deployment"
+	want := "Namespace CustomResourceDefinition ServiceAccount ClusterRole ClusterRole ClusterRoleBinding Role RoleBinding Service Deployment" // the operator's role and the metrics reader
 	if got := strings.Join(kinds, " "); got != want {
 		t.Errorf("apply order %s, want %s", got, want)
 	}
@@ -66,7 +66,7 @@ func TestDeleteOrderKeepsCRDsLast(t *testing.T) {
 	for _, o := range deleteOrder(objs) {
 		refs = append(refs, strategy.RefOf(o).Kind)
 	}
-	want := "Deployment Service RoleBinding Role ClusterRoleBinding ClusterRole ServiceAccount Namespace CustomResourceDefinition"
+	want := "Deployment Service RoleBinding Role ClusterRoleBinding ClusterRole ClusterRole ServiceAccount Namespace CustomResourceDefinition"
 	if got := strings.Join(refs, " "); got != want {
 		t.Errorf("delete order %s, want %s", got, want)
 	}
