@@ -52,6 +52,8 @@ type reconcileFlags struct {
 	leavePodTemplates bool
 	// allowCRD accepts unsafe CRD changes, CRD=RULE each (pkg/crdsafety).
 	allowCRD []string
+	// preflight is --server-preflight (reconcile.ParsePreflightMode).
+	preflight string
 	// adoptable, when not nil, is all that adopt takes: a Helm release's
 	// proven objects (--adopt-helm-release without --adopt).
 	adoptable map[strategy.ObjectRef]bool
@@ -92,6 +94,7 @@ func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.observed, "observed-version", "auto", `the version the cluster runs now, which picks the create or update path; "auto" reads it from the live objects, "" means a fresh install`)
 	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
 	cmd.Flags().StringArrayVar(&f.allowCRD, "allow-crd-change", nil, allowCRDHelp)
+	cmd.Flags().StringVar(&f.preflight, "server-preflight", "changes", preflightHelp)
 	cmd.Flags().StringVar(&f.identity.Version, "version", "", "the version of a strategy that records none (a plain manifests text)")
 	cmd.Flags().StringVar(&f.identity.Registry, "registry", "", "the registry of a strategy that records none")
 	cmd.Flags().StringVar(&f.identity.Identifier, "identifier", "", "the identifier of a strategy that records none")
@@ -107,6 +110,18 @@ func (f *reconcileFlags) addAdoption(cmd *cobra.Command) {
 	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "take over existing objects of the strategy that no installation owns (from kubectl apply, Helm, a person); another installation's objects are never taken")
 	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
 	cmd.Flags().StringArrayVar(&f.allowCRD, "allow-crd-change", nil, allowCRDHelp)
+	cmd.Flags().StringVar(&f.preflight, "server-preflight", "changes", preflightHelp)
+}
+
+const preflightHelp = `when to dry-run every object the run would write on the server before its first write (a refusal then writes nothing): "changes" when the installed version changes (upgrade, downgrade, rollback), "always", or "never"`
+
+// preflightMode parses --server-preflight.
+func (f *reconcileFlags) preflightMode() (reconcile.PreflightMode, error) {
+	m, err := reconcile.ParsePreflightMode(f.preflight)
+	if err != nil {
+		return "", usageError(fmt.Errorf("--server-preflight: %w", err))
+	}
+	return m, nil
 }
 
 // prepare gives the flags' identity to a strategy that has none, and puts
@@ -464,6 +479,10 @@ Exit status: 0 when nothing would change, 1 when something would, 2 on error.`,
 				fmt.Fprintf(o.streams.ErrOut, "apply would write nothing: %s\n", (&crdsafety.UnsafeError{Findings: refused}).Error())
 				return &ExitError{Code: 1}
 			}
+			if len(p.Unmet) > 0 {
+				fmt.Fprintf(o.streams.ErrOut, "apply would write nothing: %s\n", (&reconcile.RequirementsError{Unmet: p.Unmet}).Error())
+				return &ExitError{Code: 1}
+			}
 			if n := planChanges(p); n > 0 {
 				fmt.Fprintf(o.streams.ErrOut, "%d objects would change\n", n)
 				return &ExitError{Code: 1}
@@ -759,9 +778,13 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	if err != nil {
 		return err
 	}
+	preflight, err := f.preflightMode()
+	if err != nil {
+		return err
+	}
 	res, runErr := rc.Run(ctx, l.Strategy, reconcile.Options{
-		AllowCRDChanges: allow,
-		Observed:        observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
+		AllowCRDChanges: allow, ServerPreflight: preflight,
+		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,
 		OnEvent: func(e reconcile.Event) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
@@ -73,10 +74,28 @@ func CRDKinds(s *strategy.Strategy) map[schema.GroupKind]string {
 // server-side dry runs). Errors of single objects are joined; their items
 // keep the reason.
 func Observe(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strategy, opts ObserveOptions) error {
+	err := ObserveItems(ctx, a, p, s, opts)
+	if ctx.Err() != nil {
+		return err
+	}
+	prune, perr := Prunable(ctx, a, s, opts)
+	p.Prune = prune
+	return errors.Join(err, perr)
+}
+
+// ObserveItems is Observe without the prune list: it compares every item of
+// the plan's steps with the cluster and, for those that would be created or
+// updated, asks the API server with a server-side dry run (unless
+// opts.NoDryRun). Every item the API server refuses is returned as a
+// *DryRunError, joined with any other error. Admission webhooks take part:
+// since admissionregistration.k8s.io/v1 every webhook declares sideEffects
+// None or NoneOnDryRun, so none refuses a dry run for its side effects.
+func ObserveItems(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strategy, opts ObserveOptions) error {
 	crdKinds := CRDKinds(s)
 	aopts := a.Options()
 	aopts.DryRun = true
 	dry := a.WithOptions(aopts)
+	o := &observer{a: a, dry: dry, crdKinds: crdKinds, opts: opts, namespaces: map[string]bool{}}
 
 	var (
 		mu   sync.Mutex
@@ -88,7 +107,7 @@ func Observe(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strateg
 		for ii := range p.Steps[si].Items {
 			it := &p.Steps[si].Items[ii]
 			g.Go(func() error {
-				if err := observeItem(gctx, a, dry, it, crdKinds, opts); err != nil {
+				if err := o.item(gctx, it); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -100,15 +119,58 @@ func Observe(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strateg
 	if err := g.Wait(); err != nil {
 		return err
 	}
-	prune, err := Prunable(ctx, a, s, opts)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	p.Prune = prune
 	return errors.Join(errs...)
 }
 
-func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds map[schema.GroupKind]string, opts ObserveOptions) error {
+// DryRunError is an object of the strategy the API server refuses in a
+// server-side dry run: its write would fail the same way.
+type DryRunError struct {
+	Ref strategy.ObjectRef
+	Err error
+}
+
+func (e *DryRunError) Error() string {
+	msg := e.Err.Error()
+	if strings.Contains(msg, e.Ref.String()) {
+		return msg
+	}
+	return e.Ref.String() + ": " + msg
+}
+
+// Unwrap returns the API server's answer.
+func (e *DryRunError) Unwrap() error { return e.Err }
+
+// observer holds what ObserveItems shares between its items.
+type observer struct {
+	a, dry   *apply.Applier
+	crdKinds map[schema.GroupKind]string
+	opts     ObserveOptions
+
+	mu sync.Mutex
+	// namespaces memoises whether a namespace exists (one read each).
+	namespaces map[string]bool
+}
+
+// namespaceExists reads a namespace once per observation.
+func (o *observer) namespaceExists(ctx context.Context, name string) bool {
+	o.mu.Lock()
+	exists, ok := o.namespaces[name]
+	o.mu.Unlock()
+	if ok {
+		return exists
+	}
+	ns, err := o.a.Dynamic().Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, name, metav1.GetOptions{})
+	exists = err == nil && ns != nil
+	if err == nil || apierrors.IsNotFound(err) {
+		o.mu.Lock()
+		o.namespaces[name] = exists
+		o.mu.Unlock()
+	}
+	return exists
+}
+
+func (o *observer) item(ctx context.Context, it *Item) error {
+	a, dry, crdKinds, opts := o.a, o.dry, o.crdKinds, o.opts
 	obj := it.Object
 	if opts.Desired != nil {
 		d, err := opts.Desired(ctx, obj)
@@ -151,12 +213,10 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 	if opts.NoDryRun || (res.Action != apply.ActionCreate && res.Action != apply.ActionUpdate) {
 		return nil
 	}
-	if live == nil && obj.GetNamespace() != "" {
+	if live == nil && obj.GetNamespace() != "" && !o.namespaceExists(ctx, obj.GetNamespace()) {
 		// A dry-run create in a namespace that does not exist yet fails;
 		// the reconciler creates the namespace first.
-		if ns, err := a.Dynamic().Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, obj.GetNamespace(), metav1.GetOptions{}); err != nil || ns == nil {
-			return nil
-		}
+		return nil
 	}
 	dres, err := dry.Apply(ctx, obj)
 	var conflict *apply.ConflictError
@@ -166,7 +226,10 @@ func observeItem(ctx context.Context, a, dry *apply.Applier, it *Item, crdKinds 
 	}
 	if err != nil {
 		it.Reason = err.Error()
-		return err
+		if ctx.Err() != nil {
+			return err
+		}
+		return &DryRunError{Ref: it.Ref, Err: err}
 	}
 	it.Action = dres.Action
 	if dres.Reason != "" {

@@ -134,6 +134,10 @@ type Plan struct {
 	// the live ones and their stored objects (pkg/crdsafety): those not
 	// Allowed by an override make a reconcile refuse before any write.
 	CRDSafety []crdsafety.Finding `json:"crdSafety,omitempty"`
+	// Unmet lists the strategy's declared requirements the cluster does
+	// not meet (strategy.Requirements): a reconcile refuses before any
+	// write while one is.
+	Unmet []string `json:"unmet,omitempty"`
 }
 
 // Refused returns the CRD changes a reconcile would refuse.

@@ -127,6 +127,11 @@ type Options struct {
 	// none of those read is affected by is still refused when more are
 	// stored.
 	MaxStoredObjects int
+	// ServerPreflight says when the run dry-runs, before its first write,
+	// every object it would create or update (see PreflightError); the
+	// zero value, PreflightChanges, does when the run moves an
+	// installation from one version to another.
+	ServerPreflight PreflightMode
 }
 
 func (o *Options) defaults() {
@@ -251,14 +256,17 @@ type run struct {
 	// original is the strategy as the caller gave it, before namespaces
 	// were defaulted (which Options.Claims is matched against).
 	original *strategy.Strategy
-	a        *apply.Applier
-	kube     kubernetes.Interface
-	checker  *health.Checker
-	certs    *certState
-	inv      *inventory.Inventory
-	invs     *inventory.Store
-	mu       sync.Mutex
-	res      *Result
+	// req is what the strategy declares the cluster must offer (nil
+	// when it declares nothing); s no longer holds it.
+	req     *strategy.Requirements
+	a       *apply.Applier
+	kube    kubernetes.Interface
+	checker *health.Checker
+	certs   *certState
+	inv     *inventory.Inventory
+	invs    *inventory.Store
+	mu      sync.Mutex
+	res     *Result
 	// probed is the applier of the step running (apply.Probe over its
 	// objects), which the certificates' reads of its Secrets use too.
 	probed *apply.Applier
@@ -395,6 +403,15 @@ func (r *run) run(ctx context.Context) (*Result, error) {
 	if err := r.crdPreflight(ctx); err != nil {
 		return r.res, err
 	}
+	// Before any write: the cluster offers what the strategy requires,
+	// and the API server takes every object the run would write (a
+	// server-side dry run).
+	if err := r.declaredPreflight(ctx); err != nil {
+		return r.res, err
+	}
+	if err := r.serverPreflight(ctx); err != nil {
+		return r.res, err
+	}
 	if err := r.ensureNamespace(ctx, r.opts.Owner.Namespace); err != nil {
 		return r.res, err
 	}
@@ -475,7 +492,11 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 	}
 	kube := rc.kube
 	original := s
-	s, err := a.DefaultNamespaces(s, opts.Owner.Namespace)
+	req, s, err := s.Requirements()
+	if err != nil {
+		return nil, err
+	}
+	s, err = a.DefaultNamespaces(s, opts.Owner.Namespace)
 	if err != nil {
 		return nil, err
 	}
@@ -497,7 +518,7 @@ func (rc *Reconciler) newRun(ctx context.Context, s *strategy.Strategy, opts Opt
 		inv.Add(legacy...)
 	}
 	return &run{
-		opts: opts, s: s, original: original, a: a, kube: kube, inv: inv, invs: invs,
+		opts: opts, s: s, original: original, req: req, a: a, kube: kube, inv: inv, invs: invs,
 		// A rolling-out workload's pods are listed every few polls (for
 		// a failed pod), not at every poll.
 		checker: &health.Checker{Kube: kube, Identity: s.Identity, PodsEvery: 5 * opts.Interval, VerifyPods: opts.VerifyPods},
@@ -651,6 +672,9 @@ func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
 		return p, err
 	}
 	if p.CRDSafety, err = r.crdChanges(ctx); err != nil {
+		return p, err
+	}
+	if p.Unmet, err = r.unmet(ctx); err != nil {
 		return p, err
 	}
 	r.certs, err = newCertState(ctx, r, r.opts.Certificates, true)
