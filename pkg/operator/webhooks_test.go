@@ -221,10 +221,8 @@ func TestServeWebhooksFollowsTheSecret(t *testing.T) {
 		t.Errorf("a review while the Secret holds no certificate: %v, want a failed handshake", err)
 	}
 
-	for i, pair := range []struct{ ca, serving certs.Pair }{{caA, servingA}, func() struct{ ca, serving certs.Pair } {
-		a, b := issue()
-		return struct{ ca, serving certs.Pair }{a, b}
-	}()} {
+	caB, servingB := issue()
+	for i, pair := range []struct{ ca, serving certs.Pair }{{caA, servingA}, {caB, servingB}} {
 		sec.Data = map[string][]byte{corev1.TLSCertKey: pair.serving.Cert, corev1.TLSPrivateKeyKey: pair.serving.Key}
 		if sec, err = env.Kube.CoreV1().Secrets(ns).Update(ctx, sec, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
