@@ -8,7 +8,12 @@
 // imageTag and imageRegistry comes from a dump Job of that release's
 // virt-operator image (as virt-operator gets it), is applied in the
 // engine's order with its rollout checks, canary and pruning, and the
-// KubeVirt's status is written as virt-operator writes it.
+// KubeVirt's status is written as virt-operator writes it. It answers
+// virt-operator's own webhooks of the strategy (virt-operator-validator:
+// create, update and delete of KubeVirt) on --webhook-port, with the
+// certificate the engine issues into kubevirt-operator-certs; run it as
+// config/operator.yaml's Deployment, whose pods the strategy's Service
+// selects (README.md is the tutorial).
 package main
 
 import (

@@ -105,7 +105,7 @@ func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, 
 			t.Errorf("manager: %v", err)
 		}
 	}()
-	go func() { defer wg.Done(); serveKubeVirtDumps(mctx, t, env, ns) }()
+	go func() { defer wg.Done(); serveKubeVirtDumps(mctx, t, env, ns, testenv.KubeVirtStrategy) }()
 	t.Cleanup(func() { stop(); wg.Wait() })
 	res := env.Dynamic.Resource(kubevirtsGVR).Namespace(ns)
 	// Registered after the operator's stop: runs before it, so that the
@@ -395,8 +395,9 @@ func conditionOf(status map[string]any, typ string) string {
 // serveKubeVirtDumps does the work of each dump Job of namespace ns until
 // ctx ends: it stores the real strategy of the Job's configuration (the
 // version it names, at its identifier), as virt-operator's dump writes it,
-// and ends the Job's pod with its digest.
-func serveKubeVirtDumps(ctx context.Context, t *testing.T, env *testenv.Env, ns string) {
+// and ends the Job's pod with its digest. strategyOf gives the strategy of
+// a version (testenv.KubeVirtStrategy or KubeVirtStrategyAsShipped).
+func serveKubeVirtDumps(ctx context.Context, t *testing.T, env *testenv.Env, ns string, strategyOf func(testing.TB, string) *strategy.Strategy) {
 	st, err := store.New(env.Kube, store.Options{})
 	if err != nil {
 		t.Error(err)
@@ -428,7 +429,7 @@ func serveKubeVirtDumps(ctx context.Context, t *testing.T, env *testenv.Env, ns 
 				served[job.UID] = true
 				continue
 			}
-			s := testenv.KubeVirtStrategy(t, cfg.Version)
+			s := strategyOf(t, cfg.Version)
 			s.Identity = id
 			entry, _, err := st.Ensure(ctx, ns, s)
 			if err != nil {
