@@ -8,7 +8,12 @@
 // imageTag and imageRegistry comes from a dump Job of that release's
 // virt-operator image (as virt-operator gets it), is applied in the
 // engine's order with its rollout checks, canary and pruning, and the
-// KubeVirt's status is written as virt-operator writes it.
+// KubeVirt's status is written as virt-operator writes it. It answers
+// virt-operator's own webhooks of the strategy (virt-operator-validator:
+// create, update and delete of KubeVirt) on --webhook-port, with the
+// certificate the engine issues into kubevirt-operator-certs; run it as
+// config/operator.yaml's Deployment, whose pods the strategy's Service
+// selects (README.md is the tutorial).
 package main
 
 import (
@@ -36,11 +41,15 @@ import (
 func main() {
 	var (
 		version, registry, keyNamespace, metricsAddr string
+		hooks                                        webhookFlags
 	)
 	flag.StringVar(&version, "version", "v1.9.0", "KubeVirt version of a KubeVirt whose spec.imageTag is empty")
 	flag.StringVar(&registry, "registry", kubevirt.DefaultRegistry, "registry of a KubeVirt whose spec.imageRegistry is empty")
 	flag.StringVar(&keyNamespace, "key-namespace", "kubevirt-installstrategy", "namespace of the operator's signing key and trusted keys (only cluster administrators may write it; not KubeVirt's namespace)")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "address of the metrics endpoint (0: none)")
+	flag.StringVar(&hooks.namespace, "namespace", "kubevirt", "KubeVirt's install namespace, where the operator's pods run: the Service and certificate of virt-operator-validator are there")
+	flag.StringVar(&hooks.host, "webhook-host", "", "address the webhook server of virt-operator-validator listens on (empty: every address)")
+	flag.IntVar(&hooks.port, "webhook-port", kubevirt.WebhookPort, "port of that server: the operator pod's container port \"webhooks\", which the strategy's Service kubevirt-operator-webhook targets")
 	verbosity := flag.Int("v", 0, "log verbosity (1: every rollout step)")
 	dumpPodLabels := map[string]string{}
 	flag.Func("dump-pod-label", "KEY=VALUE label on the dump Jobs' pods (repeatable; e.g. what a cluster's policy selects on)", func(v string) error {
@@ -53,13 +62,19 @@ func main() {
 	})
 	flag.Parse()
 	ctrl.SetLogger(funcr.New(func(_, args string) { fmt.Fprintln(os.Stderr, args) }, funcr.Options{Verbosity: *verbosity}))
-	if err := run(version, registry, keyNamespace, metricsAddr, dumpPodLabels); err != nil {
+	if err := run(version, registry, keyNamespace, metricsAddr, dumpPodLabels, hooks); err != nil {
 		fmt.Fprintln(os.Stderr, "kubevirt-operator:", err)
 		os.Exit(1)
 	}
 }
 
-func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[string]string) error {
+// webhookFlags say where virt-operator-validator is served.
+type webhookFlags struct {
+	namespace, host string
+	port            int
+}
+
+func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[string]string, hooks webhookFlags) error {
 	scheme := runtime.NewScheme()
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		return err
@@ -91,6 +106,14 @@ func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[
 		return err
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	// virt-operator's own webhooks (virt-operator-validator) are in
+	// KubeVirt's strategy, failurePolicy Fail: this process answers them,
+	// as virt-operator does, on the certificate the engine issues.
+	w := kubevirt.Webhooks(mgr.GetClient(), mgr.GetAPIReader(), hooks.namespace)
+	w.Host, w.Port = hooks.host, hooks.port
+	if _, err := operator.ServeWebhooks(mgr, w); err != nil {
 		return err
 	}
 	return mgr.Start(ctrl.SetupSignalHandler())

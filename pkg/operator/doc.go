@@ -82,4 +82,10 @@
 //     did not make (a generation past the one it wrote or found, a
 //     deletion it neither pruned nor recreated) reconciles again at once;
 //     its own writes reconcile nothing more.
+//   - An author's own webhooks: a strategy's webhooks that the operator
+//     itself answers (KubeVirt's virt-operator-validator) are declared as
+//     Webhooks and served by ServeWebhooks from the operator's process,
+//     on the certificate the engine issues into the TLS Secret the
+//     operator's pods mount, followed through the API as it rotates;
+//     Webhooks.Check verifies a strategy sends them to the operator's pod.
 package operator

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"sync"
@@ -30,8 +31,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/examples/kubevirt-operator/kubevirt"
+	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -55,11 +58,15 @@ type kubeVirtOperator struct {
 }
 
 // startKubeVirtOperator makes namespace kubevirt and KubeVirt's CRD and
-// starts the example operator until the test ends. The strategies come
-// from dump Jobs of virt-operator's images, as virt-operator gets them;
-// kwok runs no container, so the test does the dump's work with the real
-// strategies (serveKubeVirtDumps).
-func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, defaults operator.Defaults) *kubeVirtOperator {
+// starts the example operator until the test ends, serving
+// virt-operator's webhooks as main.go does. The strategies come from dump
+// Jobs of virt-operator's images, as virt-operator gets them; kwok runs no
+// container, so the test does the dump's work with the real strategies of
+// strategyOf (serveKubeVirtDumps), stands in for virt-api's webhooks, and
+// forwards kubevirt-operator-webhook's ClusterIP to the operator's webhook
+// server (the part of kube-proxy the local cluster lacks), whose pod is
+// the kwok pod of config/operator.yaml's Deployment.
+func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, defaults operator.Defaults, strategyOf func(testing.TB, string) *strategy.Strategy) *kubeVirtOperator {
 	t.Helper()
 	const ns = "kubevirt"
 	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -96,22 +103,81 @@ func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, 
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	applyExampleOperator(ctx, t, env)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hookAddr := ln.Addr().String()
+	_ = ln.Close()
+	hooks := kubevirt.Webhooks(mgr.GetClient(), mgr.GetAPIReader(), ns)
+	hooks.Host, hooks.Port = "127.0.0.1", ln.Addr().(*net.TCPAddr).Port
+	if _, err := operator.ServeWebhooks(mgr, hooks); err != nil {
+		t.Fatal(err)
+	}
+	env.ServeWebhookStandIn(ctx, t, ns, "virt-api", "kubevirt-virt-api-certs")
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
+	go func() { defer wg.Done(); bridgeService(mctx, t, env, ns, "kubevirt-operator-webhook", hookAddr) }()
 	go func() {
 		defer wg.Done()
 		if err := mgr.Start(mctx); err != nil {
 			t.Errorf("manager: %v", err)
 		}
 	}()
-	go func() { defer wg.Done(); serveKubeVirtDumps(mctx, t, env, ns) }()
+	go func() { defer wg.Done(); serveKubeVirtDumps(mctx, t, env, ns, strategyOf) }()
 	t.Cleanup(func() { stop(); wg.Wait() })
 	res := env.Dynamic.Resource(kubevirtsGVR).Namespace(ns)
 	// Registered after the operator's stop: runs before it, so that the
 	// operator still removes what a failed test left.
 	t.Cleanup(func() { kubeVirtGone(context.WithoutCancel(ctx), t, env, res, ns) })
 	return &kubeVirtOperator{env: env, ns: ns, res: res}
+}
+
+// applyExampleOperator creates the objects of the example's
+// config/operator.yaml (its Deployment, service account and binding),
+// removed when the test ends.
+func applyExampleOperator(ctx context.Context, t *testing.T, env *testenv.Env) {
+	t.Helper()
+	b, err := os.ReadFile("../../examples/kubevirt-operator/config/operator.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(b), "\n---\n") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			t.Fatal(err)
+		}
+		if err := env.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = env.Client.Delete(context.WithoutCancel(ctx), u) })
+	}
+}
+
+// bridgeService forwards Service ns/name's ClusterIP, port 443, to addr
+// once the Service exists, until ctx ends (what kube-proxy does for the
+// Service's pods; hack/servicebridge in the README).
+func bridgeService(ctx context.Context, t *testing.T, env *testenv.Env, ns, name, addr string) {
+	var ip string
+	if err := testenv.Poll(ctx, "Service "+ns+"/"+name, func(ctx context.Context) (bool, string, error) {
+		svc, err := env.Kube.CoreV1().Services(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		ip = svc.Spec.ClusterIP
+		return true, "", nil
+	}); err != nil {
+		return // the test ended before the strategy made the Service
+	}
+	fwd, err := cluster.ServeClusterIP(ip, 443, func() string { return addr })
+	if err != nil {
+		t.Errorf("bridge %s/%s: %v", ns, name, err)
+		return
+	}
+	<-ctx.Done()
+	_ = fwd.Close()
 }
 
 // create creates the KubeVirt CR kubevirt with spec.
@@ -246,7 +312,7 @@ func TestExampleKubeVirtOperator(t *testing.T) {
 	env := testenv.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	k := startKubeVirtOperator(ctx, t, env, operator.Defaults{})
+	k := startKubeVirtOperator(ctx, t, env, operator.Defaults{}, testenv.KubeVirtStrategyAsShipped)
 	k.create(ctx, t, map[string]any{"imageTag": "v1.8.4", "uninstallStrategy": "RemoveWorkloads"})
 	for _, version := range []string{"v1.8.4", "v1.9.0", "v1.8.4"} {
 		k.setImageTag(ctx, t, version)
@@ -308,7 +374,7 @@ func TestExampleKubeVirtOperatorTakesOverVirtOperator(t *testing.T) {
 
 	// spec {} is the operator's own version, as for virt-operator: the
 	// example is started as v1.8.4's replacement.
-	k := startKubeVirtOperator(ctx, t, env, operator.Defaults{Version: "v1.8.4"})
+	k := startKubeVirtOperator(ctx, t, env, operator.Defaults{Version: "v1.8.4"}, testenv.KubeVirtStrategy)
 	st := k.waitVersion(ctx, t, "v1.8.4")
 	checkKubeVirtStatus(t, "v1.8.4", st)
 	if st["operatorVersion"] != "v1.8.4" {
@@ -395,8 +461,9 @@ func conditionOf(status map[string]any, typ string) string {
 // serveKubeVirtDumps does the work of each dump Job of namespace ns until
 // ctx ends: it stores the real strategy of the Job's configuration (the
 // version it names, at its identifier), as virt-operator's dump writes it,
-// and ends the Job's pod with its digest.
-func serveKubeVirtDumps(ctx context.Context, t *testing.T, env *testenv.Env, ns string) {
+// and ends the Job's pod with its digest. strategyOf gives the strategy of
+// a version (testenv.KubeVirtStrategy or KubeVirtStrategyAsShipped).
+func serveKubeVirtDumps(ctx context.Context, t *testing.T, env *testenv.Env, ns string, strategyOf func(testing.TB, string) *strategy.Strategy) {
 	st, err := store.New(env.Kube, store.Options{})
 	if err != nil {
 		t.Error(err)
@@ -428,7 +495,7 @@ func serveKubeVirtDumps(ctx context.Context, t *testing.T, env *testenv.Env, ns 
 				served[job.UID] = true
 				continue
 			}
-			s := testenv.KubeVirtStrategy(t, cfg.Version)
+			s := strategyOf(t, cfg.Version)
 			s.Identity = id
 			entry, _, err := st.Ensure(ctx, ns, s)
 			if err != nil {
