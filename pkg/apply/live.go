@@ -9,8 +9,17 @@ import (
 // WithLive returns the object to apply given the live one (nil when
 // absent): the object itself, except where the kind table says the server
 // keeps something a strategy may drop (kinds.Info.KeepStoredVersions: CRD
-// versions still listed in status.storedVersions are kept, neither served
-// nor stored). obj is not modified.
+// versions still listed in status.storedVersions are kept as the live CRD
+// has them, served when it served them, but no longer the storage
+// version). obj is not modified.
+//
+// A kept version stays served until the objects stored at it are
+// rewritten at the new storage version (pkg/reconcile migrates them, then
+// trims status.storedVersions, and the next apply drops the version): so
+// clients reading it do not break meanwhile, and a run interrupted before
+// the migration leaves a CRD whose stored objects can still be read at
+// the version they were written at, which the next run's CRD preflight
+// judges them by (pkg/crdsafety) instead of refusing for every object.
 func WithLive(obj, live *unstructured.Unstructured) *unstructured.Unstructured {
 	if live == nil {
 		return obj
@@ -39,7 +48,7 @@ func WithLive(obj, live *unstructured.Unstructured) *unstructured.Unstructured {
 			m, _ := v.(map[string]any)
 			if m["name"] == name {
 				m = runtimeDeepCopy(m)
-				m["served"], m["storage"] = false, false
+				m["storage"] = false
 				keep = append(keep, m)
 				have[name] = true
 			}

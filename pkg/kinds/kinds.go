@@ -42,8 +42,9 @@ type Info struct {
 	// ready (rolled over); HealthNone means ready once written.
 	Health Health
 	// KeepStoredVersions marks CRDs: a version the live object lists in
-	// status.storedVersions is kept (not served, not stored) when a
-	// strategy drops it, since the API server refuses to remove it.
+	// status.storedVersions is kept (served as it was, no longer stored)
+	// when a strategy drops it, since the API server refuses to remove it,
+	// until its objects are migrated (MigrateStoredVersions).
 	KeepStoredVersions bool
 	// MigrateStoredVersions marks CRDs: before a stored version the
 	// strategy drops leaves the CRD, the stored custom resources are

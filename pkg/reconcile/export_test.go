@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -81,4 +82,11 @@ func ServingDNSNames(ctx context.Context, s *strategy.Strategy, pods func(ctx co
 		out[key] = dnsNamesFor(sec, served[key])
 	}
 	return out, nil
+}
+
+// WaitStorage waits, within deadline, until the API server stores the
+// custom resources of crd at storage (see run.waitStorage).
+func WaitStorage(ctx context.Context, rc *Reconciler, crd *unstructured.Unstructured, storage string, deadline time.Duration) error {
+	r := &run{kube: rc.kube, opts: Options{StageDeadline: deadline}}
+	return r.waitStorage(ctx, crd, storage)
 }

@@ -2,14 +2,18 @@ package reconcile
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
@@ -124,6 +128,13 @@ func (r *run) migrateStoredVersions(ctx context.Context, objs []*unstructured.Un
 		if len(stale) == 0 || storage == "" {
 			continue
 		}
+		// The API server switches its storage of the custom resources
+		// to the new version shortly after the CRD is updated: a write
+		// before that stores at the old version again, which the trim
+		// below would then leave undecodable once the version goes.
+		if err := r.waitStorage(ctx, obj, storage); err != nil {
+			return fmt.Errorf("%s %s: %w", StorageVersionsStep, ref, err)
+		}
 		n, err := r.rewriteStored(ctx, crdResourceAt(obj, storage))
 		if err != nil {
 			return fmt.Errorf("%s %s: rewrite at %s: %w", StorageVersionsStep, ref, storage, err)
@@ -199,4 +210,74 @@ func (r *run) rewriteStored(ctx context.Context, gvr schema.GroupVersionResource
 			return n, nil
 		}
 	}
+}
+
+// StorageVersionHash is the storageVersionHash discovery shows for the
+// resources of kind stored at group/version: what the API server's
+// discovery computes (k8s.io/apiserver/pkg/endpoints/discovery, copied
+// rather than linked: that package pulls the API server's endpoint code
+// in; TestStorageVersionHashIsDiscoverys holds the copy to the cluster's).
+func StorageVersionHash(group, version, kind string) string {
+	sum := sha256.Sum256([]byte(group + "/" + version + "/" + kind))
+	return base64.StdEncoding.EncodeToString(sum[:8])
+}
+
+// waitStorage waits (within the stage deadline) until the API server
+// stores the custom resources of crd (a strategy's CRD object) at
+// storage: until discovery's storageVersionHash for their resource is
+// the hash of storage, asked afresh each time (not a sleep: the switch
+// follows the CRD update by an informer's delay). Discovery is asked at a
+// version the CRD serves, the storage version first.
+func (r *run) waitStorage(ctx context.Context, crd *unstructured.Unstructured, storage string) error {
+	group, _, _ := unstructured.NestedString(crd.Object, "spec", "group")
+	plural, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "plural")
+	kind, _, _ := unstructured.NestedString(crd.Object, "spec", "names", "kind")
+	served := servedVersions(crd, storage)
+	if len(served) == 0 {
+		// Nothing serves the resource: nothing can be rewritten either.
+		return fmt.Errorf("no version of %s.%s is served to rewrite its objects at %s", plural, group, storage)
+	}
+	want := StorageVersionHash(group, storage, kind)
+	last := "not listed"
+	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.StageDeadline, true, func(ctx context.Context) (bool, error) {
+		list, err := r.kube.Discovery().ServerResourcesForGroupVersion(group + "/" + served[0])
+		if err != nil {
+			// Not listed yet (a version just served), or a passing
+			// fault: asked again.
+			last = err.Error()
+			return false, nil
+		}
+		for _, res := range list.APIResources {
+			if res.Name == plural {
+				last = "hash " + res.StorageVersionHash
+				return res.StorageVersionHash == want, nil
+			}
+		}
+		last = "not listed"
+		return false, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("the API server does not store %s.%s at %s yet (discovery's storageVersionHash %s, want %s): %w", plural, group, storage, last, want, err)
+	}
+	return err
+}
+
+// servedVersions returns the versions crd serves, first if served.
+func servedVersions(crd *unstructured.Unstructured, first string) []string {
+	var out []string
+	field, _, _ := unstructured.NestedFieldNoCopy(crd.Object, "spec", "versions")
+	versions, _ := field.([]any)
+	for _, v := range versions {
+		m, _ := v.(map[string]any)
+		name, _ := m["name"].(string)
+		if served, _ := m["served"].(bool); !served {
+			continue
+		}
+		if name == first {
+			out = slices.Insert(out, 0, name)
+			continue
+		}
+		out = append(out, name)
+	}
+	return out
 }
