@@ -10,6 +10,8 @@
 #   make verify         gofmt and go vet
 #   make fuzz           the fuzz targets, FUZZ_COUNT inputs each
 #   make fuzz-long      every fuzz target for 1,000,000 inputs (not in make test)
+#   make refusal-cost   the cost of refusing the worst input of each untrusted
+#                       entry point, against issue 39's bound (not in make test)
 #   make soak           on a cluster of its own: the operator SIGKILLed during
 #                       SOAK_CRASH_ROUNDS upgrades, and SOAK_FAULT_ROUNDS upgrades
 #                       with 10% of its requests failing (not in make test)
@@ -143,6 +145,15 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz='^FuzzParseChunks$$' -fuzztime=$(FUZZ_COUNT) ./pkg/store
 	$(GO) test -run='^$$' -fuzz='^FuzzDecodeRelease$$' -fuzztime=$(FUZZ_COUNT) ./pkg/helmrelease
 	$(GO) test -run='^$$' -fuzz='^FuzzOpenRevision$$' -fuzztime=$(FUZZ_COUNT) ./pkg/history
+	$(GO) test -run='^$$' -fuzz='^FuzzPull$$' -fuzztime=$(FUZZ_COUNT) ./pkg/oci
+	$(GO) test -run='^$$' -fuzz='^FuzzHelmArchive$$' -fuzztime=$(FUZZ_COUNT) ./pkg/render
+
+# refusal-cost: what refusing the worst input found for each untrusted
+# entry point costs (alloc, CPU, peak RSS), each in a process of its own,
+# against issue 39's bound (256 MB peak RSS, 10 s CPU); not in make test.
+.PHONY: refusal-cost
+refusal-cost:
+	$(GO) run ./hack/refusalcost
 
 # fuzz-long: every fuzz target for a million inputs (docs/RELIABILITY.md).
 .PHONY: fuzz-long

@@ -41,8 +41,16 @@ func decodeBase64(s string) ([]byte, error) {
 	return dst[:n], nil
 }
 
+// maxDeflateRatio is the most deflate expands its input: 258 bytes from
+// every 2 bits of a block, about 1032 to 1.
+const maxDeflateRatio = 1032
+
 // gunzip decompresses a gzip stream, refusing more than limit bytes of
-// output.
+// output. It never holds a buffer of more than limit+1 bytes: the buffer
+// starts at the size the gzip trailer records (trusted no further than the
+// limit and what deflate can make of the input, so a trailer that lies
+// costs no more than the input could really expand to) and grows by
+// doubling, up to limit+1, only as decoded bytes arrive.
 func gunzip(compressed []byte, limit int64) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(compressed))
 	if err != nil {
@@ -52,31 +60,45 @@ func gunzip(compressed []byte, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("not gzip data: %w", err)
 	}
 	defer zr.Close()
-	// The gzip trailer records the size modulo 2^32: a hint for the buffer,
-	// never trusted beyond the limit.
+	// The trailer records the size modulo 2^32: a hint, never trusted.
 	hint := int64(0)
 	if len(compressed) >= 4 {
 		hint = int64(binary.LittleEndian.Uint32(compressed[len(compressed)-4:]))
 	}
-	// bytes.Buffer.ReadFrom wants MinRead bytes free before each read:
-	// without them a text of exactly the hinted size doubles the buffer.
-	hint = min(hint, limit) + bytes.MinRead
-	buf := bytes.NewBuffer(make([]byte, 0, hint))
-	n, err := buf.ReadFrom(io.LimitReader(zr, limit+1))
-	if err != nil {
-		switch {
-		case errors.Is(err, io.ErrUnexpectedEOF):
-			return nil, fmt.Errorf("truncated gzip stream after %d decoded bytes", n)
-		case errors.Is(err, gzip.ErrChecksum):
-			return nil, errors.New("gzip checksum mismatch: the data is corrupt")
-		default:
-			return nil, fmt.Errorf("corrupt gzip stream after %d decoded bytes: %w", n, err)
+	// One byte more than the text, so its end is a read of nothing rather
+	// than a growth.
+	buf := make([]byte, 0, min(hint, limit, int64(len(compressed))*maxDeflateRatio)+1)
+	for {
+		if len(buf) == cap(buf) {
+			// A doubling that would reach the limit goes to limit+1 at
+			// once: the last buffer is the only one of that size.
+			size := max(2*int64(cap(buf)), bytes.MinRead)
+			if size >= limit {
+				size = limit + 1
+			}
+			grown := make([]byte, len(buf), size)
+			copy(grown, buf)
+			buf = grown
+		}
+		n, err := zr.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if int64(len(buf)) > limit {
+			return nil, &limitError{limit: limit}
+		}
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			switch {
+			case errors.Is(err, io.ErrUnexpectedEOF):
+				return nil, fmt.Errorf("truncated gzip stream after %d decoded bytes", len(buf))
+			case errors.Is(err, gzip.ErrChecksum):
+				return nil, errors.New("gzip checksum mismatch: the data is corrupt")
+			default:
+				return nil, fmt.Errorf("corrupt gzip stream after %d decoded bytes: %w", len(buf), err)
+			}
 		}
 	}
-	if n > limit {
-		return nil, &limitError{limit: limit}
-	}
-	return buf.Bytes(), nil
 }
 
 // gzipBase64 compresses text and encodes it as one line of padded base64.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -14,6 +13,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // emptyConfig is the config blob of every artifact.
@@ -128,13 +128,13 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Artifact, error) {
 		limit = codec.DefaultMaxDecodedBytes
 	}
 	ld := m.Layers[0]
-	gz, err := c.readLayer(ctx, ref, r, ld, limit)
+	gz, err := c.readBlob(ctx, ref, r.Context(), ld, limit)
 	if err != nil {
 		return nil, err
 	}
 	text, err := codec.Gunzip(gz, limit)
 	if err != nil {
-		return nil, fmt.Errorf("%s: layer %s: %w", ref, ld.Digest, err)
+		return nil, fmt.Errorf("%s: layer %s: %w", ref, ld.Digest, &trust.RefusedError{Step: "decode", Err: err})
 	}
 	meta := metaOf(m.Annotations)
 	if got := codec.Digest(text); meta.Digest != got {
@@ -142,35 +142,6 @@ func (c *Client) Pull(ctx context.Context, ref string) (*Artifact, error) {
 	}
 	return &Artifact{Reference: r.Context().Digest(desc.Digest.String()).String(), Repository: r.Context().String(),
 		Digest: desc.Digest.String(), Meta: meta, Text: text, LayerBytes: ld.Size}, nil
-}
-
-// readLayer downloads the layer ld of the manifest r names, refusing one
-// over limit bytes and checking its size and digest.
-func (c *Client) readLayer(ctx context.Context, ref string, r name.Reference, ld v1.Descriptor, limit int64) ([]byte, error) {
-	if ld.Size > limit {
-		return nil, fmt.Errorf("%s: layer %s is %d bytes, over the limit of %d", ref, ld.Digest, ld.Size, limit)
-	}
-	layer, err := remote.Layer(r.Context().Digest(ld.Digest.String()), c.remote(ctx)...)
-	if err != nil {
-		return nil, refError(ref, "pull layer", err)
-	}
-	rc, err := layer.Compressed()
-	if err != nil {
-		return nil, refError(ref, "pull layer", err)
-	}
-	defer rc.Close()
-	// The reader checks the layer's size and digest at its end.
-	gz, err := io.ReadAll(io.LimitReader(rc, ld.Size+1))
-	if err != nil {
-		return nil, refError(ref, "pull layer "+ld.Digest.String(), err)
-	}
-	if int64(len(gz)) != ld.Size {
-		return nil, fmt.Errorf("%s: layer %s: %d bytes, the manifest says %d", ref, ld.Digest, len(gz), ld.Size)
-	}
-	if sum, _, _ := v1.SHA256(bytes.NewReader(gz)); sum != ld.Digest {
-		return nil, fmt.Errorf("%s: layer %s: the bytes hash to %s", ref, ld.Digest, sum)
-	}
-	return gz, nil
 }
 
 // strategyManifest returns the manifest of a strategy artifact, or an

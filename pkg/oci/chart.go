@@ -53,7 +53,7 @@ func (c *Client) PullChart(ctx context.Context, ref string, limit int64) (*Artif
 	if limit <= 0 {
 		limit = DefaultMaxChartBytes
 	}
-	config, err := c.readLayer(ctx, ref, r, m.Config, maxChartConfigBytes)
+	config, err := c.readBlob(ctx, ref, r.Context(), m.Config, maxChartConfigBytes)
 	if err != nil {
 		return nil, fmt.Errorf("chart config: %w", err)
 	}
@@ -61,7 +61,7 @@ func (c *Client) PullChart(ctx context.Context, ref string, limit int64) (*Artif
 	if err := json.Unmarshal(config, &meta); err != nil {
 		return nil, fmt.Errorf("%s: chart config: %w", ref, err)
 	}
-	tgz, err := c.readLayer(ctx, ref, r, m.Layers[0], limit)
+	tgz, err := c.readBlob(ctx, ref, r.Context(), m.Layers[0], limit)
 	if err != nil {
 		return nil, err
 	}

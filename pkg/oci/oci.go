@@ -103,9 +103,11 @@ func New(opts Options) (*Client, error) {
 	if opts.Keychain != nil {
 		base = append(base, remote.WithAuthFromKeychain(opts.Keychain))
 	}
-	if opts.Transport != nil {
-		base = append(base, remote.WithTransport(opts.Transport))
+	tr := opts.Transport
+	if tr == nil {
+		tr = remote.DefaultTransport
 	}
+	base = append(base, remote.WithTransport(boundedTransport{next: tr}))
 	if opts.UserAgent != "" {
 		base = append(base, remote.WithUserAgent(opts.UserAgent))
 	}

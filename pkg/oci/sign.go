@@ -1,14 +1,12 @@
 package oci
 
 import (
-	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -205,29 +203,21 @@ func (c *Client) readSignatures(ctx context.Context, tag name.Tag) ([]Signature,
 	if err != nil {
 		return nil, nil, refError(ref, "pull signatures", err)
 	}
-	var out []Signature
+	var layers []v1.Descriptor
 	for _, l := range m.Layers {
-		if l.MediaType != SimpleSigningMediaType || l.Annotations[SignatureAnnotation] == "" {
-			continue
+		if l.MediaType == SimpleSigningMediaType && l.Annotations[SignatureAnnotation] != "" {
+			layers = append(layers, l)
 		}
-		if l.Size > maxPayloadBytes {
-			return nil, nil, fmt.Errorf("%s: signature payload %s is %d bytes, over %d", ref, l.Digest, l.Size, maxPayloadBytes)
-		}
-		layer, err := img.LayerByDigest(l.Digest)
+	}
+	if len(layers) > MaxSignatures {
+		return nil, nil, fmt.Errorf("%s: %w", ref, &trust.RefusedError{Step: "size",
+			Err: fmt.Errorf("%w: %d signatures, the bound is %d", trust.ErrTooLarge, len(layers), MaxSignatures)})
+	}
+	var out []Signature
+	for _, l := range layers {
+		body, err := c.readBlob(ctx, ref, tag.Context(), l, maxPayloadBytes)
 		if err != nil {
-			return nil, nil, refError(ref, "pull signature "+l.Digest.String(), err)
-		}
-		rc, err := layer.Compressed()
-		if err != nil {
-			return nil, nil, refError(ref, "pull signature "+l.Digest.String(), err)
-		}
-		body, err := io.ReadAll(io.LimitReader(rc, maxPayloadBytes+1))
-		rc.Close()
-		if err != nil {
-			return nil, nil, refError(ref, "pull signature "+l.Digest.String(), err)
-		}
-		if sum, _, _ := v1.SHA256(bytes.NewReader(body)); sum != l.Digest {
-			return nil, nil, fmt.Errorf("%s: signature payload %s: the bytes hash to %s", ref, l.Digest, sum)
+			return nil, nil, err
 		}
 		out = append(out, Signature{Payload: body, Signature: l.Annotations[SignatureAnnotation]})
 	}

@@ -1,7 +1,6 @@
 package render
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"helm.sh/helm/v4/pkg/chart"
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	chartutilcommon "helm.sh/helm/v4/pkg/chart/common/util"
-	"helm.sh/helm/v4/pkg/chart/loader"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	chartutil "helm.sh/helm/v4/pkg/chart/v2/util"
 	"helm.sh/helm/v4/pkg/engine"
@@ -100,9 +98,9 @@ func HelmArchive(ctx context.Context, name string, archive []byte, vals map[stri
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
-	loaded, err := loader.LoadArchive(bytes.NewReader(archive))
+	loaded, err := LoadArchive(name, archive)
 	if err != nil {
-		return nil, fmt.Errorf("load chart %s: %w", name, err)
+		return nil, err
 	}
 	if vals == nil {
 		vals = map[string]any{}

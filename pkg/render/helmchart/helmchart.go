@@ -14,7 +14,9 @@ import (
 	"io"
 	"os"
 
+	"helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/loader"
+	"helm.sh/helm/v4/pkg/chart/loader/archive"
 	"helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/downloader"
@@ -22,6 +24,7 @@ import (
 	"helm.sh/helm/v4/pkg/registry"
 
 	"github.com/installstrategy/installstrategy/pkg/render"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // Helm renders a chart: a chart folder, a packaged chart (.tgz) or an
@@ -44,11 +47,42 @@ func Helm(ctx context.Context, ref string, opts render.HelmOptions) (*render.Hel
 		return nil, err
 	}
 	defer cleanup()
-	loaded, err := loader.Load(path)
+	loaded, err := load(ref, path)
+	if err != nil {
+		return nil, err
+	}
+	return render.HelmChart(ctx, ref, loaded, vals, opts)
+}
+
+// load loads the chart at path: a folder with Helm's loader, an archive
+// (given, or pulled) through render.LoadArchive's bounds.
+func load(ref, path string) (chart.Charter, error) {
+	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
+		loaded, err := loader.Load(path)
+		if err != nil {
+			return nil, fmt.Errorf("load chart %s: %w", ref, err)
+		}
+		return loaded, nil
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("load chart %s: %w", ref, err)
 	}
-	return render.HelmChart(ctx, ref, loaded, vals, opts)
+	defer f.Close()
+	if err := archive.EnsureArchive(path, f); err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", ref, err)
+	}
+	// An archive is no larger than what it decompresses to, give or take
+	// its gzip framing.
+	tgz, err := io.ReadAll(io.LimitReader(f, render.MaxArchiveBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s: %w", ref, err)
+	}
+	if len(tgz) > render.MaxArchiveBytes {
+		return nil, fmt.Errorf("load chart %s: %w", ref, &trust.RefusedError{Step: "size",
+			Err: fmt.Errorf("%w: the archive is over %d bytes", trust.ErrTooLarge, render.MaxArchiveBytes)})
+	}
+	return render.LoadArchive(ref, tgz)
 }
 
 // mergeValues merges the values files and --set expressions as helm does,

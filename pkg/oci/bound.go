@@ -1,0 +1,117 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/installstrategy/installstrategy/pkg/trust"
+)
+
+// What a registry may make a pull read. Each bound refuses before the
+// bytes over it are read, with a *trust.RefusedError at step "size".
+const (
+	// MaxManifestBytes bounds a manifest a registry serves (the
+	// distribution spec asks registries to accept 4 MiB;
+	// go-containerregistry alone would read 100 MiB and parse it).
+	MaxManifestBytes = 4 << 20
+	// MaxSignatures bounds the signatures counted for one artifact (cosign
+	// sets none; an artifact signed by every key of a rotation has a few).
+	MaxSignatures = 50
+)
+
+// boundedTransport refuses a manifest over MaxManifestBytes: by its
+// Content-Length before its body is read, or as its body passes the bound.
+// Blobs are bounded by readBlob, error bodies by go-containerregistry.
+type boundedTransport struct{ next http.RoundTripper }
+
+// isManifestPath reports whether p is /v2/NAME/manifests/REFERENCE.
+func isManifestPath(p string) bool {
+	return strings.HasPrefix(p, "/v2/") && strings.HasSuffix(path.Dir(p), "/manifests")
+}
+
+func (t boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK || !isManifestPath(req.URL.Path) {
+		return resp, err
+	}
+	if resp.ContentLength > MaxManifestBytes {
+		resp.Body.Close()
+		return nil, manifestTooLarge(req, fmt.Sprintf("%d bytes", resp.ContentLength))
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: MaxManifestBytes, req: req}
+	return resp, nil
+}
+
+func manifestTooLarge(req *http.Request, size string) error {
+	return &trust.RefusedError{Step: "size", Err: fmt.Errorf("%w: the manifest at %s is %s, the bound is %d", trust.ErrTooLarge, req.URL.Redacted(), size, MaxManifestBytes)}
+}
+
+// boundedBody reads at most left bytes of a manifest and fails on more.
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+	req  *http.Request
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	if int64(n) > b.left {
+		return 0, manifestTooLarge(b.req, "over the bound")
+	}
+	b.left -= int64(n)
+	return n, err
+}
+
+// readBlob downloads the blob d of repo, refusing one the descriptor says
+// is over limit before a byte is read, and reading no more than the
+// descriptor's size and one byte: the bytes must be its size and digest.
+// Every blob a pull reads (a strategy's layer, a chart's config and
+// archive, a signature's payload) is read here.
+func (c *Client) readBlob(ctx context.Context, ref string, repo name.Repository, d v1.Descriptor, limit int64) ([]byte, error) {
+	if d.Size > limit || d.Size < 0 {
+		return nil, fmt.Errorf("%s: blob %s: %w", ref, d.Digest, &trust.RefusedError{Step: "size",
+			Err: fmt.Errorf("%w: the manifest says %d bytes, over the limit of %d", trust.ErrTooLarge, d.Size, limit)})
+	}
+	layer, err := remote.Layer(repo.Digest(d.Digest.String()), c.remote(ctx)...)
+	if err != nil {
+		return nil, refError(ref, "pull blob "+d.Digest.String(), err)
+	}
+	rc, err := layer.Compressed()
+	if err != nil {
+		return nil, refError(ref, "pull blob "+d.Digest.String(), err)
+	}
+	defer rc.Close()
+	b := make([]byte, d.Size+1)
+	n, err := io.ReadFull(rc, b)
+	switch {
+	case err == nil:
+		return nil, fmt.Errorf("%s: blob %s: %w", ref, d.Digest, &trust.RefusedError{Step: "size",
+			Err: fmt.Errorf("%w: more than the %d bytes the manifest says", trust.ErrTooLarge, d.Size)})
+	case err != io.ErrUnexpectedEOF && err != io.EOF:
+		// go-containerregistry's reader fails a digest mismatch at
+		// the blob's end: the check below says it plainly.
+		if int64(n) != d.Size {
+			return nil, refError(ref, "pull blob "+d.Digest.String(), err)
+		}
+	}
+	b = b[:n]
+	if int64(n) != d.Size {
+		return nil, fmt.Errorf("%s: blob %s: %d bytes, the manifest says %d", ref, d.Digest, n, d.Size)
+	}
+	if sum, _, _ := v1.SHA256(bytes.NewReader(b)); sum != d.Digest {
+		return nil, fmt.Errorf("%s: blob %s: the bytes hash to %s", ref, d.Digest, sum)
+	}
+	return b, nil
+}
