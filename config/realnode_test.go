@@ -16,8 +16,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/images"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 )
@@ -45,7 +45,7 @@ func TestDeployOnRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.ImportImages(ctx, rn.Containerd, built[0].Tarball); err != nil {
+	if err := localcluster.ImportImages(ctx, rn.Containerd, built[0].Tarball); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("image %s built and imported in %s", realImage, time.Since(start).Round(100*time.Millisecond))

@@ -1,4 +1,4 @@
-// Package cluster runs a real, local Kubernetes control plane for tests and
+// Package localcluster runs a real, local Kubernetes control plane for tests and
 // demos: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and
 // kwok (which simulates the kubelets of fake nodes), all on free loopback
 // ports, as daemons that outlive the caller, under one state directory.
@@ -17,7 +17,7 @@
 //	pki/              CA, serving and client certificates, service-account keys
 //	etcd/             etcd data
 //	kwok-stages.yaml  kwok pod stages (see Behaviour)
-package cluster
+package localcluster
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package cluster_test
+package localcluster_test
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 )
 
@@ -27,15 +27,15 @@ func TestUpDownLifecycle(t *testing.T) {
 	bin := testenv.ToolsDir(t)
 	ctx := t.Context()
 	dir := filepath.Join(t.TempDir(), "state")
-	opts := cluster.Options{StateDir: dir, BinDir: bin, Nodes: 1, Log: testWriter{t}, RealNode: os.Geteuid() == 0}
+	opts := localcluster.Options{StateDir: dir, BinDir: bin, Nodes: 1, Log: testWriter{t}, RealNode: os.Geteuid() == 0}
 	t.Cleanup(func() {
 		// Leave nothing running even when the test fails half way.
-		if err := cluster.Down(context.WithoutCancel(ctx), dir, nil); err != nil {
+		if err := localcluster.Down(context.WithoutCancel(ctx), dir, nil); err != nil {
 			t.Errorf("cleanup: %v", err)
 		}
 	})
 
-	first, err := cluster.Up(ctx, opts)
+	first, err := localcluster.Up(ctx, opts)
 	if err != nil {
 		t.Fatalf("up: %v", err)
 	}
@@ -55,31 +55,31 @@ func TestUpDownLifecycle(t *testing.T) {
 	}
 
 	// A second Up of a healthy cluster keeps it.
-	again, err := cluster.Up(ctx, opts)
+	again, err := localcluster.Up(ctx, opts)
 	if err != nil {
 		t.Fatalf("up of a running cluster: %v", err)
 	}
-	if again.PIDs[cluster.KubeAPIServer] != first.PIDs[cluster.KubeAPIServer] {
-		t.Fatalf("up of a running cluster restarted it: apiserver pid %d, was %d", again.PIDs[cluster.KubeAPIServer], first.PIDs[cluster.KubeAPIServer])
+	if again.PIDs[localcluster.KubeAPIServer] != first.PIDs[localcluster.KubeAPIServer] {
+		t.Fatalf("up of a running cluster restarted it: apiserver pid %d, was %d", again.PIDs[localcluster.KubeAPIServer], first.PIDs[localcluster.KubeAPIServer])
 	}
 
 	// Crash the scheduler: the cluster is no longer running, and the next Up
 	// stops the rest of the crashed run and starts afresh.
-	if err := syscall.Kill(first.PIDs[cluster.KubeScheduler], syscall.SIGKILL); err != nil {
+	if err := syscall.Kill(first.PIDs[localcluster.KubeScheduler], syscall.SIGKILL); err != nil {
 		t.Fatalf("kill scheduler: %v", err)
 	}
 	testenv.WaitFor(ctx, t, "scheduler gone", func(ctx context.Context) (bool, string, error) {
-		_, err := cluster.Load(dir)
-		return errors.Is(err, cluster.ErrNotRunning), "cluster still reported as running", nil
+		_, err := localcluster.Load(dir)
+		return errors.Is(err, localcluster.ErrNotRunning), "cluster still reported as running", nil
 	})
-	second, err := cluster.Up(ctx, opts)
+	second, err := localcluster.Up(ctx, opts)
 	if err != nil {
 		t.Fatalf("up after a crash: %v", err)
 	}
 	requireGone(t, first.PIDs)
 	requireAlive(t, second.PIDs)
 
-	if err := cluster.Down(ctx, dir, testWriter{t}); err != nil {
+	if err := localcluster.Down(ctx, dir, testWriter{t}); err != nil {
 		t.Fatalf("down: %v", err)
 	}
 	requireGone(t, second.PIDs)
@@ -92,7 +92,7 @@ func TestUpDownLifecycle(t *testing.T) {
 		t.Fatalf("state dir after down: %v, want it removed", err)
 	}
 	// Down of a cluster that is gone is a no-op.
-	if err := cluster.Down(ctx, dir, nil); err != nil {
+	if err := localcluster.Down(ctx, dir, nil); err != nil {
 		t.Fatalf("second down: %v", err)
 	}
 }
@@ -103,7 +103,7 @@ func TestDownRefusesForeignDirectory(t *testing.T) {
 	if err := os.WriteFile(keep, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err := cluster.Down(t.Context(), dir, nil)
+	err := localcluster.Down(t.Context(), dir, nil)
 	if err == nil || !strings.Contains(err.Error(), "marker") {
 		t.Fatalf("down of a directory that is no cluster state: err = %v, want a refusal", err)
 	}
@@ -113,7 +113,7 @@ func TestDownRefusesForeignDirectory(t *testing.T) {
 }
 
 func TestUpRequiresBinaries(t *testing.T) {
-	_, err := cluster.Up(t.Context(), cluster.Options{StateDir: t.TempDir(), BinDir: t.TempDir()})
+	_, err := localcluster.Up(t.Context(), localcluster.Options{StateDir: t.TempDir(), BinDir: t.TempDir()})
 	if err == nil || !strings.Contains(err.Error(), "make tools") {
 		t.Fatalf("up without binaries: err = %v, want one that says to run make tools", err)
 	}
@@ -124,9 +124,9 @@ func TestUpRequiresBinaries(t *testing.T) {
 // state behind.
 func TestUpReportsAFailingComponent(t *testing.T) {
 	bin := t.TempDir()
-	for _, name := range cluster.Components {
+	for _, name := range localcluster.Components {
 		script := "#!/bin/sh\nexec sleep 600\n"
-		if name == cluster.Etcd {
+		if name == localcluster.Etcd {
 			script = "#!/bin/sh\necho 'etcd: fake failure for the test' >&2\nexit 3\n"
 		}
 		if err := os.WriteFile(filepath.Join(bin, name), []byte(script), 0o755); err != nil {
@@ -134,7 +134,7 @@ func TestUpReportsAFailingComponent(t *testing.T) {
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "state")
-	_, err := cluster.Up(t.Context(), cluster.Options{StateDir: dir, BinDir: bin, Nodes: 1})
+	_, err := localcluster.Up(t.Context(), localcluster.Options{StateDir: dir, BinDir: bin, Nodes: 1})
 	if err == nil {
 		t.Fatal("up with a failing etcd succeeded")
 	}
@@ -150,9 +150,9 @@ func TestUpReportsAFailingComponent(t *testing.T) {
 
 func requireAlive(t *testing.T, pids map[string]int) {
 	t.Helper()
-	for _, name := range cluster.Components {
+	for _, name := range localcluster.Components {
 		if _, ok := pids[name]; !ok {
-			t.Fatalf("pids = %v, want one per component %v", pids, cluster.Components)
+			t.Fatalf("pids = %v, want one per component %v", pids, localcluster.Components)
 		}
 	}
 	for name, pid := range pids {

@@ -1,4 +1,4 @@
-package cluster_test
+package localcluster_test
 
 import (
 	"maps"
@@ -10,7 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 )
 
@@ -42,9 +42,9 @@ func TestRealNode(t *testing.T) {
 		}
 		return p
 	}
-	pod("runs", cluster.PauseImage, true)
+	pod("runs", localcluster.PauseImage, true)
 	pod("not-imported", "registry.example/not-imported:v1", true)
-	pod("no-toleration", cluster.PauseImage, false)
+	pod("no-toleration", localcluster.PauseImage, false)
 
 	running := e.WaitPod(ctx, t, ns, "runs", "Ready", testenv.PodReady)
 	if running.Spec.NodeName != rn.Name {
@@ -99,7 +99,7 @@ func TestRealNodeKeepsProductsOff(t *testing.T) {
 					ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: corev1.PodSpec{
 						TerminationGracePeriodSeconds: new(int64),
-						Containers:                    []corev1.Container{{Name: "c", Image: cluster.PauseImage, ImagePullPolicy: corev1.PullIfNotPresent}},
+						Containers:                    []corev1.Container{{Name: "c", Image: localcluster.PauseImage, ImagePullPolicy: corev1.PullIfNotPresent}},
 						NodeSelector:                  selector,
 						Tolerations:                   everything,
 					},
@@ -130,16 +130,16 @@ func TestRealNodeKeepsProductsOff(t *testing.T) {
 	}
 	fake := 0
 	for _, n := range nodes.Items {
-		if n.Labels[cluster.FakeNodeLabel] == "true" {
+		if n.Labels[localcluster.FakeNodeLabel] == "true" {
 			fake++
 		}
-		if n.Name == rn.Name && n.Labels[cluster.FakeNodeLabel] != "" {
-			t.Errorf("the real node carries %s", cluster.FakeNodeLabel)
+		if n.Name == rn.Name && n.Labels[localcluster.FakeNodeLabel] != "" {
+			t.Errorf("the real node carries %s", localcluster.FakeNodeLabel)
 		}
 	}
 
 	ds := daemonSet("everywhere", map[string]string{"kubernetes.io/os": "linux"})
-	want := map[string]string{"kubernetes.io/os": "linux", cluster.FakeNodeLabel: "true"}
+	want := map[string]string{"kubernetes.io/os": "linux", localcluster.FakeNodeLabel: "true"}
 	if got := ds.Spec.Template.Spec.NodeSelector; !maps.Equal(got, want) {
 		t.Errorf("DaemonSet everywhere: node selector %v, want %v", got, want)
 	}
@@ -155,12 +155,12 @@ func TestRealNodeKeepsProductsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := updated.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{cluster.FakeNodeLabel: "true"}) {
-		t.Errorf("DaemonSet everywhere after an update without a node selector: %v, want only %s=true", got, cluster.FakeNodeLabel)
+	if got := updated.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{localcluster.FakeNodeLabel: "true"}) {
+		t.Errorf("DaemonSet everywhere after an update without a node selector: %v, want only %s=true", got, localcluster.FakeNodeLabel)
 	}
 
-	asks := daemonSet("asks", map[string]string{cluster.RealNodeLabel: "true"})
-	if got := asks.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{cluster.RealNodeLabel: "true"}) {
+	asks := daemonSet("asks", map[string]string{localcluster.RealNodeLabel: "true"})
+	if got := asks.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{localcluster.RealNodeLabel: "true"}) {
 		t.Errorf("DaemonSet asks: node selector %v, want it as written", got)
 	}
 	asks = e.WaitDaemonSetRolledOut(ctx, t, ns, "asks")
@@ -178,8 +178,8 @@ func TestRealNodeKeepsProductsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pod.Spec.NodeSelector[cluster.FakeNodeLabel] != "true" {
-		t.Errorf("a Pod that tolerates every taint: node selector %v, want %s=true", pod.Spec.NodeSelector, cluster.FakeNodeLabel)
+	if pod.Spec.NodeSelector[localcluster.FakeNodeLabel] != "true" {
+		t.Errorf("a Pod that tolerates every taint: node selector %v, want %s=true", pod.Spec.NodeSelector, localcluster.FakeNodeLabel)
 	}
 	pod = e.WaitPod(ctx, t, ns, pod.Name, "Ready", testenv.PodReady)
 	if pod.Spec.NodeName == rn.Name {
