@@ -303,7 +303,7 @@ demo:
 # ---------------------------------------------------------------------------
 # The operator in a cluster. hack/deploy (logic in internal/deploy) renders
 # config/default with kustomize's Go API, so neither kubectl nor kustomize
-# is needed; config/deploy_test.go runs it the same way against the local
+# is needed; internal/deploy's tests run it the same way against the local
 # cluster. See docs/DEVELOPMENT.md.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG ?= ghcr.io/installstrategy/installstrategy-operator:$(VERSION)

@@ -1,9 +1,10 @@
-package config
+package deploy_test
 
 import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -30,9 +31,15 @@ import (
 
 const operatorNamespace = "installstrategy-system"
 
-// build runs kustomize on dir and returns the objects it renders.
+// configDir is the operator's kustomize manifests (config/ at the module
+// root), which these tests build, check and deploy.
+const configDir = "../../config"
+
+// build runs kustomize on dir (under configDir) and returns the objects it
+// renders.
 func build(t *testing.T, dir string) []*unstructured.Unstructured {
 	t.Helper()
+	dir = filepath.Join(configDir, dir)
 	rm, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
 	if err != nil {
 		t.Fatalf("kustomize build %s: %v", dir, err)
@@ -285,7 +292,7 @@ func TestSampleIsCompleteAndValid(t *testing.T) {
 	if u == nil {
 		t.Fatalf("no Installation/sample in %v", objs.names())
 	}
-	raw, err := os.ReadFile("samples/installation.yaml")
+	raw, err := os.ReadFile(filepath.Join(configDir, "samples/installation.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -355,7 +362,7 @@ func TestConfigInCluster(t *testing.T) {
 
 	// The sample, in a namespace of its own.
 	ns := env.Namespace(ctx, t)
-	raw, err := os.ReadFile("samples/installation.yaml")
+	raw, err := os.ReadFile(filepath.Join(configDir, "samples/installation.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

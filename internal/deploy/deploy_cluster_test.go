@@ -1,4 +1,4 @@
-package config
+package deploy_test
 
 import (
 	"bytes"
@@ -49,7 +49,7 @@ const (
 // undeploy` do, against the test cluster, and returns its output.
 func runDeploy(ctx context.Context, t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	args = append(args, "--dir", "default", "--kubeconfig", os.Getenv(testenv.KubeconfigEnv), "--timeout", "90s")
+	args = append(args, "--dir", filepath.Join(configDir, "default"), "--kubeconfig", os.Getenv(testenv.KubeconfigEnv), "--timeout", "90s")
 	var out bytes.Buffer
 	code := deploy.Main(ctx, args, &out, &out)
 	t.Logf("deploy %s (exit %d):\n%s", strings.Join(args, " "), code, out.String())
@@ -76,7 +76,7 @@ func TestDeployAndUndeploy(t *testing.T) {
 	testenv.Lock(t, testenv.SampleProductLock)
 	t.Logf("sample product lock taken after %s", time.Since(start).Round(time.Millisecond))
 	ctx := t.Context()
-	rendered, err := deploy.Render("default", deployImage)
+	rendered, err := deploy.Render(filepath.Join(configDir, "default"), deployImage)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package config
+package deploy_test
 
 import (
 	"context"
@@ -41,7 +41,7 @@ func TestDeployOnRealNode(t *testing.T) {
 	ctx := t.Context()
 
 	start := time.Now()
-	built, err := images.Build(ctx, images.Options{Root: "..", Image: realImage, OutDir: t.TempDir()})
+	built, err := images.Build(ctx, images.Options{Root: "../..", Image: realImage, OutDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
