@@ -1,5 +1,5 @@
 // Command localcluster starts and stops the local Kubernetes control plane
-// used by the tests and the demo (see package cluster and docs/DEVELOPMENT.md).
+// used by the tests and the demo (see internal/localcluster and docs/DEVELOPMENT.md).
 //
 //	localcluster up   [--state-dir DIR] [--bin-dir DIR] [--nodes N] [--timeout D] [--keep-on-failure] [--real-node=false]
 //	localcluster down [--state-dir DIR]
