@@ -112,6 +112,7 @@ var (
 // and is skipped otherwise, with a message saying how to start one.
 func New(t testing.TB) *Env {
 	t.Helper()
+	Heavy(t)
 	connectOnce.Do(func() { connected, connectErr = connect(t.Context()) })
 	if connectErr != nil {
 		unavailable(t, connectErr.Error())
@@ -145,6 +146,7 @@ func unavailable(t testing.TB, reason string) {
 // otherwise when the binaries are missing.
 func ToolsDir(t testing.TB) string {
 	t.Helper()
+	Heavy(t)
 	dir := os.Getenv(ToolsDirEnv)
 	reason := ""
 	switch {
