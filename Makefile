@@ -7,6 +7,8 @@
 #   make cluster-down   stop it and remove its state
 #   make test           start a cluster of its own, run go test ./... and
 #                       test-extra against it, always tear it down
+#   make unit           the tests that need no cluster (go test -short), no
+#                       cluster started; under a minute with a warm cache
 #   make verify         gofmt and go vet
 #   make fuzz           the fuzz targets, FUZZ_COUNT inputs each
 #   make fuzz-long      every fuzz target for 1,000,000 inputs (not in make test)
@@ -75,6 +77,7 @@ REAL_NODE ?= true
 GOTESTFLAGS ?= -count=1 -timeout=25m -p 1
 GOTESTPKGS ?= ./...
 LOCALCLUSTER := $(CURDIR)/_output/bin/localcluster
+TEST_KUBECONFIG_ENV := INSTALLSTRATEGY_TEST_KUBECONFIG
 
 export TOOLS_DIR GO GOTESTFLAGS GOTESTPKGS LOCALCLUSTER
 
@@ -108,6 +111,17 @@ cluster-down: localcluster
 .PHONY: test
 test:
 	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" hack/test.sh
+
+# unit: the tests that need no cluster, in parallel, in well under a minute
+# once the build cache is warm (go test -short: testenv.Heavy skips every
+# test that reaches a cluster through testenv.New or testenv.ToolsDir, and
+# those marked heavy by hand). CI=true and no test cluster, so a test that
+# needs one without saying so fails instead of skipping. make test runs
+# every test, these included.
+UNITFLAGS ?= -count=1
+.PHONY: unit
+unit:
+	env -u $(TEST_KUBECONFIG_ENV) CI=true $(GO) test -short $(UNITFLAGS) $(GOTESTPKGS)
 
 # test-repeat runs `make test` RUNS times in a row on a clean clone of
 # HEAD (the flake rate; hack/test-repeat.sh). Not part of make test.
@@ -314,7 +328,7 @@ demo:
 # ---------------------------------------------------------------------------
 # The operator in a cluster. hack/deploy (logic in internal/deploy) renders
 # config/default with kustomize's Go API, so neither kubectl nor kustomize
-# is needed; config/deploy_test.go runs it the same way against the local
+# is needed; internal/deploy's tests run it the same way against the local
 # cluster. See docs/DEVELOPMENT.md.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 IMG ?= ghcr.io/installstrategy/installstrategy-operator:$(VERSION)

@@ -31,7 +31,7 @@ export TOOLS_DIR
 "${GO}" build -o "${localcluster}" ./hack/localcluster
 
 # FIRST_SHARD: the packages of the first shard (go list patterns).
-FIRST_SHARD=(./test/e2e ./test/cluster ./config ./hack/localcluster/...)
+FIRST_SHARD=(./test/e2e ./test/cluster ./internal/deploy ./internal/localcluster/...)
 shards="${TEST_SHARDS:-2}"
 if [[ -n "${TEST_TARGETS:-}" || "${GOTESTPKGS:-./...}" != "./..." ]]; then
 	shards=1

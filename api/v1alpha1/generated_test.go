@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
 )
 
 // TestGeneratedFilesUpToDate runs controller-gen (pinned in
@@ -14,6 +16,7 @@ import (
 // a temporary folder, and fails when a committed generated file differs:
 // the DeepCopy methods, the CRD or the RBAC role.
 func TestGeneratedFilesUpToDate(t *testing.T) {
+	testenv.Heavy(t) // builds and runs controller-gen
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

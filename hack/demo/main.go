@@ -46,8 +46,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/cmdmain"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 )
 
@@ -179,8 +179,8 @@ func create(ctx context.Context, c client.Client, ns, name, version string, real
 	}
 	if realNode {
 		on := &v1alpha1.NodePlacement{
-			NodeSelector: map[string]string{cluster.RealNodeLabel: "true"},
-			Tolerations:  []corev1.Toleration{{Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+			NodeSelector: map[string]string{localcluster.RealNodeLabel: "true"},
+			Tolerations:  []corev1.Toleration{{Key: localcluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		}
 		in.Spec.Workloads, in.Spec.Infra = on, on.DeepCopy()
 	}
@@ -210,7 +210,7 @@ func webhook(ctx context.Context, c client.Client, ns string) error {
 	if backend() == "" {
 		return errors.New("no Ready sample-api pod (is the product on the real node?)")
 	}
-	fwd, err := cluster.ServeClusterIP(svc.Spec.ClusterIP, 443, backend)
+	fwd, err := localcluster.ServeClusterIP(svc.Spec.ClusterIP, 443, backend)
 	if err != nil {
 		return err
 	}

@@ -13,9 +13,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/cmdmain"
 	"github.com/installstrategy/installstrategy/internal/images"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 )
 
@@ -46,8 +46,8 @@ func run(ctx context.Context, args []string) error {
 	if *loadInto == "" {
 		return nil
 	}
-	s, err := cluster.Load(*loadInto)
-	if errors.Is(err, cluster.ErrNotRunning) || (err == nil && s.RealNode == nil) {
+	s, err := localcluster.Load(*loadInto)
+	if errors.Is(err, localcluster.ErrNotRunning) || (err == nil && s.RealNode == nil) {
 		fmt.Fprintf(os.Stderr, "not loaded: no local cluster with a real node runs in %s (make cluster-up)\n", *loadInto)
 		return nil
 	}
@@ -55,7 +55,7 @@ func run(ctx context.Context, args []string) error {
 		return err
 	}
 	for _, b := range built {
-		if err := cluster.ImportImages(ctx, s.RealNode.Containerd, b.Tarball); err != nil {
+		if err := localcluster.ImportImages(ctx, s.RealNode.Containerd, b.Tarball); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "loaded %s into the real node %s\n", b.Ref, s.RealNode.Name)

@@ -1,5 +1,5 @@
 // Command localcluster starts and stops the local Kubernetes control plane
-// used by the tests and the demo (see package cluster and docs/DEVELOPMENT.md).
+// used by the tests and the demo (see internal/localcluster and docs/DEVELOPMENT.md).
 //
 //	localcluster up   [--state-dir DIR] [--bin-dir DIR] [--nodes N] [--timeout D] [--keep-on-failure] [--real-node=false]
 //	localcluster down [--state-dir DIR]
@@ -22,8 +22,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/cmdmain"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 )
 
 func main() { cmdmain.Run("localcluster", run) }
@@ -35,7 +35,7 @@ func run(ctx context.Context, args []string) error {
 	cmd, args := args[0], args[1:]
 	fs := flag.NewFlagSet("localcluster "+cmd, flag.ContinueOnError)
 	stateDir := fs.String("state-dir", envOr("CLUSTER_STATE_DIR", "_output/cluster"), "state directory of the cluster")
-	var opts cluster.Options
+	var opts localcluster.Options
 	if cmd == "up" {
 		fs.StringVar(&opts.BinDir, "bin-dir", os.Getenv("TOOLS_DIR"), "directory with the control-plane binaries (make tools)")
 		fs.IntVar(&opts.Nodes, "nodes", 3, "number of fake nodes; the first is a tainted control-plane node")
@@ -44,7 +44,7 @@ func run(ctx context.Context, args []string) error {
 		fs.BoolVar(&opts.RealNode, "real-node", true, "also start a real node (kubelet, containerd, runc) when the machine can run one (root, Linux, the Debian packages)")
 	}
 	kill := fs.Bool("kill", false, "restart: SIGKILL the component (a crash) instead of SIGTERM")
-	var faults cluster.Faults
+	var faults localcluster.Faults
 	fs.Float64Var(&faults.Rate, "rate", 0.1, "faultproxy: share of requests that fail")
 	fs.DurationVar(&faults.Latency, "latency", 0, "faultproxy: random delay of each request, up to this")
 	fs.BoolVar(&faults.Watches, "watches", false, "faultproxy: fail watch requests too")
@@ -54,28 +54,28 @@ func run(ctx context.Context, args []string) error {
 	switch cmd {
 	case "restart":
 		if fs.NArg() != 1 {
-			return fmt.Errorf("usage: localcluster restart [--kill] COMPONENT (one of %v)", cluster.Components)
+			return fmt.Errorf("usage: localcluster restart [--kill] COMPONENT (one of %v)", localcluster.Components)
 		}
-		return cluster.Restart(ctx, *stateDir, fs.Arg(0), *kill)
+		return localcluster.Restart(ctx, *stateDir, fs.Arg(0), *kill)
 	case "faultproxy":
-		return cluster.ServeFaultProxy(ctx, *stateDir, faults, os.Stderr)
+		return localcluster.ServeFaultProxy(ctx, *stateDir, faults, os.Stderr)
 	case "up":
 		opts.StateDir = *stateDir
 		opts.Log = os.Stderr
-		s, err := cluster.Up(ctx, opts)
+		s, err := localcluster.Up(ctx, opts)
 		if err != nil {
 			return err
 		}
 		fmt.Print(s.Env())
 		return nil
 	case "down":
-		if err := cluster.Down(ctx, *stateDir, os.Stderr); err != nil {
+		if err := localcluster.Down(ctx, *stateDir, os.Stderr); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "local cluster in %s is down\n", *stateDir)
 		return nil
 	case "load":
-		s, err := cluster.Load(*stateDir)
+		s, err := localcluster.Load(*stateDir)
 		if err != nil {
 			return fmt.Errorf("%w (start it with `make cluster-up`)", err)
 		}
@@ -85,13 +85,13 @@ func run(ctx context.Context, args []string) error {
 		if fs.NArg() == 0 {
 			return errors.New("usage: localcluster load [--state-dir DIR] IMAGE.tar...")
 		}
-		if err := cluster.ImportImages(ctx, s.RealNode.Containerd, fs.Args()...); err != nil {
+		if err := localcluster.ImportImages(ctx, s.RealNode.Containerd, fs.Args()...); err != nil {
 			return err
 		}
 		fmt.Fprintf(os.Stderr, "imported %d image(s) into the real node %s\n", fs.NArg(), s.RealNode.Name)
 		return nil
 	case "env":
-		s, err := cluster.Load(*stateDir)
+		s, err := localcluster.Load(*stateDir)
 		if err != nil {
 			return fmt.Errorf("%w (start it with `make cluster-up`)", err)
 		}

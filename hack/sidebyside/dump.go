@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
@@ -55,10 +55,10 @@ func readShipped(path string) (shippedStrategy, error) {
 
 // dumpLabels are the labels the example operator is told to put on its
 // dump Jobs' pods (--dump-pod-label): kwok then keeps such a pod running
-// until it carries cluster.TerminationMessageAnnotation, and ends it with
+// until it carries localcluster.TerminationMessageAnnotation, and ends it with
 // that as its termination message, as a real dump container that wrote
 // /dev/termination-log would.
-var dumpLabels = map[string]string{cluster.BehaviourLabel: string(cluster.BehaviourAwaitResult)}
+var dumpLabels = map[string]string{localcluster.BehaviourLabel: string(localcluster.BehaviourAwaitResult)}
 
 // servedDump is what the dump stand-in did for one dump Job.
 type servedDump struct {
@@ -179,7 +179,7 @@ func (d *dumpStandIn) serve(ctx context.Context, job *batchv1.Job) (servedDump, 
 	if err != nil {
 		return sd, err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{cluster.TerminationMessageAnnotation: codec.Digest(sh.text)}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{localcluster.TerminationMessageAnnotation: codec.Digest(sh.text)}}})
 	if err != nil {
 		return sd, err
 	}

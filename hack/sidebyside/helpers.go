@@ -22,7 +22,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 )
 
 // Names in the KubeVirt strategy the helpers serve.
@@ -68,7 +68,7 @@ func clusterIP(ctx context.Context, kube kubernetes.Interface, name string) (str
 // every local cluster on this machine uses the same service CIDR, so
 // another cluster's helper may hold the address.
 func listenClusterIP(ip string, port int, what string) (net.Listener, error) {
-	ln, err := cluster.ListenClusterIP(ip, port)
+	ln, err := localcluster.ListenClusterIP(ip, port)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w; the run cannot be measured while it does", what, err)
 	}
@@ -203,7 +203,7 @@ func (h *helpers) operatorWebhookBridge(ctx context.Context, kube kubernetes.Int
 	if err != nil {
 		return fmt.Errorf("virt-operator webhook bridge: %w", err)
 	}
-	fwd, err := cluster.ServeClusterIP(ip, 443, func() string { return voWebhookAddr })
+	fwd, err := localcluster.ServeClusterIP(ip, 443, func() string { return voWebhookAddr })
 	if err != nil {
 		return fmt.Errorf("virt-operator webhook bridge: %w; the run cannot be measured while it does", err)
 	}

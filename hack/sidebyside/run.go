@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 )
 
@@ -115,7 +115,7 @@ func runSide(ctx context.Context, c *config, s side, shipped map[string]shippedS
 		return nil, err
 	}
 	defer clog.Close()
-	st, err := cluster.Up(ctx, cluster.Options{StateDir: c.stateDir, BinDir: c.binDir, Nodes: c.nodes, Log: clog})
+	st, err := localcluster.Up(ctx, localcluster.Options{StateDir: c.stateDir, BinDir: c.binDir, Nodes: c.nodes, Log: clog})
 	if err != nil {
 		return nil, fmt.Errorf("cluster up (log %s): %w", clog.Name(), err)
 	}
@@ -123,7 +123,7 @@ func runSide(ctx context.Context, c *config, s side, shipped map[string]shippedS
 		// Down also after Ctrl-C: a context of its own.
 		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 		defer cancel()
-		if derr := cluster.Down(dctx, c.stateDir, clog); derr != nil {
+		if derr := localcluster.Down(dctx, c.stateDir, clog); derr != nil {
 			err = errors.Join(err, fmt.Errorf("cluster down: %w", derr))
 		}
 	}()

@@ -6,6 +6,8 @@ import (
 	"runtime"
 	"strconv"
 	"testing"
+
+	"github.com/installstrategy/installstrategy/internal/testenv"
 )
 
 // TestMain is also the child of TestRunProcessMeasuresTheChild: with
@@ -30,6 +32,7 @@ func TestMain(m *testing.M) {
 // measured small (its rusage alone reports the parent's peak), a large one
 // large.
 func TestRunProcessMeasuresTheChild(t *testing.T) {
+	testenv.Heavy(t) // measures child processes
 	parent := make([]byte, 400<<20)
 	for i := 0; i < len(parent); i += 4096 {
 		parent[i] = 1

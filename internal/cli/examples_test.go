@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 )
 
@@ -24,6 +25,7 @@ var offlineVerbs = []string{"decode", "encode", "inspect", "diff", "verify", "id
 // (exampleRegistry). Lines that read from a cluster are skipped; what a
 // line redirects with > is written to that file.
 func TestOfflineExamplesRunAsWritten(t *testing.T) {
+	testenv.Heavy(t) // runs every offline example on the real KubeVirt releases
 	dir := t.TempDir()
 	for _, v := range kubevirtdata.Versions {
 		for _, suffix := range []string{"configmap.yaml", "config.json", "manifests.yaml"} {

@@ -8,7 +8,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -31,9 +31,9 @@ type RealNode struct {
 // when that cluster runs, has one and is the cluster of server (the
 // kubeconfig's server URL); else nil and why not.
 func LocalRealNode(stateDir, server string) (*RealNode, string) {
-	s, err := cluster.Load(stateDir)
+	s, err := localcluster.Load(stateDir)
 	switch {
-	case errors.Is(err, cluster.ErrNotRunning):
+	case errors.Is(err, localcluster.ErrNotRunning):
 		return nil, "no local cluster runs in " + stateDir
 	case err != nil:
 		return nil, err.Error()
@@ -57,12 +57,12 @@ func placeOnRealNode(objs []*unstructured.Unstructured, rn *RealNode) error {
 		if selector == nil {
 			selector = map[string]string{}
 		}
-		selector[cluster.RealNodeLabel] = "true"
+		selector[localcluster.RealNodeLabel] = "true"
 		if err := unstructured.SetNestedStringMap(o.Object, selector, append(spec, "nodeSelector")...); err != nil {
 			return fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 		}
 		tolerations, _, _ := unstructured.NestedSlice(o.Object, append(spec, "tolerations")...)
-		tolerations = append(tolerations, map[string]any{"key": cluster.RealNodeTaint, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+		tolerations = append(tolerations, map[string]any{"key": localcluster.RealNodeTaint, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
 		if err := unstructured.SetNestedSlice(o.Object, tolerations, append(spec, "tolerations")...); err != nil {
 			return fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 		}
@@ -83,8 +83,8 @@ func placeOnRealNode(objs []*unstructured.Unstructured, rn *RealNode) error {
 			args, _ := m["args"].([]any)
 			m["args"] = append(args,
 				"--dump-pod-env=KUBERNETES_SERVICE_HOST="+host+",KUBERNETES_SERVICE_PORT="+port,
-				"--dump-pod-node-selector="+cluster.RealNodeLabel+"=true",
-				"--dump-pod-tolerations="+cluster.RealNodeTaint+"=true:NoSchedule")
+				"--dump-pod-node-selector="+localcluster.RealNodeLabel+"=true",
+				"--dump-pod-tolerations="+localcluster.RealNodeTaint+"=true:NoSchedule")
 			containers[i] = m
 			return unstructured.SetNestedSlice(o.Object, containers, append(spec, "containers")...)
 		}

@@ -10,16 +10,16 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 )
 
 // FaultProxy starts a proxy in front of the test cluster's API server
 // that fails the share f.Rate of the requests (500, 503, 429, connection
-// resets; see cluster.Faults) and returns it; its Config reaches the
+// resets; see localcluster.Faults) and returns it; its Config reaches the
 // cluster through it. It stops at the end of the test.
-func (e *Env) FaultProxy(t testing.TB, f cluster.Faults) *cluster.FaultProxy {
+func (e *Env) FaultProxy(t testing.TB, f localcluster.Faults) *localcluster.FaultProxy {
 	t.Helper()
-	p, err := cluster.StartFaultProxy(e.Config, f, rand.Uint64())
+	p, err := localcluster.StartFaultProxy(e.Config, f, rand.Uint64())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,8 +30,8 @@ func (e *Env) FaultProxy(t testing.TB, f cluster.Faults) *cluster.FaultProxy {
 // restartMu serialises restarts of the test cluster's components.
 var restartMu sync.Mutex
 
-// Restart restarts a component of the test cluster (cluster.Etcd,
-// cluster.KubeAPIServer, …), SIGKILLed when kill is set, and waits until
+// Restart restarts a component of the test cluster (localcluster.Etcd,
+// localcluster.KubeAPIServer, …), SIGKILLed when kill is set, and waits until
 // it answers again. The cluster is the one of KubeconfigEnv: its state
 // directory holds the kubeconfig. Other tests of the package must not run
 // in parallel with a test that calls it.
@@ -40,7 +40,7 @@ func (e *Env) Restart(ctx context.Context, t testing.TB, component string, kill 
 	restartMu.Lock()
 	defer restartMu.Unlock()
 	dir := filepath.Dir(os.Getenv(KubeconfigEnv))
-	if err := cluster.Restart(ctx, dir, component, kill); err != nil {
+	if err := localcluster.Restart(ctx, dir, component, kill); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -62,5 +62,5 @@ func (e *Env) ReplayKwok(ctx context.Context, t testing.TB) {
 		}
 		return true, "", nil
 	})
-	e.Restart(ctx, t, cluster.Kwok, false)
+	e.Restart(ctx, t, localcluster.Kwok, false)
 }

@@ -8,16 +8,16 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 )
 
 // RealNode returns the real node of the local test cluster (kubelet,
 // containerd, runc; see docs/DEVELOPMENT.md, "The real node"). A cluster
 // without one fails the test under CI=true (CI runs as root, where
 // localcluster always starts it) and skips it otherwise.
-func (e *Env) RealNode(t testing.TB) *cluster.RealNode {
+func (e *Env) RealNode(t testing.TB) *localcluster.RealNode {
 	t.Helper()
-	s, err := cluster.Load(filepath.Dir(os.Getenv(KubeconfigEnv)))
+	s, err := localcluster.Load(filepath.Dir(os.Getenv(KubeconfigEnv)))
 	reason := ""
 	switch {
 	case err != nil:
@@ -41,6 +41,6 @@ func OnRealNode(spec *corev1.PodSpec) {
 	if spec.NodeSelector == nil {
 		spec.NodeSelector = map[string]string{}
 	}
-	spec.NodeSelector[cluster.RealNodeLabel] = "true"
-	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	spec.NodeSelector[localcluster.RealNodeLabel] = "true"
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: localcluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 }

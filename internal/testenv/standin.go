@@ -17,7 +17,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 )
 
 // WebhookStandIn plays the pods behind a product's webhook Service where
@@ -92,7 +92,7 @@ func (e *Env) ServeWebhookStandIn(ctx context.Context, t testing.TB, namespace, 
 			started <- err
 			return
 		}
-		ln, err := cluster.ListenClusterIP(ip, 443)
+		ln, err := localcluster.ListenClusterIP(ip, 443)
 		if err != nil {
 			started <- err
 			return

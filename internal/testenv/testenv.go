@@ -35,7 +35,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 )
 
 // KubeconfigEnv names the environment variable with the kubeconfig of the
@@ -50,35 +50,35 @@ const ToolsDirEnv = "TOOLS_DIR"
 
 // BehaviourLabel is the pod label that selects a simulated failure on the
 // fake nodes.
-const BehaviourLabel = cluster.BehaviourLabel
+const BehaviourLabel = localcluster.BehaviourLabel
 
 // Behaviour is a value of BehaviourLabel.
-type Behaviour = cluster.Behaviour
+type Behaviour = localcluster.Behaviour
 
 // Simulated pod behaviours; put them on a pod template with BehaviourLabels.
 const (
 	// BehaviourFail: containers start, exit 1 about a second later, and the
 	// pod ends in phase Failed (so a Job using it fails once its
 	// backoffLimit is used up).
-	BehaviourFail = cluster.BehaviourFail
+	BehaviourFail = localcluster.BehaviourFail
 	// BehaviourCrashLoop: the pod is Running, not Ready, its containers wait
 	// in CrashLoopBackOff and restartCount rises every ~2 s.
-	BehaviourCrashLoop = cluster.BehaviourCrashLoop
+	BehaviourCrashLoop = localcluster.BehaviourCrashLoop
 	// BehaviourNeverReady: the pod is Running with containers that never
 	// become ready.
-	BehaviourNeverReady = cluster.BehaviourNeverReady
+	BehaviourNeverReady = localcluster.BehaviourNeverReady
 	// BehaviourFlapping: Ready for ~3 s after each start, then ~5 s in
 	// CrashLoopBackOff (a probe-less container that crashes soon after
 	// it starts).
-	BehaviourFlapping = cluster.BehaviourFlapping
+	BehaviourFlapping = localcluster.BehaviourFlapping
 	// BehaviourAwaitResult: a Job's pod runs until it carries
 	// TerminationMessageAnnotation, then succeeds with it as its
 	// termination message (RunDumpJob sets it).
-	BehaviourAwaitResult = cluster.BehaviourAwaitResult
+	BehaviourAwaitResult = localcluster.BehaviourAwaitResult
 )
 
 // TerminationMessageAnnotation: see BehaviourAwaitResult.
-const TerminationMessageAnnotation = cluster.TerminationMessageAnnotation
+const TerminationMessageAnnotation = localcluster.TerminationMessageAnnotation
 
 // BehaviourLabels returns the pod labels that select b.
 func BehaviourLabels(b Behaviour) map[string]string {
@@ -112,6 +112,7 @@ var (
 // and is skipped otherwise, with a message saying how to start one.
 func New(t testing.TB) *Env {
 	t.Helper()
+	Heavy(t)
 	connectOnce.Do(func() { connected, connectErr = connect(t.Context()) })
 	if connectErr != nil {
 		unavailable(t, connectErr.Error())
@@ -145,13 +146,14 @@ func unavailable(t testing.TB, reason string) {
 // otherwise when the binaries are missing.
 func ToolsDir(t testing.TB) string {
 	t.Helper()
+	Heavy(t)
 	dir := os.Getenv(ToolsDirEnv)
 	reason := ""
 	switch {
 	case dir == "":
 		reason = ToolsDirEnv + " is not set"
 	default:
-		for _, name := range cluster.Components {
+		for _, name := range localcluster.Components {
 			if _, err := os.Stat(dir + "/" + name); err != nil {
 				reason = fmt.Sprintf("%s: %v", ToolsDirEnv, err)
 				break

@@ -317,6 +317,7 @@ func runDump(t *testing.T, bin, kubeconfig string, job *batchv1.Job) string {
 // finds the published strategy and deletes the Job. A second dump of the
 // same identifier publishes nothing.
 func TestDumpJob(t *testing.T) {
+	testenv.Heavy(t) // before the operator build; setup reaches the cluster
 	bin := buildOperator(t)
 	f := setup(t, loader.Options{})
 	ctx := t.Context()

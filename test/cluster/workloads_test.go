@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 )
 
@@ -129,7 +129,7 @@ func TestDaemonSetRunsOneReadyPodPerSchedulableNode(t *testing.T) {
 		if !hasNoScheduleTaint(&n) && !n.Spec.Unschedulable {
 			schedulable[n.Name] = true
 		}
-		if _, real := n.Labels[cluster.RealNodeLabel]; !real {
+		if _, real := n.Labels[localcluster.RealNodeLabel]; !real {
 			controlPlaneOrSchedulable++
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/operator"
@@ -100,16 +100,16 @@ func TestUpgradesSurviveAPIServerAndEtcdRestarts(t *testing.T) {
 	rounds := faultRounds(t, 1)
 	t.Logf("random seed %d", seed)
 	upgradeRounds(ctx, t, e, rounds+1, func(round int) {
-		component := cluster.KubeAPIServer
+		component := localcluster.KubeAPIServer
 		if round == rounds {
-			component = cluster.Etcd
+			component = localcluster.Etcd
 		}
 		// An install of the sample takes a few seconds: aim within them.
 		wait := time.Duration(rng.IntN(3000)) * time.Millisecond
 		time.Sleep(wait)
 		e.env.Restart(ctx, t, component, true)
 		t.Logf("round %d: %s killed and restarted %s into the rollout", round+1, component, wait)
-		if component == cluster.Etcd {
+		if component == localcluster.Etcd {
 			// kwok may have dropped a pod's readiness meanwhile, which
 			// no real kubelet does (see ReplayKwok).
 			e.env.ReplayKwok(ctx, t)
@@ -120,9 +120,9 @@ func TestUpgradesSurviveAPIServerAndEtcdRestarts(t *testing.T) {
 // 10% of the operator's requests fail at random (500, 503, 429,
 // connection resets) during upgrades: every round converges.
 func TestUpgradesConvergeThroughFaults(t *testing.T) {
-	var proxy *cluster.FaultProxy
+	var proxy *localcluster.FaultProxy
 	e := setupConfig(t, nil, func(cfg *rest.Config) *rest.Config {
-		p, err := cluster.StartFaultProxy(cfg, cluster.Faults{}, rand.Uint64())
+		p, err := localcluster.StartFaultProxy(cfg, localcluster.Faults{}, rand.Uint64())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +133,7 @@ func TestUpgradesConvergeThroughFaults(t *testing.T) {
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")
-	proxy.SetFaults(cluster.Faults{Rate: 0.1, Latency: 50 * time.Millisecond})
+	proxy.SetFaults(localcluster.Faults{Rate: 0.1, Latency: 50 * time.Millisecond})
 	upgradeRounds(ctx, t, e, faultRounds(t, 2), func(int) {})
 	injected, passed := proxy.Injected()
 	total := 0
@@ -144,5 +144,5 @@ func TestUpgradesConvergeThroughFaults(t *testing.T) {
 	if total == 0 {
 		t.Error("no fault was injected: the operator's requests did not go through the proxy")
 	}
-	proxy.SetFaults(cluster.Faults{})
+	proxy.SetFaults(localcluster.Faults{})
 }

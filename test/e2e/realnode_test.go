@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/images"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/certs"
 	"github.com/installstrategy/installstrategy/pkg/generate"
@@ -88,7 +88,7 @@ func TestRealCanaryCrashLoopStopsUpgrade(t *testing.T) {
 // setupOnRealNode starts the operator, imports the sample's images into
 // the real node and creates the sample product at v1.0.0 with its handler
 // (and, with infra, its api and controller) placed on the real node.
-func setupOnRealNode(t *testing.T, infra bool, change ...func(*operator.Options)) (*e2e, *cluster.RealNode) {
+func setupOnRealNode(t *testing.T, infra bool, change ...func(*operator.Options)) (*e2e, *localcluster.RealNode) {
 	t.Helper()
 	e := setupWith(t, func(o *operator.Options) {
 		for _, c := range change {
@@ -108,14 +108,14 @@ func setupOnRealNode(t *testing.T, infra bool, change ...func(*operator.Options)
 
 // importSampleImages builds the sample product's component images (as
 // `make images` does) and imports them into the real node.
-func importSampleImages(t *testing.T, rn *cluster.RealNode) {
+func importSampleImages(t *testing.T, rn *localcluster.RealNode) {
 	t.Helper()
 	built, err := images.Build(t.Context(), images.Options{Root: "../..", OutDir: t.TempDir(),
 		SampleRegistry: "registry.example/sample", SampleVersions: []string{"v1.0.0", "v1.1.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := cluster.ImportImages(t.Context(), rn.Containerd, built[0].Tarball); err != nil {
+	if err := localcluster.ImportImages(t.Context(), rn.Containerd, built[0].Tarball); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -123,8 +123,8 @@ func importSampleImages(t *testing.T, rn *cluster.RealNode) {
 // onRealNode is the placement that selects and tolerates the real node.
 func onRealNode() *v1alpha1.NodePlacement {
 	return &v1alpha1.NodePlacement{
-		NodeSelector: map[string]string{cluster.RealNodeLabel: "true"},
-		Tolerations:  []corev1.Toleration{{Key: cluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		NodeSelector: map[string]string{localcluster.RealNodeLabel: "true"},
+		Tolerations:  []corev1.Toleration{{Key: localcluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 	}
 }
 
@@ -297,10 +297,10 @@ func impostorTLS(t *testing.T, dnsName string) string {
 
 // forward serves a Service's loopback ClusterIP, port 443, from the
 // address backend returns at each connection, until the test ends (see
-// cluster.ServeClusterIP).
+// localcluster.ServeClusterIP).
 func forward(t *testing.T, clusterIP string, backend func() string) {
 	t.Helper()
-	c, err := cluster.ServeClusterIP(clusterIP, 443, backend)
+	c, err := localcluster.ServeClusterIP(clusterIP, 443, backend)
 	if err != nil {
 		t.Fatal(err)
 	}
