@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 )
 
 func main() {
@@ -57,7 +57,7 @@ func run(ctx context.Context, kubeconfig, namespace, service, to string) error {
 		svc, err := kube.CoreV1().Services(namespace).Get(ctx, service, metav1.GetOptions{})
 		if err == nil && svc.Spec.ClusterIP != "" && len(svc.Spec.Ports) > 0 {
 			port := int(svc.Spec.Ports[0].Port)
-			fwd, err := cluster.ServeClusterIP(svc.Spec.ClusterIP, port, func() string { return to })
+			fwd, err := localcluster.ServeClusterIP(svc.Spec.ClusterIP, port, func() string { return to })
 			if err != nil {
 				return fmt.Errorf("service %s/%s: %w", namespace, service, err)
 			}

@@ -34,8 +34,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/examples/kubevirt-operator/kubevirt"
-	"github.com/installstrategy/installstrategy/hack/localcluster/cluster"
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
@@ -171,7 +171,7 @@ func bridgeService(ctx context.Context, t *testing.T, env *testenv.Env, ns, name
 	}); err != nil {
 		return // the test ended before the strategy made the Service
 	}
-	fwd, err := cluster.ServeClusterIP(ip, 443, func() string { return addr })
+	fwd, err := localcluster.ServeClusterIP(ip, 443, func() string { return addr })
 	if err != nil {
 		t.Errorf("bridge %s/%s: %v", ns, name, err)
 		return
