@@ -79,12 +79,12 @@ func TestEncodeFromHelm(t *testing.T) {
 		}
 	}
 
-	code, out, errOut = run(t, nil, "encode", "--from-helm", chart, "--version", "v9.0.0")
+	code, out, errOut = run(t, nil, "encode", "--from-helm", chart, "--strategy-version", "v9.0.0")
 	if code != 0 {
-		t.Fatalf("--version: exit %d: %s", code, errOut)
+		t.Fatalf("--strategy-version: exit %d: %s", code, errOut)
 	}
 	if _, ann := encodedText(t, out); ann[codec.NativeVersionAnnotation] != "v9.0.0" || ann[render.ChartVersionAnnotation] != "1.2.3" {
-		t.Errorf("--version v9.0.0: annotations %v", ann)
+		t.Errorf("--strategy-version v9.0.0: annotations %v", ann)
 	}
 }
 
