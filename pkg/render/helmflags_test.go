@@ -1,15 +1,20 @@
 package render_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"maps"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"helm.sh/helm/v4/pkg/cli"
@@ -254,5 +259,169 @@ func TestPostRendererAsHelm(t *testing.T) {
 	_, err = postrenderer.NewPostRendererPlugin(cli.New(), "no-such-plugin")
 	if err == nil {
 		t.Error("a missing post-renderer plugin was found")
+	}
+}
+
+// repoServer serves testdata/helmflags/repo (an index.yaml and two
+// versions of the echo chart) on loopback HTTP, or HTTPS with basic auth
+// when user is set; it counts the requests by path.
+func repoServer(t *testing.T, user string) (*httptest.Server, map[string]int) {
+	t.Helper()
+	files := http.FileServer(http.Dir(filepath.Join(flagsTestdata, "repo")))
+	var mu sync.Mutex
+	hits := map[string]int{}
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		hits[r.URL.Path]++
+		mu.Unlock()
+		if user != "" {
+			if u, p, ok := r.BasicAuth(); !ok || u != user || p != "secret" {
+				http.Error(w, "unauthorized", http.StatusUnauthorized)
+				return
+			}
+		}
+		files.ServeHTTP(w, r)
+	})
+	var srv *httptest.Server
+	if user != "" {
+		srv = httptest.NewTLSServer(h)
+	} else {
+		srv = httptest.NewServer(h)
+	}
+	t.Cleanup(srv.Close)
+	return srv, hits
+}
+
+// Charts of a repository are found as helm finds them, and render as helm
+// template renders them: a name with --repo URL (the newest version, or
+// the one --version picks), an http(s) URL of an archive, and REPO/CHART
+// of a repository helm repo add wrote to the user's config (its
+// credentials and CA go with the download). Errors name the URL.
+func TestRepositoryChartsAsHelm(t *testing.T) {
+	isolate(t)
+	ctx := context.Background()
+	srv, hits := repoServer(t, "")
+	for _, tc := range []struct {
+		name, ref, wantVersion string
+		opts                   render.HelmOptions
+		helmArgs               []string
+	}{
+		{name: "--repo, newest", ref: "echo", opts: render.HelmOptions{RepoURL: srv.URL}, wantVersion: "1.1.0", helmArgs: []string{"--repo", srv.URL}},
+		{name: "--repo --version range", ref: "echo", opts: render.HelmOptions{RepoURL: srv.URL + "/", ChartVersion: "<1.1"}, wantVersion: "1.0.0", helmArgs: []string{"--repo", srv.URL + "/", "--version", "<1.1"}},
+		{name: "URL", ref: srv.URL + "/echo-1.0.0.tgz", wantVersion: "1.0.0"},
+		{name: "URL of the version asked", ref: srv.URL + "/echo-1.1.0.tgz", opts: render.HelmOptions{ChartVersion: "1.1.0"}, wantVersion: "1.1.0", helmArgs: []string{"--version", "1.1.0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.opts.Namespace = "demo"
+			got, err := helmchart.Helm(ctx, tc.ref, tc.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Chart.Version != tc.wantVersion {
+				t.Errorf("chart version %s, want %s", got.Chart.Version, tc.wantVersion)
+			}
+			want := runHelm(t, nil, append([]string{"template", "echo", tc.ref, "-n", "demo", "--include-crds"}, tc.helmArgs...)...)
+			sameObjects(t, string(got.Manifests), want)
+		})
+	}
+	if hits["/index.yaml"] == 0 || hits["/echo-1.0.0.tgz"] == 0 {
+		t.Errorf("requests %v: the index and the archive were not read from the repository", hits)
+	}
+
+	t.Run("REPO/CHART", func(t *testing.T) {
+		private, hits := repoServer(t, "me")
+		ca := writeTemp(t, "ca.pem", string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: private.Certificate().Raw})))
+		runHelm(t, nil, "repo", "add", "private", private.URL, "--ca-file", ca, "--username", "me", "--password", "secret")
+		for _, version := range []string{"", "1.0.0"} {
+			got, err := helmchart.Helm(ctx, "private/echo", render.HelmOptions{Namespace: "demo", ChartVersion: version})
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := []string{"template", "echo", "private/echo", "-n", "demo", "--include-crds"}
+			if version != "" {
+				args = append(args, "--version", version)
+			}
+			sameObjects(t, string(got.Manifests), runHelm(t, nil, args...))
+			if want := cmp.Or(version, "1.1.0"); got.Chart.Version != want {
+				t.Errorf("--version %q: chart version %s, want %s", version, got.Chart.Version, want)
+			}
+		}
+		// The server refuses a request without the credentials, so each
+		// archive we rendered came with them (Helm's CLI may take it from
+		// its content cache instead, filled by the subtests above).
+		if hits["/echo-1.0.0.tgz"] == 0 || hits["/echo-1.1.0.tgz"] == 0 {
+			t.Errorf("requests %v: we did not download the archives from the repository", hits)
+		}
+		_, err := helmchart.Helm(ctx, "nosuch/echo", render.HelmOptions{})
+		if err == nil || !strings.Contains(err.Error(), `no repository "nosuch"`) {
+			t.Errorf("an unknown repository: %v", err)
+		}
+	})
+
+	for _, tc := range []struct {
+		name, ref string
+		opts      render.HelmOptions
+		want      []string
+	}{
+		{name: "missing archive", ref: srv.URL + "/echo-9.9.9.tgz", want: []string{"download " + srv.URL + "/echo-9.9.9.tgz", "404"}},
+		{name: "not a repository", ref: "echo", opts: render.HelmOptions{RepoURL: srv.URL + "/nothing"}, want: []string{"--repo " + srv.URL + "/nothing", "download " + srv.URL + "/nothing/index.yaml", "404"}},
+		{name: "no such version", ref: "echo", opts: render.HelmOptions{RepoURL: srv.URL, ChartVersion: "2.0.0"}, want: []string{`chart "echo" version "2.0.0" not found in repository ` + srv.URL}},
+		{name: "URL of another version", ref: srv.URL + "/echo-1.0.0.tgz", opts: render.HelmOptions{ChartVersion: "1.1.0"}, want: []string{"is version 1.0.0, --version asks for 1.1.0", "--strategy-version"}},
+		{name: "folder of another version", ref: filepath.Join(flagsTestdata, "echo"), opts: render.HelmOptions{ChartVersion: "v9.0.0"}, want: []string{"is version 1.1.0, --version asks for v9.0.0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := helmchart.Helm(ctx, tc.ref, tc.opts)
+			for _, w := range tc.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v, want it to say %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// --dependency-update downloads the dependencies a chart folder lacks
+// (helm dependency update) before rendering, as helm install
+// --dependency-update; without it the render refuses, naming them, as
+// helm does; a chart that lacks nothing is rendered as it is.
+func TestDependencyUpdateAsHelm(t *testing.T) {
+	isolate(t)
+	srv, _ := repoServer(t, "")
+	parent := func() string {
+		dir := t.TempDir()
+		for name, text := range map[string]string{
+			"Chart.yaml":          "apiVersion: v2\nname: parent\nversion: 0.1.0\ndependencies:\n- name: echo\n  version: 1.0.0\n  repository: " + srv.URL + "\n",
+			"templates/mine.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-mine\n",
+		} {
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return dir
+	}
+	ctx := context.Background()
+	ours := parent()
+	if _, err := helmchart.Helm(ctx, ours, render.HelmOptions{}); err == nil || !strings.Contains(err.Error(), "missing in charts/ directory: echo") {
+		t.Fatalf("without --dependency-update: %v", err)
+	}
+	got, err := helmchart.Helm(ctx, ours, render.HelmOptions{Namespace: "demo", DependencyUpdate: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := runHelm(t, nil, "template", "parent", parent(), "-n", "demo", "--include-crds", "--dependency-update")
+	want = want[strings.Index(want, "---"):] // helm prints its downloads first
+	sameObjects(t, string(got.Manifests), want)
+	if objs := byName(t, string(got.Manifests)); objs["ConfigMap/parent-values"] == "" || objs["ConfigMap/parent-mine"] == "" {
+		t.Errorf("the dependency's and the chart's objects: %v", slices.Collect(maps.Keys(objs)))
+	}
+	if _, err := os.Stat(filepath.Join(ours, "charts", "echo-1.0.0.tgz")); err != nil {
+		t.Errorf("the dependency is not in charts/: %v", err)
+	}
+	_, err = helmchart.Helm(ctx, srv.URL+"/echo-1.0.0.tgz", render.HelmOptions{DependencyUpdate: true})
+	if err != nil {
+		t.Errorf("an archive that lacks nothing, with --dependency-update: %v", err)
 	}
 }
