@@ -100,7 +100,7 @@ kubectl kustomize DIR does (same options, same order).`,
   kubectl installstrategy encode --from-helm metallb/metallb --version 0.15.3 --strategy-version v0.15.3-prod -n metallb-system
 
   # The same chart with --repo, as helm install --repo does
-  kubectl installstrategy encode --from-helm metallb --repo https://metallb.github.io/metallb --version '~0.15' -n metallb-system
+  kubectl installstrategy encode --from-helm metallb --repo https://metallb.github.io/metallb --version 0.15.x -n metallb-system
 
   # A packaged chart (or oci://REGISTRY/REPO/CHART:VERSION), rendered for a given cluster version
   kubectl installstrategy encode --from-helm ingress-nginx-4.15.1.tgz -n ingress-nginx --kube-version v1.36.0 \
