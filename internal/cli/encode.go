@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 func newEncodeCommand(o *options) *cobra.Command {
 	var (
 		id       strategy.Identity
+		version  string
 		format   string
 		name     string
 		output   string
@@ -44,23 +44,43 @@ only).
 gzip bytes). --format native (the default) adds installstrategy.io annotations
 with a sha256 digest of the text that every read verifies.
 
---from-helm CHART renders a Helm chart (a chart folder, a packaged .tgz or an
-oci:// reference) with Helm's own Go SDK (v4): the objects helm template
---include-crds prints for the same --values, --set, --release-name (default:
-the chart's name), -n, --kube-version and --api-versions. Nothing is sent to
-a cluster, unless --installation NAME names the plugin installation of -n the
-chart is for: then it renders as helm install (no revision yet) or helm upgrade
-would (.Release.IsUpgrade, .Release.Revision: its newest revision plus one),
-and Helm's lookup sees that installation's live objects in -n (read with your
-kubeconfig; nothing else: another namespace, a cluster-scoped object or an
-object it does not own is not found), so a password a chart generates unless
-lookup finds it survives the upgrade, as with helm upgrade. Hooks: install and upgrade hooks (pre-/post-install, pre-/post-
-upgrade) become ordinary objects of the strategy, applied in their kind's
-stage on every install and upgrade and not deleted after they ran; test
-hooks and delete or rollback hooks are dropped. Each hook and what became of
-it is printed on standard error. The chart's name, version and appVersion
-are recorded in the ConfigMap's annotations (installstrategy.io/helm-chart,
--chart-version, -app-version), and --version defaults to the chart's version.
+--from-helm CHART renders a Helm chart with Helm's own Go SDK (v4): the objects
+helm template --include-crds prints for the same inputs, named as Helm names
+them: --values, --set, --set-string, --set-file, --set-json and --set-literal
+(merged by Helm's own code, in its order: files, --set-json, --set,
+--set-string, --set-file, --set-literal), --release-name (default: the
+chart's name), -n, --kube-version, --api-versions, --skip-crds,
+--skip-schema-validation, --post-renderer NAME (a Helm 4 postrenderer/v1
+plugin, with --post-renderer-args) and --dependency-update (a chart folder
+lacking its dependencies gets them first). CHART is found as helm install
+finds it: a chart folder, a packaged .tgz, REPO/CHART (a repository of your
+Helm repositories config, its index as helm repo update cached it), an
+http(s):// URL of a .tgz, a chart name with --repo URL, or an oci://
+reference; downloads are bounded to 64 MiB. Helm's -f is --values here: -f
+stays kubectl's --filename, the manifests file.
+
+--version: with --from-helm it is the chart's version (a version or a semver
+range, as helm's --version: the one picked from a repository or the oci://
+tag; a chart folder, archive or URL of another version is refused), and the
+strategy's version is --strategy-version, by default the chart's version.
+Without a chart (manifests, --from-kustomize) --version is the strategy's
+version, as before, and --strategy-version says the same.
+
+Nothing is sent to a cluster, unless --installation NAME names the plugin
+installation of -n the chart is for: then it renders as helm install (no
+revision yet) or helm upgrade would (.Release.IsUpgrade, .Release.Revision:
+its newest revision plus one), and Helm's lookup sees that installation's
+live objects in -n (read with your kubeconfig; nothing else: another
+namespace, a cluster-scoped object or an object it does not own is not
+found), so a password a chart generates unless lookup finds it survives the
+upgrade, as with helm upgrade. Hooks: install and upgrade hooks (pre-/post-
+install, pre-/post-upgrade) become ordinary objects of the strategy, applied
+in their kind's stage on every install and upgrade and not deleted after
+they ran; test hooks and delete or rollback hooks are dropped. Each hook and
+what became of it is printed on standard error. The chart's name, version
+and appVersion are recorded in the ConfigMap's annotations
+(installstrategy.io/helm-chart, -chart-version, -app-version). NOTES.txt is
+not rendered into the strategy (see docs/PRODUCTS.md, Helm semantics).
 
 --from-kustomize DIR builds a kustomization with kustomize's krusty, as
 kubectl kustomize DIR does (same options, same order).`,
@@ -71,9 +91,16 @@ kubectl kustomize DIR does (same options, same order).`,
   # A folder of objects into a native ConfigMap, then create it
   kubectl installstrategy encode ./v1.9.0 --version v1.9.0 -n kubevirt | kubectl create -f -
 
-  # A Helm chart with values, for the namespace it is installed in; --version is the chart's
+  # A Helm chart with values, for the namespace it is installed in; the strategy's version is the chart's
   kubectl installstrategy encode --from-helm ./charts/metallb -n metallb-system \
-      --values prod.yaml --set speaker.logLevel=debug > metallb.yaml
+      --values prod.yaml --set speaker.logLevel=debug --set-string speaker.tag=0.15 > metallb.yaml
+
+  # A chart of a Helm repository (helm repo add metallb https://metallb.github.io/metallb; helm repo update):
+  # --version is the chart's, --strategy-version the strategy's
+  kubectl installstrategy encode --from-helm metallb/metallb --version 0.15.3 --strategy-version v0.15.3-prod -n metallb-system
+
+  # The same chart with --repo, as helm install --repo does
+  kubectl installstrategy encode --from-helm metallb --repo https://metallb.github.io/metallb --version 0.15.x -n metallb-system
 
   # A packaged chart (or oci://REGISTRY/REPO/CHART:VERSION), rendered for a given cluster version
   kubectl installstrategy encode --from-helm ingress-nginx-4.15.1.tgz -n ingress-nginx --kube-version v1.36.0 \
@@ -93,8 +120,8 @@ kubectl kustomize DIR does (same options, same order).`,
 			if output != "yaml" && output != "json" {
 				return usageError(fmt.Errorf("--output %q: want yaml or json", output))
 			}
-			if id.Version == "" && from.helm == "" {
-				return usageError(errors.New("--version is required: the strategy's product version"))
+			if err := from.versions(version, &id); err != nil {
+				return err
 			}
 			var (
 				text        []byte
@@ -143,7 +170,8 @@ kubectl kustomize DIR does (same options, same order).`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&id.Version, "version", "", "the strategy's product version (required; with --from-helm the chart's version by default)")
+	cmd.Flags().StringVar(&version, "version", "", "with --from-helm: the chart's version (a version or a semver range, as helm's --version); otherwise the strategy's product version, as --strategy-version")
+	cmd.Flags().StringVar(&id.Version, "strategy-version", "", "the strategy's product version (required without --from-helm, where --version says the same; with --from-helm the chart's version by default)")
 	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
 	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
 	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt")

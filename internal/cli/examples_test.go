@@ -1,14 +1,26 @@
 package cli
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"helm.sh/helm/v4/pkg/chart/loader"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
+	helmcli "helm.sh/helm/v4/pkg/cli"
+	"helm.sh/helm/v4/pkg/helmpath"
+	repo "helm.sh/helm/v4/pkg/repo/v1"
+
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
 )
 
 // offlineVerbs work on files only; their --help examples are run here as
@@ -74,6 +86,7 @@ func TestOfflineExamplesRunAsWritten(t *testing.T) {
 		}
 	}
 	registry := exampleRegistry(t, dir)
+	chartRepo := exampleChartRepository(t, filepath.Join(renderTestdata, "charts", "metallb-v0.15.3"))
 	t.Chdir(dir)
 
 	root := NewRootCommand(Streams{})
@@ -90,7 +103,7 @@ func TestOfflineExamplesRunAsWritten(t *testing.T) {
 			}
 			args, _, _ = strings.Cut(args, "|") // what is piped onwards is kubectl's
 			args, redirect, _ := strings.Cut(args, ">")
-			code, out, errOut := run(t, nil, strings.Fields(registry(args))...)
+			code, out, errOut := run(t, nil, strings.Fields(chartRepo(registry(args)))...)
 			ran++
 			if code != 0 && !(verb == "diff" && code == 1) {
 				t.Errorf("example %q: exit %d\n%s%s", line, code, tail(out), errOut)
@@ -127,4 +140,62 @@ func exampleLines(example string) []string {
 		cur.Reset()
 	}
 	return out
+}
+
+// exampleChartRepository serves the examples' Helm chart repository
+// (https://metallb.github.io/metallb) on loopback: an index.yaml and the
+// archive of chart, the repository added as "metallb" to a Helm
+// configuration of the test (helm repo add and helm repo update write the
+// same files). It returns what rewrites the repository's URL in a line.
+func exampleChartRepository(t *testing.T, chart string) func(string) string {
+	t.Helper()
+	tgz := ocitest.PackChart(t, chart)
+	loaded, err := loader.LoadArchive(bytes.NewReader(tgz))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := loaded.(*chartv2.Chart).Metadata
+	name := meta.Name + "-" + meta.Version + ".tgz"
+	idx := repo.NewIndexFile()
+	sum := sha256.Sum256(tgz)
+	if err := idx.MustAdd(meta, name, "", hex.EncodeToString(sum[:])); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	for _, v := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
+		t.Setenv(v, filepath.Join(home, v))
+	}
+	settings := helmcli.New()
+	if err := os.MkdirAll(settings.RepositoryCache, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := idx.WriteFile(filepath.Join(settings.RepositoryCache, helmpath.CacheIndexFile("metallb")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	index, err := os.ReadFile(filepath.Join(settings.RepositoryCache, helmpath.CacheIndexFile("metallb")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/metallb/index.yaml":
+			_, _ = w.Write(index)
+		case "/metallb/" + name:
+			_, _ = w.Write(tgz)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(srv.Close)
+	f := repo.NewFile()
+	f.Add(&repo.Entry{Name: "metallb", URL: srv.URL + "/metallb"})
+	if err := os.MkdirAll(filepath.Dir(settings.RepositoryConfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.WriteFile(settings.RepositoryConfig, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return func(line string) string {
+		return strings.ReplaceAll(line, "https://metallb.github.io/metallb", srv.URL+"/metallb")
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	helmcli "helm.sh/helm/v4/pkg/cli"
+	"helm.sh/helm/v4/pkg/postrenderer"
 
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -22,18 +24,33 @@ type renderFlags struct {
 	// installation is --installation: render as an install or upgrade of
 	// this plugin installation of -n, with lookup seeing its objects.
 	installation string
-	opts         render.HelmOptions
+	// postRenderer and postRendererArgs are Helm 4's --post-renderer (a
+	// postrenderer/v1 plugin's name) and --post-renderer-args.
+	postRenderer     string
+	postRendererArgs []string
+	opts             render.HelmOptions
 }
 
 // helmOnly are the flags that apply to --from-helm only.
-var helmOnly = []string{"values", "set", "release-name", "kube-version", "api-versions", "plain-http", "installation"}
+var helmOnly = []string{"values", "set", "set-string", "set-file", "set-json", "set-literal", "release-name", "kube-version", "api-versions",
+	"plain-http", "installation", "repo", "skip-crds", "skip-schema-validation", "post-renderer", "post-renderer-args", "dependency-update"}
 
 func (r *renderFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&r.helm, "from-helm", "", "render this Helm chart (a folder, a .tgz or an oci:// reference) as helm template does, and encode its objects")
 	f.StringVar(&r.kustomize, "from-kustomize", "", "build this kustomization folder as kubectl kustomize does, and encode its objects")
 	f.StringArrayVar(&r.opts.ValuesFiles, "values", nil, "with --from-helm: a values file (repeatable; a later one wins)")
-	f.StringArrayVar(&r.opts.Set, "set", nil, "with --from-helm: set values as helm's --set does, key=value[,key=value] (repeatable, applied after --values)")
+	f.StringArrayVar(&r.opts.Set, "set", nil, "with --from-helm: set values as helm's --set does, key=value[,key=value] (repeatable, applied after --values and --set-json)")
+	f.StringArrayVar(&r.opts.StringValues, "set-string", nil, "with --from-helm: set STRING values as helm's --set-string does, key=value[,key=value] (repeatable, applied after --set)")
+	f.StringArrayVar(&r.opts.FileValues, "set-file", nil, "with --from-helm: set values from files as helm's --set-file does, key=path[,key=path]: the file's text is the value (repeatable, applied after --set-string)")
+	f.StringArrayVar(&r.opts.JSONValues, "set-json", nil, "with --from-helm: set JSON values as helm's --set-json does, key=json[,key=json] or a JSON object (repeatable, applied after --values)")
+	f.StringArrayVar(&r.opts.LiteralValues, "set-literal", nil, "with --from-helm: set a literal STRING value as helm's --set-literal does, key=value, commas and all (repeatable, applied last)")
+	f.StringVar(&r.opts.RepoURL, "repo", "", "with --from-helm: the chart repository URL the chart (a name) is in, as helm's --repo (its index.yaml is read; downloads bounded to 64 MiB)")
+	f.BoolVar(&r.opts.SkipCRDs, "skip-crds", false, "with --from-helm: leave out the chart's crds/ folder, as helm install --skip-crds (CRDs among its templates stay)")
+	f.BoolVar(&r.opts.SkipSchemaValidation, "skip-schema-validation", false, "with --from-helm: do not check the values against the chart's values.schema.json")
+	f.BoolVar(&r.opts.DependencyUpdate, "dependency-update", false, "with --from-helm: a chart folder that lacks dependencies Chart.yaml names gets them downloaded first (helm dependency update), as helm install --dependency-update")
+	f.StringVar(&r.postRenderer, "post-renderer", "", "with --from-helm: the name of a Helm postrenderer/v1 plugin (installed with helm plugin install) run on the rendered objects, as Helm 4's --post-renderer")
+	f.StringArrayVar(&r.postRendererArgs, "post-renderer-args", nil, "with --from-helm --post-renderer: an argument to the post-renderer (repeatable)")
 	f.StringVar(&r.opts.ReleaseName, "release-name", "", "with --from-helm: the release name the chart sees (default: the chart's name)")
 	f.StringVar(&r.opts.KubeVersion, "kube-version", "", "with --from-helm: the Kubernetes version the chart sees (.Capabilities.KubeVersion; default: Helm's)")
 	f.StringSliceVar(&r.opts.APIVersions, "api-versions", nil, "with --from-helm: API versions the chart sees as served, besides the built-in ones (repeatable or comma-separated)")
@@ -56,6 +73,9 @@ func (r *renderFlags) check(cmd *cobra.Command, args []string, file string) erro
 	if r.helm != "" && r.kustomize != "" {
 		return usageError(errors.New("--from-helm and --from-kustomize: give one of them"))
 	}
+	if r.helm != "" && file != "" {
+		return usageError(errors.New("with --from-helm, values files are --values (helm's -f): -f is the manifests file here (kubectl's --filename)"))
+	}
 	if r.given() && (len(args) > 0 || file != "") {
 		return usageError(errors.New("--from-helm and --from-kustomize take the place of the manifests argument (and -f): give one"))
 	}
@@ -63,12 +83,38 @@ func (r *renderFlags) check(cmd *cobra.Command, args []string, file string) erro
 		if err := r.opts.Validate(); err != nil {
 			return usageError(err)
 		}
+		if len(r.postRendererArgs) > 0 && r.postRenderer == "" {
+			return usageError(errors.New("--post-renderer-args needs --post-renderer"))
+		}
 	} else {
 		for _, name := range helmOnly {
 			if cmd.Flags().Changed(name) {
 				return usageError(fmt.Errorf("--%s applies to --from-helm", name))
 			}
 		}
+	}
+	return nil
+}
+
+// versions resolves --version and --strategy-version (id.Version) as a
+// Helm user guesses them: with --from-helm, --version is the chart's
+// version (helm's --version) and the strategy's version is
+// --strategy-version, by default the chart's (set by render); without a
+// chart, --version is the strategy's version, as it always was, and
+// --strategy-version says the same.
+func (r *renderFlags) versions(version string, id *strategy.Identity) error {
+	if r.helm != "" {
+		r.opts.ChartVersion = version
+		return nil
+	}
+	switch {
+	case version != "" && id.Version != "" && version != id.Version:
+		return usageError(fmt.Errorf("--version %s and --strategy-version %s: without --from-helm both are the strategy's version; give one", version, id.Version))
+	case id.Version == "":
+		id.Version = version
+	}
+	if id.Version == "" {
+		return usageError(errors.New("--strategy-version (or --version) is required: the strategy's product version"))
 	}
 	return nil
 }
@@ -87,6 +133,13 @@ func (r *renderFlags) render(ctx context.Context, o *options, id *strategy.Ident
 		if err := r.releaseOf(ctx, o, &opts); err != nil {
 			return nil, nil, err
 		}
+	}
+	if r.postRenderer != "" {
+		pr, err := postrenderer.NewPostRendererPlugin(helmcli.New(), r.postRenderer, r.postRendererArgs...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--post-renderer %s: %w (Helm 4 takes the name of a postrenderer/v1 plugin installed with helm plugin install, not a program's path)", r.postRenderer, err)
+		}
+		opts.PostRenderer = pr
 	}
 	res, err := helmchart.Helm(ctx, r.helm, opts)
 	if err != nil {

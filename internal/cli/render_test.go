@@ -2,10 +2,15 @@ package cli
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	helmcli "helm.sh/helm/v4/pkg/cli"
+	"helm.sh/helm/v4/pkg/postrenderer"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/render"
@@ -79,12 +84,12 @@ func TestEncodeFromHelm(t *testing.T) {
 		}
 	}
 
-	code, out, errOut = run(t, nil, "encode", "--from-helm", chart, "--version", "v9.0.0")
+	code, out, errOut = run(t, nil, "encode", "--from-helm", chart, "--strategy-version", "v9.0.0")
 	if code != 0 {
-		t.Fatalf("--version: exit %d: %s", code, errOut)
+		t.Fatalf("--strategy-version: exit %d: %s", code, errOut)
 	}
 	if _, ann := encodedText(t, out); ann[codec.NativeVersionAnnotation] != "v9.0.0" || ann[render.ChartVersionAnnotation] != "1.2.3" {
-		t.Errorf("--version v9.0.0: annotations %v", ann)
+		t.Errorf("--strategy-version v9.0.0: annotations %v", ann)
 	}
 }
 
@@ -115,5 +120,116 @@ func TestEncodeFromKustomize(t *testing.T) {
 	}
 	if text, _ := encodedText(t, out); text != canonical(t, string(golden)) {
 		t.Errorf("encoded text is not kubectl kustomize's output:\n%s", text)
+	}
+}
+
+// helmFlagsEnv keeps Helm's configuration and caches in the test and
+// finds the post-renderer plugin of pkg/render's testdata.
+func helmFlagsEnv(t *testing.T) {
+	t.Helper()
+	dir := t.TempDir()
+	for _, v := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
+		t.Setenv(v, filepath.Join(dir, v))
+	}
+	t.Setenv("HELM_PLUGINS", filepath.Join(renderTestdata, "helmflags", "plugins"))
+}
+
+// Each of Helm's flags reaches the render as the option of its name: the
+// strategy is what the library renders with those options (itself
+// compared with the Helm CLI in pkg/render).
+func TestEncodeHelmFlags(t *testing.T) {
+	helmFlagsEnv(t)
+	chart := filepath.Join(renderTestdata, "helmflags", "echo")
+	file := filepath.Join(t.TempDir(), "notes.txt")
+	if err := os.WriteFile(file, []byte("from-a-file"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, nil, "encode", "--from-helm", chart, "-n", "demo",
+		"--set", "replicas=0", "--set-string", "build=007", "--set-json", `labels={"n":1}`, "--set-file", "notes="+file,
+		"--set-literal", "motd=a,b", "--skip-crds", "--skip-schema-validation",
+		"--post-renderer", "relabel", "--post-renderer-args", "relabeled")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	pr, err := postrenderer.NewPostRendererPlugin(helmcli.New(), "relabel", "relabeled")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := helmchart.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo", Set: []string{"replicas=0"},
+		StringValues: []string{"build=007"}, JSONValues: []string{`labels={"n":1}`}, FileValues: []string{"notes=" + file},
+		LiteralValues: []string{"motd=a,b"}, SkipCRDs: true, SkipSchemaValidation: true, PostRenderer: pr})
+	if err != nil {
+		t.Fatal(err)
+	}
+	text, ann := encodedText(t, out)
+	if text != canonical(t, string(want.Manifests)) {
+		t.Errorf("encoded text is not the chart's rendering with the same options:\n%s", text)
+	}
+	for _, w := range []string{`"build":"007"`, `"motd":"a,b"`, `"notes":"from-a-file"`, `"replicas":0`, "stage: relabeled", "added-by-post-renderer"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("encoded text lacks %s", w)
+		}
+	}
+	if strings.Contains(text, "CustomResourceDefinition") {
+		t.Error("--skip-crds: the chart's CRD is in the strategy")
+	}
+	if ann[codec.NativeVersionAnnotation] != "1.1.0" {
+		t.Errorf("strategy version %q, want the chart's", ann[codec.NativeVersionAnnotation])
+	}
+}
+
+// --version with --from-helm is the chart's version and --strategy-version
+// the strategy's (by default the chart's); without a chart --version is
+// still the strategy's. A chart of a loopback repository (--repo) shows
+// the picked version in the annotations.
+func TestEncodeHelmVersions(t *testing.T) {
+	helmFlagsEnv(t)
+	srv := httptest.NewServer(http.FileServer(http.Dir(filepath.Join(renderTestdata, "helmflags", "repo"))))
+	defer srv.Close()
+	for _, tc := range []struct {
+		args                  []string
+		chartVersion, version string
+	}{
+		{args: []string{"--repo", srv.URL}, chartVersion: "1.1.0", version: "1.1.0"},
+		{args: []string{"--repo", srv.URL, "--version", "1.0.0"}, chartVersion: "1.0.0", version: "1.0.0"},
+		{args: []string{"--repo", srv.URL, "--version", "~1.0", "--strategy-version", "v5-prod"}, chartVersion: "1.0.0", version: "v5-prod"},
+	} {
+		code, out, errOut := run(t, nil, append([]string{"encode", "--from-helm", "echo"}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut)
+		}
+		if _, ann := encodedText(t, out); ann[render.ChartVersionAnnotation] != tc.chartVersion || ann[codec.NativeVersionAnnotation] != tc.version {
+			t.Errorf("%v: chart version %q, strategy version %q; want %s and %s", tc.args, ann[render.ChartVersionAnnotation], ann[codec.NativeVersionAnnotation], tc.chartVersion, tc.version)
+		}
+	}
+
+	chart := filepath.Join(renderTestdata, "helmflags", "echo")
+	for _, tc := range []struct {
+		stdin string
+		args  []string
+		want  string
+	}{
+		{args: []string{"--from-helm", chart, "--version", "v9.0.0"}, want: "--strategy-version"},
+		{args: []string{"--from-helm", chart, "-f", "values.yaml"}, want: "values files are --values"},
+		{args: []string{"--from-helm", chart, "--post-renderer-args", "x"}, want: "--post-renderer-args needs --post-renderer"},
+		{args: []string{"--from-helm", chart, "--post-renderer", "./a-program"}, want: "Helm 4 takes the name of a postrenderer/v1 plugin"},
+		{args: []string{"--from-helm", chart, "--set-json", "a={"}, want: "--set-json "},
+		{stdin: smallManifest, args: []string{"-", "--version", "v1", "--strategy-version", "v2"}, want: "give one"},
+		{stdin: smallManifest, args: []string{"-"}, want: "--strategy-version (or --version) is required"},
+		{stdin: smallManifest, args: []string{"-", "--repo", srv.URL, "--version", "v1"}, want: "--repo applies to --from-helm"},
+	} {
+		code, _, errOut := run(t, []byte(tc.stdin), append([]string{"encode"}, tc.args...)...)
+		if code == 0 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want it to say %q", tc.args, code, errOut, tc.want)
+		}
+	}
+	for _, args := range [][]string{{"-", "--version", "v1"}, {"-", "--strategy-version", "v1"}, {"-", "--version", "v1", "--strategy-version", "v1"}} {
+		code, out, errOut := run(t, []byte(smallManifest), append([]string{"encode"}, args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		if _, ann := encodedText(t, out); ann[codec.NativeVersionAnnotation] != "v1" {
+			t.Errorf("%v: strategy version %q", args, ann[codec.NativeVersionAnnotation])
+		}
 	}
 }

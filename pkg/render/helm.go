@@ -201,7 +201,7 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 	// full, as it is in Helm 4.3).
 	caps.APIVersions = slices.Concat(caps.APIVersions, chartcommon.VersionSet(opts.APIVersions))
 	relOpts := chartcommon.ReleaseOptions{Name: name, Namespace: namespace, Revision: opts.ReleaseRevision(), IsInstall: !opts.Upgrade, IsUpgrade: opts.Upgrade}
-	toRender, err := chartutilcommon.ToRenderValuesWithSchemaValidation(chrt, vals, relOpts, caps, false)
+	toRender, err := chartutilcommon.ToRenderValuesWithSchemaValidation(chrt, vals, relOpts, caps, opts.SkipSchemaValidation)
 	if err != nil {
 		return fail(err)
 	}
@@ -216,7 +216,7 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 		}
 		lookup = l
 	}
-	manifest, hooks, err := renderRelease(ctx, chrt, toRender, lookup)
+	manifest, hooks, err := renderRelease(ctx, chrt, toRender, lookup, opts)
 	if err != nil {
 		return fail(err)
 	}
@@ -231,8 +231,9 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 // hooks in Helm's order. NOTES.txt files are left out and DNS is off.
 // Helm's lookup function asks lookup for its clients (Helm's own engine
 // hook, as action.Install and action.Upgrade give it a cluster's); nil
-// means it finds nothing, as in helm template.
-func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommon.Values, lookup engine.ClientProvider) (string, []*release.Hook, error) {
+// means it finds nothing, as in helm template. opts.PostRenderer and
+// opts.SkipCRDs act as Helm's --post-renderer and --skip-crds.
+func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommon.Values, lookup engine.ClientProvider, opts HelmOptions) (string, []*release.Hook, error) {
 	var (
 		files map[string]string
 		err   error
@@ -255,13 +256,20 @@ func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommo
 			delete(files, k)
 		}
 	}
+	if opts.PostRenderer != nil {
+		if files, err = postRender(opts.PostRenderer, files); err != nil {
+			return "", nil, err
+		}
+	}
 	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
 	if err != nil {
 		return "", nil, err
 	}
 	var manifest strings.Builder
-	for _, crd := range chrt.CRDObjects() {
-		fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", crd.Filename, string(crd.File.Data))
+	if !opts.SkipCRDs {
+		for _, crd := range chrt.CRDObjects() {
+			fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", crd.Filename, string(crd.File.Data))
+		}
 	}
 	for _, m := range manifests {
 		fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", m.Name, m.Content)

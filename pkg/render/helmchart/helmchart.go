@@ -13,10 +13,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
+	"strings"
 
+	"github.com/Masterminds/semver/v3"
 	"helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/loader"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
+	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/cli/values"
 	"helm.sh/helm/v4/pkg/downloader"
@@ -27,12 +32,16 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
-// Helm renders a chart: a chart folder, a packaged chart (.tgz) or an
-// oci:// reference (registry credentials come from Helm's registry config,
-// as for the helm CLI), as `helm template --include-crds` does (see
-// render.HelmChart). Nothing is sent to a cluster. Errors name the input
-// at fault: the chart, a values file, a --set expression, or the template
-// and its line (Helm's own message).
+// Helm renders a chart as `helm template --include-crds` does (see
+// render.HelmChart), found as helm install finds it: a chart folder, a
+// packaged chart (.tgz), an http(s):// URL of a packaged chart, REPO/CHART
+// (a repository of the user's Helm repositories config, its index as helm
+// repo update cached it), a chart name with opts.RepoURL (--repo), or an
+// oci:// reference (registry credentials from Helm's registry config), of
+// opts.ChartVersion when set. Downloads of http(s) charts and indexes are
+// bounded by MaxDownloadBytes. Nothing is sent to a cluster. Errors name
+// the input at fault: the chart or its URL, a values file, a --set
+// expression, or the template and its line (Helm's own message).
 func Helm(ctx context.Context, ref string, opts render.HelmOptions) (*render.HelmResult, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
@@ -42,21 +51,16 @@ func Helm(ctx context.Context, ref string, opts render.HelmOptions) (*render.Hel
 	if err != nil {
 		return nil, err
 	}
-	path, cleanup, err := locate(settings, ref, opts.PlainHTTP)
-	if err != nil {
-		return nil, err
-	}
-	defer cleanup()
-	loaded, err := load(ref, path)
+	loaded, err := load(ctx, settings, ref, opts)
 	if err != nil {
 		return nil, err
 	}
 	return render.HelmChart(ctx, ref, loaded, vals, opts)
 }
 
-// load loads the chart at path: a folder with Helm's loader, an archive
+// loadPath loads the chart at path: a folder with Helm's loader, an archive
 // (given, or pulled) through render.LoadArchive's bounds.
-func load(ref, path string) (chart.Charter, error) {
+func loadPath(ref, path string) (chart.Charter, error) {
 	if fi, err := os.Stat(path); err != nil || fi.IsDir() {
 		loaded, err := loader.Load(path)
 		if err != nil {
@@ -85,8 +89,18 @@ func load(ref, path string) (chart.Charter, error) {
 	return render.LoadArchive(ref, tgz)
 }
 
-// mergeValues merges the values files and --set expressions as helm does,
-// after checking each alone so that an error names the input at fault.
+// ValuesOptions are opts' values flags as Helm's own pkg/cli/values
+// takes them.
+func ValuesOptions(opts render.HelmOptions) *values.Options {
+	return &values.Options{ValueFiles: opts.ValuesFiles, Values: opts.Set, StringValues: opts.StringValues,
+		FileValues: opts.FileValues, JSONValues: opts.JSONValues, LiteralValues: opts.LiteralValues}
+}
+
+// mergeValues merges the values files and the --set, --set-string,
+// --set-file, --set-json and --set-literal expressions with Helm's own
+// code, in its order (files, --set-json, --set, --set-string, --set-file,
+// --set-literal), after checking each values file alone so that an error
+// names the file at fault.
 func mergeValues(settings *cli.EnvSettings, opts render.HelmOptions) (map[string]any, error) {
 	providers := getter.All(settings)
 	for _, f := range opts.ValuesFiles {
@@ -94,42 +108,167 @@ func mergeValues(settings *cli.EnvSettings, opts render.HelmOptions) (map[string
 			return nil, fmt.Errorf("values file %s: %w", f, err)
 		}
 	}
-	vals, err := (&values.Options{ValueFiles: opts.ValuesFiles, Values: opts.Set}).MergeValues(providers)
+	vals, err := ValuesOptions(opts).MergeValues(providers)
 	if err != nil {
 		return nil, fmt.Errorf("values: %w", err)
 	}
 	return vals, nil
 }
 
-// locate returns the local path of the chart: ref itself for a folder or
-// an archive, else a download of an oci:// reference into a temporary
-// folder that cleanup removes.
-func locate(settings *cli.EnvSettings, ref string, plainHTTP bool) (path string, cleanup func(), err error) {
-	cleanup = func() {}
-	if !registry.IsOCI(ref) {
-		if _, err := os.Stat(ref); err != nil {
-			if errors.Is(err, os.ErrNotExist) {
-				return "", cleanup, fmt.Errorf("chart %s: no such chart folder or archive (a chart is a folder, a .tgz or an oci:// reference)", ref)
-			}
-			return "", cleanup, fmt.Errorf("chart %s: %w", ref, err)
+// load finds the chart as helm install does (see Helm), loads it, checks
+// its version against opts.ChartVersion and, with opts.DependencyUpdate,
+// downloads the dependencies a chart folder lacks.
+func load(ctx context.Context, settings *cli.EnvSettings, ref string, opts render.HelmOptions) (*chartv2.Chart, error) {
+	var (
+		loaded chart.Charter
+		err    error
+		folder string
+	)
+	switch {
+	case opts.RepoURL != "":
+		loaded, err = loadBytes(fromRepoURL(ctx, opts.RepoURL, ref, opts.ChartVersion, MaxDownloadBytes))
+	case registry.IsOCI(ref):
+		loaded, err = pullOCI(settings, ref, opts)
+	case isURL(ref):
+		data, dlErr := download(ctx, ref, nil, MaxDownloadBytes)
+		loaded, err = loadBytes(data, ref, dlErr)
+		if err == nil {
+			err = checkVersion(loaded, ref, opts.ChartVersion)
 		}
-		return ref, cleanup, nil
+	default:
+		st, statErr := os.Stat(ref)
+		switch {
+		case statErr == nil:
+			if st.IsDir() {
+				folder = ref
+			}
+			loaded, err = loadPath(ref, ref)
+			if err != nil {
+				return nil, err
+			}
+			err = checkVersion(loaded, ref, opts.ChartVersion)
+		case !errors.Is(statErr, os.ErrNotExist):
+			return nil, fmt.Errorf("chart %s: %w", ref, statErr)
+		case isRepoChart(ref):
+			loaded, err = loadBytes(fromRepository(ctx, settings.RepositoryConfig, settings.RepositoryCache, ref, opts.ChartVersion, MaxDownloadBytes))
+		default:
+			return nil, fmt.Errorf("chart %s: no such chart folder or archive (a chart is a folder, a .tgz, REPO/CHART, an http(s):// URL, a name with --repo, or an oci:// reference)", ref)
+		}
 	}
+	if err != nil {
+		return nil, err
+	}
+	chrt, ok := loaded.(*chartv2.Chart)
+	if !ok {
+		return nil, fmt.Errorf("load chart %s: a %T chart, want apiVersion v1 or v2", ref, loaded)
+	}
+	if !opts.DependencyUpdate || len(missingDependencies(chrt)) == 0 {
+		return chrt, nil
+	}
+	if folder == "" {
+		return nil, fmt.Errorf("chart %s: --dependency-update needs a chart folder (its charts/ is written), and this chart lacks %s", ref, strings.Join(missingDependencies(chrt), ", "))
+	}
+	return updateDependencies(settings, folder)
+}
+
+// isRepoChart reports whether ref has the form REPO/CHART.
+func isRepoChart(ref string) bool {
+	name, chart, ok := strings.Cut(ref, "/")
+	return ok && name != "" && chart != "" && !strings.Contains(chart, "/") && !filepath.IsAbs(ref) && !strings.HasPrefix(ref, ".")
+}
+
+// loadBytes loads a downloaded archive, naming its URL in errors.
+func loadBytes(archive []byte, from string, err error) (chart.Charter, error) {
+	if err != nil {
+		return nil, err
+	}
+	return render.LoadArchive(redact(from), archive)
+}
+
+// checkVersion refuses a chart that is not of version (a version or a
+// semver range), given with --version for a chart folder, archive or URL.
+// Helm ignores --version there; a user who typed it expects that version.
+func checkVersion(loaded chart.Charter, ref, version string) error {
+	chrt, ok := loaded.(*chartv2.Chart)
+	if version == "" || !ok {
+		return nil
+	}
+	have := chrt.Metadata.Version
+	if have == version {
+		return nil
+	}
+	c, err := semver.NewConstraint(version)
+	if err != nil {
+		return fmt.Errorf("--version %q: %w", version, err)
+	}
+	v, err := semver.NewVersion(have)
+	if err != nil || !c.Check(v) {
+		return fmt.Errorf("chart %s is version %s, --version asks for %s (with --from-helm, --version is the chart's version; the strategy's is --strategy-version)", ref, have, version)
+	}
+	return nil
+}
+
+// missingDependencies names the dependencies Chart.yaml lists that the
+// chart does not hold.
+func missingDependencies(chrt *chartv2.Chart) []string {
+	var missing []string
+	for _, d := range chrt.Metadata.Dependencies {
+		if !slices.ContainsFunc(chrt.Dependencies(), func(c *chartv2.Chart) bool { return c.Name() == d.Name }) {
+			missing = append(missing, d.Name)
+		}
+	}
+	return missing
+}
+
+// updateDependencies runs helm dependency update on a chart folder, as
+// helm install --dependency-update does for a chart that lacks them, and
+// loads the chart again.
+func updateDependencies(settings *cli.EnvSettings, folder string) (*chartv2.Chart, error) {
+	rc, err := registry.NewClient(registry.ClientOptWriter(io.Discard), registry.ClientOptCredentialsFile(settings.RegistryConfig))
+	if err != nil {
+		return nil, fmt.Errorf("chart %s: registry client: %w", folder, err)
+	}
+	man := &downloader.Manager{
+		Out:              io.Discard,
+		ChartPath:        folder,
+		Getters:          getter.All(settings),
+		RegistryClient:   rc,
+		RepositoryConfig: settings.RepositoryConfig,
+		RepositoryCache:  settings.RepositoryCache,
+		ContentCache:     settings.ContentCache,
+	}
+	if err := man.Update(); err != nil {
+		return nil, fmt.Errorf("chart %s: --dependency-update: %w", folder, err)
+	}
+	loaded, err := loader.Load(folder)
+	if err != nil {
+		return nil, fmt.Errorf("load chart %s after its dependency update: %w", folder, err)
+	}
+	chrt, ok := loaded.(*chartv2.Chart)
+	if !ok {
+		return nil, fmt.Errorf("load chart %s: a %T chart, want apiVersion v1 or v2", folder, loaded)
+	}
+	return chrt, nil
+}
+
+// pullOCI downloads an oci:// reference (at opts.ChartVersion, when set)
+// with Helm's registry client into a temporary folder, and loads it.
+func pullOCI(settings *cli.EnvSettings, ref string, opts render.HelmOptions) (chart.Charter, error) {
 	ropts := []registry.ClientOption{registry.ClientOptWriter(io.Discard), registry.ClientOptCredentialsFile(settings.RegistryConfig)}
-	if plainHTTP {
+	if opts.PlainHTTP {
 		ropts = append(ropts, registry.ClientOptPlainHTTP())
 	}
 	rc, err := registry.NewClient(ropts...)
 	if err != nil {
-		return "", cleanup, fmt.Errorf("chart %s: registry client: %w", ref, err)
+		return nil, fmt.Errorf("chart %s: registry client: %w", ref, err)
 	}
 	dir, err := os.MkdirTemp("", "installstrategy-chart-")
 	if err != nil {
-		return "", cleanup, fmt.Errorf("chart %s: %w", ref, err)
+		return nil, fmt.Errorf("chart %s: %w", ref, err)
 	}
-	cleanup = func() { _ = os.RemoveAll(dir) }
+	defer func() { _ = os.RemoveAll(dir) }()
 	gopts := []getter.Option{getter.WithRegistryClient(rc)}
-	if plainHTTP {
+	if opts.PlainHTTP {
 		gopts = append(gopts, getter.WithPlainHTTP(true))
 	}
 	dl := downloader.ChartDownloader{
@@ -141,9 +280,9 @@ func locate(settings *cli.EnvSettings, ref string, plainHTTP bool) (path string,
 		RepositoryCache:  settings.RepositoryCache,
 		Cache:            &downloader.DiskCache{Root: dir},
 	}
-	path, _, err = dl.DownloadTo(ref, "", dir)
+	path, _, err := dl.DownloadTo(ref, opts.ChartVersion, dir)
 	if err != nil {
-		return "", cleanup, fmt.Errorf("pull chart %s: %w", ref, err)
+		return nil, fmt.Errorf("pull chart %s: %w", ref, err)
 	}
-	return path, cleanup, nil
+	return loadPath(ref, path)
 }

@@ -91,6 +91,11 @@ func (r Renderer) RenderArchive(ctx context.Context, name string, archive []byte
 	broken := func(err error) (*helmspec.Result, error) {
 		return nil, &helmspec.RendererError{Err: fmt.Errorf("render chart %s: %w", name, err)}
 	}
+	if opts.PostRenderer != nil {
+		// It would not survive the request's JSON, and the helper runs
+		// with an empty environment, never another program.
+		return fail(errors.New("a post-renderer runs a program, and the helper renderer does not: render with pkg/render in the calling process, as kubectl installstrategy encode --from-helm --post-renderer does"))
+	}
 	path := r.Path
 	if path == "" {
 		p, err := DefaultPath()

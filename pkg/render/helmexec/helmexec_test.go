@@ -1,6 +1,7 @@
 package helmexec_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"os"
@@ -82,6 +83,7 @@ func TestRendererMatchesInProcess(t *testing.T) {
 	}{
 		{name: "metallb", tgz: metallb, vals: map[string]any{"speaker": map[string]any{"frr": map[string]any{"enabled": false}}}, opts: helmspec.Options{ReleaseName: "lb", Namespace: "metallb-system", KubeVersion: "v1.36.0"}},
 		{name: "hooks", tgz: hooks, vals: map[string]any{"greeting": "hi", "replicas": 3.0}, opts: helmspec.Options{Namespace: "ns1", KubeVersion: "v1.36.0"}}, // Helm's default differs between a test binary and a built one
+		{name: "skip crds", tgz: hooks, opts: helmspec.Options{SkipCRDs: true, SkipSchemaValidation: true, KubeVersion: "v1.36.0"}},                            // the options travel to the helper
 		{name: "template error", tgz: broken, vals: map[string]any{"settings": map[string]any{"other": 1.0}}, wantErr: "broken/templates/configmap.yaml:6"},
 		{name: "bad kube version", tgz: hooks, opts: helmspec.Options{KubeVersion: "not-a-version"}, wantErr: "kube version"},
 		{name: "not an archive", tgz: []byte("not gzip"), wantErr: "load chart c"},
@@ -109,6 +111,27 @@ func TestRendererMatchesInProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A post-renderer runs a program, which the helper does not: a render
+// that has one is refused, naming it, and no helper is started.
+func TestRendererRefusesPostRenderer(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "started")
+	r := helmexec.Renderer{Path: script(t, "touch "+marker)}
+	hooks := ocitest.PackChart(t, filepath.Join("..", "testdata", "hooks"))
+	_, err := r.RenderArchive(t.Context(), "c", hooks, nil, helmspec.Options{PostRenderer: upper{}})
+	if err == nil || !strings.Contains(err.Error(), "post-renderer") {
+		t.Fatalf("error %v, want a refusal naming the post-renderer", err)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the helper was started")
+	}
+}
+
+type upper struct{}
+
+func (upper) Run(b *bytes.Buffer) (*bytes.Buffer, error) {
+	return bytes.NewBufferString(strings.ToUpper(b.String())), nil
 }
 
 // A render past the deadline is killed, not waited for; a helper that

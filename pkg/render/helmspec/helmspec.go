@@ -11,7 +11,9 @@
 package helmspec
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -42,6 +44,15 @@ type Options struct {
 	ValuesFiles []string `json:"valuesFiles,omitempty"`
 	// Set holds --set expressions (a.b=c,d=e), applied after the files.
 	Set []string `json:"set,omitempty"`
+	// StringValues (--set-string), FileValues (--set-file: key=path, the
+	// file's text is the value), JSONValues (--set-json) and LiteralValues
+	// (--set-literal: the value as it is, commas and all) are merged with
+	// the files and Set in Helm's order: files, --set-json, --set,
+	// --set-string, --set-file, --set-literal (helm's pkg/cli/values).
+	StringValues  []string `json:"stringValues,omitempty"`
+	FileValues    []string `json:"fileValues,omitempty"`
+	JSONValues    []string `json:"jsonValues,omitempty"`
+	LiteralValues []string `json:"literalValues,omitempty"`
 	// ReleaseName is .Release.Name; empty means the chart's name (helm
 	// template's "release-name" would name every object after it).
 	ReleaseName string `json:"releaseName,omitempty"`
@@ -55,6 +66,19 @@ type Options struct {
 	APIVersions []string `json:"apiVersions,omitempty"`
 	// PlainHTTP talks plain HTTP to an oci:// registry.
 	PlainHTTP bool `json:"plainHTTP,omitempty"`
+	// ChartVersion is helm's --version: the chart's version or a semver
+	// range, for a chart of a repository (REPO/CHART, --repo) or a tag of
+	// an oci:// reference; empty means the newest (stable) version. A
+	// chart folder, archive or URL must be of that version. Where the chart
+	// is found is pkg/render/helmchart's; a render ignores it.
+	ChartVersion string `json:"chartVersion,omitempty"`
+	// RepoURL is helm's --repo: the chart is the name of a chart in the
+	// repository at this URL (its index.yaml).
+	RepoURL string `json:"repoURL,omitempty"`
+	// DependencyUpdate is helm's --dependency-update: a chart folder whose
+	// charts/ lacks a dependency Chart.yaml names gets them downloaded
+	// (helm dependency update) before the render.
+	DependencyUpdate bool `json:"dependencyUpdate,omitempty"`
 	// Upgrade renders as helm upgrade does: .Release.IsUpgrade is true and
 	// .Release.IsInstall false. False renders an install, as helm install
 	// and helm template do.
@@ -62,6 +86,18 @@ type Options struct {
 	// Revision is .Release.Revision: 0 means 1 (an install's); an upgrade
 	// is revision 2 or later (the installation's last revision plus one).
 	Revision int `json:"revision,omitempty"`
+	// SkipCRDs leaves the chart's crds/ folder out (helm install
+	// --skip-crds); CRDs among its templates stay, as with Helm.
+	SkipCRDs bool `json:"skipCRDs,omitempty"`
+	// SkipSchemaValidation does not check the values against the chart's
+	// values.schema.json (helm --skip-schema-validation).
+	SkipSchemaValidation bool `json:"skipSchemaValidation,omitempty"`
+	// PostRenderer, when set, is run on the rendered objects before they
+	// are sorted into hooks and objects, as Helm 4's --post-renderer
+	// (a postrenderer/v1 plugin; Helm's postrenderer.PostRenderer has this
+	// method). It runs a program, so it does not travel to another
+	// process: pkg/render/helmexec refuses a render that has one.
+	PostRenderer PostRenderer `json:"-"`
 	// Lookup, when set, is what Helm's lookup function sees, as helm
 	// install and helm upgrade against a cluster do; nil means lookup
 	// finds nothing, as in helm template.
@@ -82,6 +118,12 @@ type Lookup struct {
 	Objects []*unstructured.Unstructured `json:"objects,omitempty"`
 }
 
+// PostRenderer rewrites a render's objects (a stream of YAML documents),
+// as Helm's postrenderer.PostRenderer does.
+type PostRenderer interface {
+	Run(renderedManifests *bytes.Buffer) (modifiedManifests *bytes.Buffer, err error)
+}
+
 // ReleaseRevision is .Release.Revision as rendered: Revision, or 1.
 func (o Options) ReleaseRevision() int {
 	if o.Revision == 0 {
@@ -90,12 +132,40 @@ func (o Options) ReleaseRevision() int {
 	return o.Revision
 }
 
-// Validate checks the inputs that need no chart and no file: the --set
-// expressions and the Kubernetes version. Helm calls it too.
+// Validate checks the inputs that need no chart and no file: the --set,
+// --set-string, --set-json, --set-literal and --set-file expressions (their
+// syntax; files are read when the values are merged) and the Kubernetes
+// version. Helm calls it too.
 func (o Options) Validate() error {
 	for _, s := range o.Set {
 		if _, err := strvals.Parse(s); err != nil {
 			return fmt.Errorf("--set %q: %w", s, err)
+		}
+	}
+	for _, s := range o.StringValues {
+		if _, err := strvals.ParseString(s); err != nil {
+			return fmt.Errorf("--set-string %q: %w", s, err)
+		}
+	}
+	for _, s := range o.LiteralValues {
+		if _, err := strvals.ParseLiteral(s); err != nil {
+			return fmt.Errorf("--set-literal %q: %w", s, err)
+		}
+	}
+	for _, s := range o.JSONValues {
+		if t := strings.TrimSpace(s); t != "" && t[0] == '{' {
+			var m map[string]any
+			if err := json.Unmarshal([]byte(t), &m); err != nil {
+				return fmt.Errorf("--set-json %q: a JSON object: %w", s, err)
+			}
+		} else if err := strvals.ParseJSON(s, map[string]any{}); err != nil {
+			return fmt.Errorf("--set-json %q: %w", s, err)
+		}
+	}
+	for _, s := range o.FileValues {
+		noRead := func([]rune) (any, error) { return "", nil }
+		if err := strvals.ParseIntoFile(s, map[string]any{}, noRead); err != nil {
+			return fmt.Errorf("--set-file %q: %w", s, err)
 		}
 	}
 	if o.KubeVersion != "" {
