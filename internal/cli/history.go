@@ -426,6 +426,7 @@ the same way.`,
 				return err
 			}
 			fmt.Fprintf(o.streams.Out, "rolling back installation %s to revision %d (%s)\n", owner, rev.Revision, identityString(rev.Identity))
+			a.rollback = true
 			return o.runApply(ctx, c, l, &f, a, fmt.Sprintf("rollback to revision %d", rev.Revision))
 		},
 	}

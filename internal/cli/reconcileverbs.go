@@ -714,6 +714,9 @@ type applyFlags struct {
 	wait, noPrune bool
 	timeout       time.Duration
 	historyLimit  int
+	// rollback runs the strategy's Helm hooks of the rollback phases
+	// (reconcile.Options.Rollback); set by rollback, not a flag.
+	rollback bool
 }
 
 func (a *applyFlags) add(cmd *cobra.Command) {
@@ -764,6 +767,7 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 		Observed:        observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,
+		Rollback:          a.rollback,
 		OnEvent: func(e reconcile.Event) {
 			if e.Type == reconcile.EventProgress {
 				view.progress(e.Progress)

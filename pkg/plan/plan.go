@@ -134,6 +134,10 @@ type Plan struct {
 	// the live ones and their stored objects (pkg/crdsafety): those not
 	// Allowed by an override make a reconcile refuse before any write.
 	CRDSafety []crdsafety.Finding `json:"crdSafety,omitempty"`
+	// Hooks are the Helm hook phases around the steps (PlanHooks): the
+	// pre-* phase runs before the first step, the post-* phase after the
+	// last one, before prune.
+	Hooks []HookPlan `json:"hooks,omitempty"`
 }
 
 // Refused returns the CRD changes a reconcile would refuse.

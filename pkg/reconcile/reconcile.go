@@ -127,6 +127,10 @@ type Options struct {
 	// none of those read is affected by is still refused when more are
 	// stored.
 	MaxStoredObjects int
+	// Rollback says the run rolls the installation back to an earlier
+	// strategy: its Helm hooks run in the pre-rollback and post-rollback
+	// phases instead of pre-upgrade and post-upgrade (see hooks.go).
+	Rollback bool
 }
 
 func (o *Options) defaults() {
