@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
@@ -50,11 +53,15 @@ type hookRunner struct {
 	deadline time.Duration
 	interval time.Duration
 	emit     func(Event)
+	// finished reads what the Events say of a Job that is gone
+	// (run.finishedJob): a hook Job with ttlSecondsAfterFinished: 0
+	// (ingress-nginx's) may be removed before a poll sees it complete.
+	finished func(ctx context.Context, obj *unstructured.Unstructured, uid types.UID) (*unstructured.Unstructured, error)
 }
 
 // newHookRunner returns a runner of hooks with their namespaces defaulted
 // to the owner's, as the release's objects are.
-func newHookRunner(a *apply.Applier, owner inventory.Owner, id strategy.Identity, hooks []plan.Hook, deadline, interval time.Duration, emit func(Event)) (*hookRunner, error) {
+func newHookRunner(a *apply.Applier, kube kubernetes.Interface, owner inventory.Owner, id strategy.Identity, hooks []plan.Hook, deadline, interval time.Duration, emit func(Event)) (*hookRunner, error) {
 	objs := make([]*unstructured.Unstructured, len(hooks))
 	for i, h := range hooks {
 		objs[i] = h.Object
@@ -68,7 +75,7 @@ func newHookRunner(a *apply.Applier, owner inventory.Owner, id strategy.Identity
 		h.Object = s.Objects[i]
 		out[i] = h
 	}
-	return &hookRunner{a: a.Direct(), owner: owner, hooks: out, deadline: deadline, interval: interval, emit: emit}, nil
+	return &hookRunner{a: a.Direct(), owner: owner, hooks: out, deadline: deadline, interval: interval, emit: emit, finished: (&run{kube: kube}).finishedJob}, nil
 }
 
 // namespaces returns the namespaces the hooks of phase live in.
@@ -106,7 +113,11 @@ func (h *hookRunner) run(ctx context.Context, phase plan.HookPhase) error {
 			err = fmt.Errorf("%s: %s", res.Action, res.Reason)
 		}
 		if err == nil {
-			err = h.wait(ctx, hk)
+			var uid types.UID
+			if res.Object != nil {
+				uid = res.Object.GetUID()
+			}
+			err = h.wait(ctx, hk, uid)
 		}
 		if err != nil {
 			err = fmt.Errorf("hook %s: %w", hk.Ref(), err)
@@ -137,15 +148,19 @@ func (h *hookRunner) run(ctx context.Context, phase plan.HookPhase) error {
 
 // wait waits until a hook's object finished (health.RunOutcome), up to
 // the step deadline: an error when it failed or did not finish.
-func (h *hookRunner) wait(ctx context.Context, hk plan.Hook) error {
+func (h *hookRunner) wait(ctx context.Context, hk plan.Hook, uid types.UID) error {
 	var reason string
 	err := wait.PollUntilContextTimeout(ctx, h.interval, h.deadline, true, func(ctx context.Context) (bool, error) {
 		live, err := h.a.Get(ctx, hk.Object)
+		if err == nil && live == nil && uid != "" && hk.Ref().GroupKind() == jobKind {
+			// Removed once finished (its TTL): its Events say how.
+			live, err = h.finished(ctx, hk.Object, uid)
+		}
 		if err != nil {
 			return false, err
 		}
 		if live == nil {
-			return false, fmt.Errorf("deleted while it ran")
+			return false, nil
 		}
 		finished, ok, why := health.RunOutcome(live)
 		if finished && !ok {
@@ -186,6 +201,8 @@ func (h *hookRunner) delete(ctx context.Context, step string, hk plan.Hook, poli
 	return h.a.WaitGone(wctx, live)
 }
 
+var jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
+
 // hookAction is what the run is to Helm: a rollback when the caller says
 // so, an install when the installation has no inventory (or one an
 // uninstall released), an upgrade otherwise.
@@ -219,7 +236,7 @@ func (r *run) runWithHooks(ctx context.Context, hooks []plan.Hook) (*Result, err
 	if done := r.hooksDone(key); done != "" {
 		return r.run(ctx)
 	}
-	h, err := newHookRunner(r.a, r.opts.Owner, r.s.Identity, hooks, r.opts.StageDeadline, r.opts.Interval, r.emit)
+	h, err := newHookRunner(r.a, r.kube, r.opts.Owner, r.s.Identity, hooks, r.opts.StageDeadline, r.opts.Interval, r.emit)
 	if err != nil {
 		return r.res, err
 	}
@@ -277,7 +294,7 @@ func (rc *Reconciler) uninstallWithHooks(ctx context.Context, opts UninstallOpti
 		}
 	}
 	a := rc.applier(apply.Options{Identity: s.Identity, Owner: opts.Owner, SystemConsent: opts.SystemConsent, RetryFor: DefaultStageDeadline})
-	h, err := newHookRunner(a, opts.Owner, s.Identity, hooks, DefaultStageDeadline, time.Second, emit)
+	h, err := newHookRunner(a, rc.kube, opts.Owner, s.Identity, hooks, DefaultStageDeadline, time.Second, emit)
 	if err != nil {
 		return nil, fmt.Errorf("uninstall: %w", err)
 	}
