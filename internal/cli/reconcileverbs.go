@@ -780,6 +780,10 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 				if e.Reason != "" {
 					reason = " (" + e.Reason + ")"
 				}
+				if strings.HasPrefix(e.Step, "hook ") {
+					// A Helm hook: its phase leads (see docs/PRODUCTS.md).
+					reason = " (" + e.Step + ")" + reason
+				}
 				fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
 			default:
 				line := fmt.Sprintf("%s %s %s", time.Now().Format("15:04:05"), e.Type, e.Step)
