@@ -407,6 +407,7 @@ the same way.`,
 			}
 			f.name = owner.Name
 			f.replace = true // the revision held other objects: prune them
+			f.rollback = true
 			p, l, err := o.observeLoaded(ctx, l, &f)
 			if err != nil {
 				return err
@@ -426,7 +427,6 @@ the same way.`,
 				return err
 			}
 			fmt.Fprintf(o.streams.Out, "rolling back installation %s to revision %d (%s)\n", owner, rev.Revision, identityString(rev.Identity))
-			a.rollback = true
 			return o.runApply(ctx, c, l, &f, a, fmt.Sprintf("rollback to revision %d", rev.Revision))
 		},
 	}

@@ -18,7 +18,8 @@ import (
 // pre-upgrade Job of weight -5, a pre-delete ConfigMap, a test Pod),
 // encoded with --from-helm, runs its hooks through the plugin: apply runs
 // the pre-install Job, the upgrade apply runs it as pre-upgrade, rollback
-// runs the rollback phases (none here: the Job does not run again), and
+// runs the rollback phases (none here: the Job does not run again, and
+// the rollback's plan shows no upgrade phase), plan shows the phases, and
 // uninstall runs the pre-delete ConfigMap before it deletes the release,
 // which leaves the hook (not the release's) in place.
 func TestClusterPluginRunsHelmHooks(t *testing.T) {
@@ -49,13 +50,17 @@ func TestClusterPluginRunsHelmHooks(t *testing.T) {
 	if strings.Contains(out, "(hook ") {
 		t.Errorf("re-apply ran hooks again:\n%s", out)
 	}
+	out = pi.step(t, "plan", 1, "plan", "--strategy", pi.encoded["1.1.0"]) // exit 1: changes
+	if !strings.Contains(out, "hook pre-upgrade") || !strings.Contains(out, "Job.batch/"+ns+"/hooks-setup") {
+		t.Errorf("plan of the upgrade shows no pre-upgrade hook:\n%s", out)
+	}
 	out = pi.apply(t, "1.1.0")
 	if !hookLine(out, "hook pre-upgrade") {
 		t.Errorf("upgrade ran no pre-upgrade hook:\n%s", out)
 	}
 	out = pi.step(t, "rollback", 0, "rollback", pi.name, "--yes", "--wait", "--timeout", "2m")
-	if strings.Contains(out, "(hook ") {
-		t.Errorf("rollback ran upgrade hooks:\n%s", out)
+	if strings.Contains(out, "(hook ") || strings.Contains(out, "hook pre-upgrade") {
+		t.Errorf("rollback planned or ran upgrade hooks:\n%s", out)
 	}
 	out = pi.step(t, "uninstall", 0, "uninstall", pi.name, "--wait")
 	pre, del := strings.Index(out, "hook pre-delete: create ConfigMap/"+ns+"/hooks-goodbye"), strings.Index(out, "delete ConfigMap/"+ns+"/hooks-config")

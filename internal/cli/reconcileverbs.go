@@ -35,7 +35,10 @@ import (
 // reconcileFlags are the flags plan, apply and diff --live share.
 type reconcileFlags struct {
 	// name is the installation's name (--name); "" means defaultName.
-	name      string
+	name string
+	// rollback plans and runs the strategy's Helm hooks of the rollback
+	// phases (reconcile.Options.Rollback); set by rollback, not a flag.
+	rollback  bool
 	adopt     bool
 	replace   bool
 	observed  string
@@ -344,7 +347,7 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	if err != nil {
 		return nil, l, err
 	}
-	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow})
+	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow, Rollback: f.rollback})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
@@ -714,9 +717,6 @@ type applyFlags struct {
 	wait, noPrune bool
 	timeout       time.Duration
 	historyLimit  int
-	// rollback runs the strategy's Helm hooks of the rollback phases
-	// (reconcile.Options.Rollback); set by rollback, not a flag.
-	rollback bool
 }
 
 func (a *applyFlags) add(cmd *cobra.Command) {
@@ -767,7 +767,7 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 		Observed:        observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,
-		Rollback:          a.rollback,
+		Rollback:          f.rollback,
 		OnEvent: func(e reconcile.Event) {
 			if e.Type == reconcile.EventProgress {
 				view.progress(e.Progress)
