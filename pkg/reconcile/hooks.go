@@ -218,9 +218,11 @@ func (r *run) hookAction() plan.HookAction {
 }
 
 // hooksDone says why no hook of this run runs: the inventory records
-// that the hooks of this strategy ran. "" means they run.
+// that the hooks of this strategy ran (an inventory an uninstall released
+// records nothing: installing again runs the install hooks). "" means
+// they run.
 func (r *run) hooksDone(key string) string {
-	if r.inv.Exists() && r.inv.HooksRan == key {
+	if r.inv.Exists() && !r.inv.Released && r.inv.HooksRan == key {
 		return "the hooks of this strategy ran (" + inventory.HooksRanAnnotation + ")"
 	}
 	return ""

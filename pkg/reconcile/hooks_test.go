@@ -358,3 +358,32 @@ func TestDeleteHooksAroundUninstall(t *testing.T) {
 		t.Errorf("inventory after uninstall: exists %v, %v", inv.Exists(), err)
 	}
 }
+
+// An uninstall that keeps the CRDs leaves a released inventory; an
+// install after it is an install again and runs the install hooks.
+func TestInstallAfterReleasedUninstallRunsHooks(t *testing.T) {
+	env := testenv.New(t)
+	ctx := t.Context()
+	ns := env.Namespace(ctx, t)
+	s := gizmoStrategy(ns, ns+".hooks.installstrategy.test")
+	s.Objects = append(s.Objects, asHook(configMapObject(ns, "install"), "pre-install", "", ""))
+	s.Sort()
+	owner := inventory.Owner{Namespace: ns, Name: "released"}
+	var log hookLog
+	opts := reconcile.Options{Owner: owner, StageDeadline: time.Minute, OnEvent: log.on}
+	for i := range 2 {
+		if _, err := reconcile.Run(ctx, env.Config, s, opts); err != nil {
+			t.Fatal(err)
+		}
+		if got := log.take(); !slices.Contains(got, "hook pre-install apply ConfigMap/install") {
+			t.Errorf("install %d: %v, want the pre-install hook", i+1, got)
+		}
+		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: owner, KeepCRDs: true, Wait: true}); err != nil {
+			t.Fatal(err)
+		}
+		inv, err := inventory.NewStore(env.Kube).Get(ctx, owner)
+		if err != nil || !inv.Released {
+			t.Fatalf("inventory after uninstall %d: released %v, %v", i+1, inv.Released, err)
+		}
+	}
+}
