@@ -73,11 +73,12 @@ its newest revision plus one), and Helm's lookup sees that installation's
 live objects in -n (read with your kubeconfig; nothing else: another
 namespace, a cluster-scoped object or an object it does not own is not
 found), so a password a chart generates unless lookup finds it survives the
-upgrade, as with helm upgrade. Hooks: install and upgrade hooks (pre-/post-
-install, pre-/post-upgrade) become ordinary objects of the strategy, applied
-in their kind's stage on every install and upgrade and not deleted after
-they ran; test hooks and delete or rollback hooks are dropped. Each hook and
-what became of it is printed on standard error. The chart's name, version
+upgrade, as with helm upgrade. Hooks: install, upgrade, rollback and delete
+hooks stay in the strategy with their helm.sh/hook annotations, and apply,
+rollback and uninstall (and the operator) run them as Helm does: in their
+phase, by hook weight, waiting for Jobs to complete, with their delete
+policies (see docs/PRODUCTS.md, "Helm hooks"); test hooks are dropped. Each
+hook and what became of it is printed on standard error. The chart's name, version
 and appVersion are recorded in the ConfigMap's annotations
 (installstrategy.io/helm-chart, -chart-version, -app-version). NOTES.txt is
 not rendered into the strategy (see docs/PRODUCTS.md, Helm semantics).

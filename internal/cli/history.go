@@ -407,6 +407,7 @@ the same way.`,
 			}
 			f.name = owner.Name
 			f.replace = true // the revision held other objects: prune them
+			f.rollback = true
 			p, l, err := o.observeLoaded(ctx, l, &f)
 			if err != nil {
 				return err

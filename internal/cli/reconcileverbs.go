@@ -35,7 +35,10 @@ import (
 // reconcileFlags are the flags plan, apply and diff --live share.
 type reconcileFlags struct {
 	// name is the installation's name (--name); "" means defaultName.
-	name      string
+	name string
+	// rollback plans and runs the strategy's Helm hooks of the rollback
+	// phases (reconcile.Options.Rollback); set by rollback, not a flag.
+	rollback  bool
 	adopt     bool
 	replace   bool
 	observed  string
@@ -359,7 +362,7 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	if err != nil {
 		return nil, l, err
 	}
-	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow})
+	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow, Rollback: f.rollback})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
@@ -787,6 +790,7 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,
+		Rollback:          f.rollback,
 		OnEvent: func(e reconcile.Event) {
 			if e.Type == reconcile.EventProgress {
 				view.progress(e.Progress)
@@ -798,6 +802,10 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 				reason := ""
 				if e.Reason != "" {
 					reason = " (" + e.Reason + ")"
+				}
+				if strings.HasPrefix(e.Step, "hook ") {
+					// A Helm hook: its phase leads (see docs/PRODUCTS.md).
+					reason = " (" + e.Step + ")" + reason
 				}
 				fmt.Fprintf(out, "  %-9s %s%s\n", e.Action, e.Ref, reason)
 			default:

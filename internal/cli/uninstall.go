@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -67,6 +69,12 @@ An installation an Installation drives is removed by deleting the Installation.`
 			opts := reconcile.UninstallOptions{
 				Owner: owner, KeepCRDs: keepCRDs, Wait: wait, SystemConsent: consent,
 				OnEvent: func(e reconcile.Event) {
+					if strings.HasPrefix(e.Step, "hook ") {
+						if e.Ref != (strategy.ObjectRef{}) {
+							fmt.Fprintf(out, "  %s: %s %s\n", e.Step, e.Action, e.Ref)
+						}
+						return
+					}
 					if e.Action == apply.ActionDelete {
 						fmt.Fprintf(out, "  delete %s\n", e.Ref)
 					} else {
@@ -78,6 +86,16 @@ An installation an Installation drives is removed by deleting the Installation.`
 			rc, err := c.reconciler()
 			if err != nil {
 				return err
+			}
+			// Helm hooks of the delete phases run around the uninstall
+			// when the strategy it runs is verified (its current
+			// revision, anchored in the namespace): hooks are code the
+			// cluster runs, never taken from an unverified ConfigMap.
+			installed, why := c.installedStrategy(ctx, o, owner)
+			if installed != nil {
+				opts.Strategy = installed
+			} else {
+				fmt.Fprintf(o.streams.ErrOut, "installation %s: no delete hooks run: %s\n", owner, why)
 			}
 			// Webhooks and APIServices go first, so that one whose backend
 			// is down cannot refuse the deletions that follow; then the
@@ -106,4 +124,33 @@ An installation an Installation drives is removed by deleting the Installation.`
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
 	cmd.Flags().StringArrayVar(&systemObjects, "allow-system-object", nil, "let uninstall delete this system object the installation took over (see apply --allow-system-object), named KIND[.GROUP]/NAME or KIND[.GROUP]/NAMESPACE/NAME (repeat the flag for more)")
 	return cmd
+}
+
+// installedStrategy returns the strategy the plugin installation owner
+// runs: its current revision, when the namespace's anchor records it and
+// its ConfigMap holds exactly what the anchor says (see history); nil and
+// the reason otherwise.
+func (c *cluster) installedStrategy(ctx context.Context, o *options, owner inventory.Owner) (*strategy.Strategy, string) {
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return nil, err.Error()
+	}
+	anchor, err := history.NewStore(c.kube).Anchor(ctx, owner)
+	if err != nil {
+		return nil, err.Error()
+	}
+	a := anchor.Current()
+	if a == nil {
+		return nil, "no anchored revision"
+	}
+	h, err := history.NewStore(c.kube).Get(ctx, owner)
+	if err != nil {
+		return nil, err.Error()
+	}
+	recorded, _ := h.Get(a.Revision)
+	l, status, reason := c.checkAnchored(ctx, dopts, owner, recorded, a)
+	if status != revisionVerified {
+		return nil, fmt.Sprintf("revision %d is %s: %s", a.Revision, status, reason)
+	}
+	return l.Strategy, ""
 }

@@ -43,6 +43,10 @@ const (
 	// can remove them), but it no longer holds the product's cluster-scoped
 	// objects against another installation (see Store.Holder).
 	ReleasedAnnotation = "installstrategy.io/released"
+	// HooksRanAnnotation records the strategy whose Helm hooks ran last
+	// (Inventory.HooksRan): a reconcile of the same strategy runs them no
+	// more.
+	HooksRanAnnotation = "installstrategy.io/hooks-ran"
 	// NamePrefix starts every inventory ConfigMap's name.
 	NamePrefix = "installstrategy-inventory-"
 )
@@ -70,6 +74,9 @@ type Inventory struct {
 	// Released is true for an installation uninstalled with its CRDs
 	// kept (ReleasedAnnotation); any other write clears it.
 	Released bool
+	// HooksRan names the strategy whose hooks ran last
+	// (HooksRanAnnotation); "" when none did.
+	HooksRan string
 	// resourceVersion of the ConfigMap read, "" for a new inventory.
 	resourceVersion string
 	// ownerRefs of the ConfigMap read.
@@ -173,6 +180,7 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 	inv.ownerRefs = cm.OwnerReferences
 	inv.Version = cm.Annotations[VersionAnnotation]
 	_, inv.Released = cm.Annotations[ReleasedAnnotation]
+	inv.HooksRan = cm.Annotations[HooksRanAnnotation]
 	data, key := cm.Data[ObjectsKey], "data."+ObjectsKey
 	if gz, ok := cm.BinaryData[ObjectsGzipKey]; ok {
 		key = "binaryData." + ObjectsGzipKey
@@ -182,7 +190,7 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 		}
 		data = string(text)
 	}
-	inv.stored = contentOf(inv.Version, inv.Released, data)
+	inv.stored = contentOf(inv.Version, inv.Released, inv.HooksRan, data)
 	var entries []Entry
 	if data != "" {
 		if err := json.Unmarshal([]byte(data), &entries); err != nil {
@@ -221,7 +229,7 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 	if err != nil {
 		return fmt.Errorf("inventory of %s: %w", o, err)
 	}
-	content := contentOf(inv.Version, inv.Released, string(data))
+	content := contentOf(inv.Version, inv.Released, inv.HooksRan, string(data))
 	if inv.resourceVersion != "" && content == inv.stored {
 		return nil
 	}
@@ -247,6 +255,9 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 	if inv.Released {
 		cm.Annotations[ReleasedAnnotation] = "true"
 	}
+	if inv.HooksRan != "" {
+		cm.Annotations[HooksRanAnnotation] = inv.HooksRan
+	}
 	if s.OwnerReference != nil && len(cm.OwnerReferences) == 0 {
 		cm.OwnerReferences = []metav1.OwnerReference{*s.OwnerReference}
 	}
@@ -271,8 +282,8 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 
 // contentOf is what an inventory's ConfigMap holds, compared to skip a write
 // of the same.
-func contentOf(version string, released bool, objects string) string {
-	return fmt.Sprintf("%s\n%t\n%s", version, released, objects)
+func contentOf(version string, released bool, hooksRan, objects string) string {
+	return fmt.Sprintf("%s\n%t\n%s\n%s", version, released, hooksRan, objects)
 }
 
 // Delete removes an owner's inventory (absent is fine).

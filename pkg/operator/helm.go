@@ -232,5 +232,5 @@ func hookSummary(hooks []helmspec.Hook) string {
 			dropped++
 		}
 	}
-	return fmt.Sprintf("%d hooks kept as objects, %d dropped", kept, dropped)
+	return fmt.Sprintf("%d hooks kept (run in their phases), %d dropped", kept, dropped)
 }

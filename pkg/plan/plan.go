@@ -138,6 +138,10 @@ type Plan struct {
 	// not meet (strategy.Requirements): a reconcile refuses before any
 	// write while one is.
 	Unmet []string `json:"unmet,omitempty"`
+	// Hooks are the Helm hook phases around the steps (PlanHooks): the
+	// pre-* phase runs before the first step, the post-* phase after the
+	// last one, before prune.
+	Hooks []HookPlan `json:"hooks,omitempty"`
 }
 
 // Refused returns the CRD changes a reconcile would refuse.

@@ -59,11 +59,28 @@ func (p *Plan) Print(w io.Writer) error {
 			fmt.Fprintf(tw, "\t\t\t  identity annotations: %s\n", identitySummary(identity, fields > 0))
 		}
 	}
+	hooks := func(post bool) {
+		for _, hp := range p.Hooks {
+			if hp.Post != post {
+				continue
+			}
+			for _, it := range hp.Hooks {
+				if hp.Skipped != "" {
+					it.Action, it.Reason = "-", it.Reason+"; "+hp.Skipped
+				} else {
+					it.Action = "run"
+				}
+				line("hook "+string(hp.Phase), it)
+			}
+		}
+	}
+	hooks(false)
 	for _, st := range p.Steps {
 		for _, it := range st.Items {
 			line(st.Name, it)
 		}
 	}
+	hooks(true)
 	for _, it := range p.Prune {
 		line(PruneStep, it)
 	}

@@ -132,6 +132,10 @@ type Options struct {
 	// zero value, PreflightChanges, does when the run moves an
 	// installation from one version to another.
 	ServerPreflight PreflightMode
+	// Rollback says the run rolls the installation back to an earlier
+	// strategy: its Helm hooks run in the pre-rollback and post-rollback
+	// phases instead of pre-upgrade and post-upgrade (see hooks.go).
+	Rollback bool
 }
 
 func (o *Options) defaults() {
@@ -258,7 +262,9 @@ type run struct {
 	original *strategy.Strategy
 	// req is what the strategy declares the cluster must offer (nil
 	// when it declares nothing); s no longer holds it.
-	req     *strategy.Requirements
+	req *strategy.Requirements
+	// checked is set once beforeFirstWrite passed.
+	checked bool
 	a       *apply.Applier
 	kube    kubernetes.Interface
 	checker *health.Checker
@@ -391,25 +397,28 @@ func (r *run) emit(e Event) {
 	r.opts.OnEvent(e)
 }
 
+// beforeFirstWrite runs, once per run, the checks that precede its first
+// write (the pre-hooks' included): the cluster-scoped objects are not
+// another live installation's (ClaimedError); no CRD change loses or
+// invalidates what custom resources hold unless an override accepts it;
+// the cluster offers what the strategy requires; the API server takes
+// every object the run would write (a server-side dry run).
+func (r *run) beforeFirstWrite(ctx context.Context) error {
+	if r.checked {
+		return nil
+	}
+	for _, check := range []func(context.Context) error{r.claim, r.crdPreflight, r.declaredPreflight, r.serverPreflight} {
+		if err := check(ctx); err != nil {
+			return err
+		}
+	}
+	r.checked = true
+	return nil
+}
+
 func (r *run) run(ctx context.Context) (*Result, error) {
 	s, opts := r.s, r.opts
-	// Before any write: the cluster-scoped objects are not another live
-	// installation's (see ClaimedError).
-	if err := r.claim(ctx); err != nil {
-		return r.res, err
-	}
-	// Before any write: no CRD change loses or invalidates what custom
-	// resources hold, unless an override accepts it.
-	if err := r.crdPreflight(ctx); err != nil {
-		return r.res, err
-	}
-	// Before any write: the cluster offers what the strategy requires,
-	// and the API server takes every object the run would write (a
-	// server-side dry run).
-	if err := r.declaredPreflight(ctx); err != nil {
-		return r.res, err
-	}
-	if err := r.serverPreflight(ctx); err != nil {
+	if err := r.beforeFirstWrite(ctx); err != nil {
 		return r.res, err
 	}
 	if err := r.ensureNamespace(ctx, r.opts.Owner.Namespace); err != nil {

@@ -78,19 +78,26 @@ func (rc *Reconciler) applier(opts apply.Options) *apply.Applier {
 
 // Run makes the cluster match s (see the package function Run).
 func (rc *Reconciler) Run(ctx context.Context, s *strategy.Strategy, opts Options) (*Result, error) {
+	s, hooks := plan.SplitHooks(s)
 	r, err := rc.newRun(ctx, s, opts)
 	if err != nil {
 		return nil, err
+	}
+	if len(hooks) > 0 {
+		r.planHooks(hooks)
+		return r.runWithHooks(ctx, hooks)
 	}
 	return r.run(ctx)
 }
 
 // Plan returns what Run would do (see the package function Plan).
 func (rc *Reconciler) Plan(ctx context.Context, s *strategy.Strategy, opts Options) (*plan.Plan, error) {
+	s, hooks := plan.SplitHooks(s)
 	r, err := rc.newRun(ctx, s, opts)
 	if err != nil {
 		return nil, err
 	}
+	r.planHooks(hooks)
 	return r.plan(ctx)
 }
 
@@ -130,6 +137,9 @@ func Plan(ctx context.Context, cfg *rest.Config, s *strategy.Strategy, opts Opti
 // Uninstall deletes what the installation's inventory lists and still
 // carries its labels (see the package function Uninstall).
 func (rc *Reconciler) Uninstall(ctx context.Context, opts UninstallOptions) ([]strategy.ObjectRef, error) {
+	if opts.Strategy != nil {
+		return rc.uninstallWithHooks(ctx, opts)
+	}
 	return rc.uninstall(ctx, opts)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -42,6 +43,14 @@ type UninstallOptions struct {
 	// installation adopted that may be deleted; the zero value keeps them
 	// all (inventory.DeletionNeedsConsent).
 	SystemConsent inventory.SystemConsent
+	// Strategy, when set, is the strategy installed: its Helm hooks of the
+	// pre-delete phase run before anything is deleted, those of the
+	// post-delete phase after (and the namespaces they live in are
+	// deleted after them), as helm uninstall runs them. Nil runs none.
+	Strategy *strategy.Strategy
+	// deferNamespaces are namespaces this uninstall leaves, with their
+	// inventory entries, for a later one (post-delete hooks run in them).
+	deferNamespaces []string
 }
 
 func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]strategy.ObjectRef, error) {
@@ -65,6 +74,9 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 	if err != nil {
 		return nil, fmt.Errorf("uninstall: %w", err)
 	}
+	items = slices.DeleteFunc(items, func(it plan.Item) bool {
+		return it.Ref.GroupKind() == namespaceKind && slices.Contains(opts.deferNamespaces, it.Ref.Name)
+	})
 	emit := func(e Event) {
 		if opts.OnEvent != nil {
 			e.Step = "uninstall"
@@ -117,7 +129,7 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 	if err := errors.Join(errs...); err != nil {
 		return deleted, fmt.Errorf("uninstall: %w", err)
 	}
-	if opts.KeepCRDs && len(inv.Entries) > 0 {
+	if (opts.KeepCRDs || len(opts.deferNamespaces) > 0) && len(inv.Entries) > 0 {
 		// The kept CRDs stay recorded, so a later uninstall can remove them;
 		// another installation of the product may take them over.
 		inv.Released = true

@@ -27,7 +27,7 @@ const (
 	ChartVersionAnnotation = helmspec.ChartVersionAnnotation
 	// ChartAppVersionAnnotation holds the chart's appVersion.
 	ChartAppVersionAnnotation = helmspec.ChartAppVersionAnnotation
-	// HookKept: the hook's object is an ordinary object of the strategy.
+	// HookKept: the hook's object is in the strategy, marked as a hook.
 	HookKept = helmspec.HookKept
 	// HookDropped: the hook's object is not in the strategy.
 	HookDropped = helmspec.HookDropped
@@ -58,16 +58,15 @@ func (InProcess) RenderArchive(ctx context.Context, name string, archive []byte,
 	return HelmArchive(ctx, name, archive, vals, opts)
 }
 
-// keptEvents are the events of hooks that run on install or upgrade: a
-// strategy is what install and upgrade apply, so such a hook's object
-// belongs to it.
-var keptEvents = []release.HookEvent{release.HookPreInstall, release.HookPostInstall, release.HookPreUpgrade, release.HookPostUpgrade}
+// keptEvents are the events of hooks a strategy keeps: those of install,
+// upgrade, rollback and uninstall, which the reconciler runs around what it
+// does (pkg/plan's SplitHooks, pkg/reconcile's hooks.go), as Helm does.
+var keptEvents = []release.HookEvent{release.HookPreInstall, release.HookPostInstall, release.HookPreUpgrade, release.HookPostUpgrade, release.HookPreRollback, release.HookPostRollback, release.HookPreDelete, release.HookPostDelete}
 
-// classify decides what becomes of a hook: one that runs on install or
-// upgrade is kept, test, delete and rollback hooks are dropped (a strategy
-// is applied, never tested, deleted or rolled back by Helm's rules:
-// uninstall deletes what was applied and rollback applies the older
-// strategy).
+// classify decides what becomes of a hook: one that runs on install,
+// upgrade, rollback or delete is kept in the strategy with its annotations,
+// which mark it as a hook (it is not one of the release's objects); a test
+// hook is dropped (helm test runs it, install does not).
 func classify(h *release.Hook) Hook {
 	out := Hook{Kind: h.Kind, Name: h.Name, Path: h.Path}
 	for _, e := range h.Events {
@@ -76,13 +75,13 @@ func classify(h *release.Hook) Hook {
 	switch {
 	case slices.ContainsFunc(h.Events, func(e release.HookEvent) bool { return slices.Contains(keptEvents, e) }):
 		out.Action = HookKept
-		out.Reason = "an object of the strategy, applied in its kind's stage with the others on every install and upgrade, not deleted after it runs"
+		out.Reason = "a hook of the strategy, marked by its helm.sh/hook annotations: run in its phases as Helm runs it, not one of the release's objects"
 	case slices.Contains(h.Events, release.HookTest):
 		out.Action = HookDropped
 		out.Reason = "a test hook: helm test runs it, install does not"
 	default:
 		out.Action = HookDropped
-		out.Reason = "runs only on delete or rollback: uninstall deletes what was applied, rollback applies the older strategy"
+		out.Reason = "runs on no event of install, upgrade, rollback or uninstall"
 	}
 	return out
 }

@@ -121,7 +121,7 @@ func TestHelmRendersAsHelmTemplate(t *testing.T) {
 		{name: "metallb with values", chart: "metallb-v0.15.3", opts: render.HelmOptions{Namespace: "metallb-system", ReleaseName: "lb", Set: []string{"speaker.enabled=false", "controller.logLevel=debug"}}, want: map[string]int{"CustomResourceDefinition": 9, "DaemonSet": 0, "Deployment": 1}},
 		{name: "ingress-nginx 4.14.5 archive", chart: "ingress-nginx-4.14.5.tgz", opts: render.HelmOptions{Namespace: "ingress-nginx"}, want: map[string]int{"Job": 2, "Deployment": 1, "ValidatingWebhookConfiguration": 1}},
 		{name: "ingress-nginx 4.15.1 archive", chart: "ingress-nginx-4.15.1.tgz", opts: render.HelmOptions{Namespace: "ingress-nginx", Set: []string{"controller.replicaCount=2"}, APIVersions: []string{"monitoring.coreos.com/v1"}}, want: map[string]int{"Job": 2, "Deployment": 1}},
-		{name: "hooks chart", chart: "../hooks", opts: render.HelmOptions{ValuesFiles: []string{"testdata/hooks-values.yaml"}, Set: []string{"greeting=hi"}, APIVersions: []string{"example.com/v1"}, ReleaseName: "h", Namespace: "demo"}, want: map[string]int{"CustomResourceDefinition": 1, "ConfigMap": 1, "Job": 1, "Pod": 0}},
+		{name: "hooks chart", chart: "../hooks", opts: render.HelmOptions{ValuesFiles: []string{"testdata/hooks-values.yaml"}, Set: []string{"greeting=hi"}, APIVersions: []string{"example.com/v1"}, ReleaseName: "h", Namespace: "demo"}, want: map[string]int{"CustomResourceDefinition": 1, "ConfigMap": 2, "Job": 1, "Pod": 0}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			chart := filepath.Join(charts, tc.chart)
@@ -180,8 +180,9 @@ func TestHelmRendersAsHelmTemplate(t *testing.T) {
 	}
 }
 
-// Install and upgrade hooks are kept as objects of the strategy; test,
-// delete and rollback hooks are dropped; every hook is reported.
+// Install, upgrade, rollback and delete hooks are kept in the strategy
+// with their hook annotations; test hooks are dropped; every hook is
+// reported.
 func TestHelmHooks(t *testing.T) {
 	helmEnv(t)
 	got, err := helmchart.Helm(context.Background(), "testdata/hooks", render.HelmOptions{})
@@ -194,7 +195,7 @@ func TestHelmHooks(t *testing.T) {
 	}
 	sort.Strings(report)
 	want := []string{
-		"ConfigMap/hooks-goodbye pre-delete dropped",
+		"ConfigMap/hooks-goodbye pre-delete kept",
 		"Job/hooks-setup pre-install,pre-upgrade kept",
 		"Pod/hooks-test test dropped",
 	}
@@ -207,8 +208,8 @@ func TestHelmHooks(t *testing.T) {
 		}
 	}
 	objs := kinds(objects(t, string(got.Manifests)))
-	if objs["Job"] != 1 || objs["Pod"] != 0 || objs["ConfigMap"] != 1 || objs["CustomResourceDefinition"] != 1 {
-		t.Errorf("objects by kind %v, want the Job hook, the ConfigMap and the CRD, no test Pod or pre-delete ConfigMap", objs)
+	if objs["Job"] != 1 || objs["Pod"] != 0 || objs["ConfigMap"] != 2 || objs["CustomResourceDefinition"] != 1 {
+		t.Errorf("objects by kind %v, want the Job hook, the ConfigMap, the pre-delete ConfigMap hook and the CRD, no test Pod", objs)
 	}
 	wantChart := render.Chart{Name: "hooks", Version: "1.2.3", AppVersion: "4.5"}
 	if got.Chart != wantChart {

@@ -33,10 +33,11 @@ func ExampleHelm() {
 	}
 	// Output:
 	// hooks 1.2.3 4.5
-	// ConfigMap hooks-goodbye pre-delete dropped
+	// ConfigMap hooks-goodbye pre-delete kept
 	// Pod hooks-test test dropped
 	// Job hooks-setup pre-install,pre-upgrade kept
 	// CustomResourceDefinition widgets.example.com
 	// Job hooks-setup
 	// ConfigMap hooks-config
+	// ConfigMap hooks-goodbye
 }

@@ -205,8 +205,8 @@ func (c Chart) Annotations() map[string]string {
 type HookAction string
 
 const (
-	// HookKept: the hook's object is an ordinary object of the strategy,
-	// applied in its kind's stage of every install and upgrade.
+	// HookKept: the hook's object is in the strategy with its Helm hook
+	// annotations, which the reconciler runs in the hook's phases.
 	HookKept HookAction = "kept"
 	// HookDropped: the hook's object is not in the strategy.
 	HookDropped HookAction = "dropped"
