@@ -29,7 +29,7 @@ func TestClusterPluginRunsHelmHooks(t *testing.T) {
 	ns := env.Namespace(ctx, t)
 	pi := &productInstall{Product: productdata.Product{Name: "hooks"}, ns: ns, name: ns, encoded: map[string]string{}}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
-		code, out, errOut := run(t, nil, "encode", "--from-helm", filepath.Join(renderTestdata, "hooks"), "-n", ns, "--kube-version", "v1.36.3", "--version", v, "--set", "greeting="+v)
+		code, out, errOut := run(t, nil, "encode", "--from-helm", filepath.Join(renderTestdata, "hooks"), "-n", ns, "--kube-version", "v1.36.3", "--strategy-version", v, "--set", "greeting="+v)
 		if code != 0 {
 			t.Fatalf("encode: exit %d: %s", code, errOut)
 		}

@@ -357,6 +357,17 @@ func (a *Applier) WithOptions(opts Options) *Applier {
 	return out
 }
 
+// DryRunner returns an applier like a whose writes are server-side dry
+// runs, sharing what a's Probe found (a dry run writes nothing, so it does
+// not end what the probe knows of an object).
+func (a *Applier) DryRunner() *Applier {
+	opts := a.opts
+	opts.DryRun = true
+	out := a.WithOptions(opts)
+	out.absent, out.listed, out.listedMeta = a.absent, a.listed, a.listedMeta
+	return out
+}
+
 // Direct returns an applier sharing clients and mapper that reads every
 // live object from the API server: for an apply right after a write by
 // another path (a patch), which a cache may not have seen yet.
@@ -848,7 +859,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	case ActionConflict:
 		return res, a.conflictOf(ref, live, ClaimOf(live, a.opts.Owner))
 	}
-	if a.absent != nil {
+	if a.absent != nil && !a.opts.DryRun {
 		// Whatever the write does, later reads ask the API server.
 		a.absent.Delete(keyOf(obj))
 		a.listed.Delete(keyOf(obj))

@@ -92,9 +92,7 @@ func Observe(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strateg
 // None or NoneOnDryRun, so none refuses a dry run for its side effects.
 func ObserveItems(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strategy, opts ObserveOptions) error {
 	crdKinds := CRDKinds(s)
-	aopts := a.Options()
-	aopts.DryRun = true
-	dry := a.WithOptions(aopts)
+	dry := a.DryRunner()
 	o := &observer{a: a, dry: dry, crdKinds: crdKinds, opts: opts, namespaces: map[string]bool{}}
 
 	var (

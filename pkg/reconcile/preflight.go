@@ -105,7 +105,10 @@ func (r *run) serverPreflight(ctx context.Context) error {
 		return fmt.Errorf("server-side preflight: %w", err)
 	}
 	p := plan.Build(r.s, plan.Options{Observed: r.opts.Observed, Roles: r.opts.Roles})
-	err = plan.ObserveItems(ctx, r.a, p, r.s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, Desired: certs.desired, Inventory: r.inv})
+	// One list per resource and namespace rather than a read per object
+	// (apply.Probe), shared by the dry runs.
+	a := r.a.Probe(ctx, r.s.Objects)
+	err = plan.ObserveItems(ctx, a, p, r.s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, Desired: certs.desired, Inventory: r.inv})
 	if err == nil {
 		return nil
 	}
