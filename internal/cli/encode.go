@@ -171,7 +171,7 @@ kubectl kustomize DIR does (same options, same order).`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&version, "version", "", "with --from-helm: the chart's version (a version or a semver range, as helm's --version); otherwise the strategy's product version, as --strategy-version")
+	cmd.Flags().StringVar(&version, "version", "", "with --from-helm: the chart's version (a version or a semver range, as helm's --version; an oci:// chart without a tag needs a version, its tag); otherwise the strategy's product version, as --strategy-version")
 	cmd.Flags().StringVar(&id.Version, "strategy-version", "", "the strategy's product version (required without --from-helm, where --version says the same; with --from-helm the chart's version by default)")
 	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
 	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")

@@ -1,6 +1,7 @@
 // Package helmchart renders a chart the way the helm CLI finds and
 // configures it: a chart folder, a packaged chart (.tgz) or an oci://
-// reference pulled with Helm's registry client and credentials, values
+// reference pulled with pkg/oci's bounded client and Helm's registry
+// credentials, values
 // files and --set expressions merged as helm merges them. The rendering
 // itself is pkg/render's; this package adds what needs Helm's CLI, getter
 // and registry packages, which a program that renders charts it already
@@ -18,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/google/go-containerregistry/pkg/authn"
 	"helm.sh/helm/v4/pkg/chart"
 	"helm.sh/helm/v4/pkg/chart/loader"
 	"helm.sh/helm/v4/pkg/chart/loader/archive"
@@ -27,7 +29,10 @@ import (
 	"helm.sh/helm/v4/pkg/downloader"
 	"helm.sh/helm/v4/pkg/getter"
 	"helm.sh/helm/v4/pkg/registry"
+	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/credentials"
 
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -39,7 +44,7 @@ import (
 // repo update cached it), a chart name with opts.RepoURL (--repo), or an
 // oci:// reference (registry credentials from Helm's registry config), of
 // opts.ChartVersion when set. Downloads of http(s) charts and indexes are
-// bounded by MaxDownloadBytes. Nothing is sent to a cluster. Errors name
+// bounded by MaxDownloadBytes, oci:// pulls by pkg/oci's bounds. Nothing is sent to a cluster. Errors name
 // the input at fault: the chart or its URL, a values file, a --set
 // expression, or the template and its line (Helm's own message).
 func Helm(ctx context.Context, ref string, opts render.HelmOptions) (*render.HelmResult, error) {
@@ -128,7 +133,7 @@ func load(ctx context.Context, settings *cli.EnvSettings, ref string, opts rende
 	case opts.RepoURL != "":
 		loaded, err = loadBytes(fromRepoURL(ctx, opts.RepoURL, ref, opts.ChartVersion, MaxDownloadBytes))
 	case registry.IsOCI(ref):
-		loaded, err = pullOCI(settings, ref, opts)
+		loaded, err = pullOCI(ctx, settings, ref, opts)
 	case isURL(ref):
 		data, dlErr := download(ctx, ref, nil, MaxDownloadBytes)
 		loaded, err = loadBytes(data, ref, dlErr)
@@ -251,38 +256,75 @@ func updateDependencies(settings *cli.EnvSettings, folder string) (*chartv2.Char
 	return chrt, nil
 }
 
-// pullOCI downloads an oci:// reference (at opts.ChartVersion, when set)
-// with Helm's registry client into a temporary folder, and loads it.
-func pullOCI(settings *cli.EnvSettings, ref string, opts render.HelmOptions) (chart.Charter, error) {
-	ropts := []registry.ClientOption{registry.ClientOptWriter(io.Discard), registry.ClientOptCredentialsFile(settings.RegistryConfig)}
-	if opts.PlainHTTP {
-		ropts = append(ropts, registry.ClientOptPlainHTTP())
-	}
-	rc, err := registry.NewClient(ropts...)
+// pullOCI pulls an oci:// chart with pkg/oci's bounded client (manifests
+// within oci.MaxManifestBytes, the archive within render.MaxArchiveBytes,
+// each refused as a *trust.RefusedError before it is read in full), with
+// the credentials of Helm's registry config (then docker's, as Helm falls
+// back), over plain HTTP with opts.PlainHTTP, and loads it through
+// render.LoadArchive. A reference without a tag takes opts.ChartVersion as
+// its tag, which must then be a version, not a range (Helm would list the
+// repository's tags); with a tag, the chart's version is checked against
+// opts.ChartVersion.
+func pullOCI(ctx context.Context, settings *cli.EnvSettings, ref string, opts render.HelmOptions) (chart.Charter, error) {
+	tagged, err := ociTag(ref, opts.ChartVersion)
 	if err != nil {
-		return nil, fmt.Errorf("chart %s: registry client: %w", ref, err)
+		return nil, err
 	}
-	dir, err := os.MkdirTemp("", "installstrategy-chart-")
+	c, err := oci.New(oci.Options{Keychain: helmKeychain{ctx: ctx, path: settings.RegistryConfig}, Insecure: opts.PlainHTTP})
 	if err != nil {
 		return nil, fmt.Errorf("chart %s: %w", ref, err)
 	}
-	defer func() { _ = os.RemoveAll(dir) }()
-	gopts := []getter.Option{getter.WithRegistryClient(rc)}
-	if opts.PlainHTTP {
-		gopts = append(gopts, getter.WithPlainHTTP(true))
-	}
-	dl := downloader.ChartDownloader{
-		Out:              io.Discard,
-		Getters:          getter.All(settings),
-		Options:          gopts,
-		RegistryClient:   rc,
-		RepositoryConfig: settings.RepositoryConfig,
-		RepositoryCache:  settings.RepositoryCache,
-		Cache:            &downloader.DiskCache{Root: dir},
-	}
-	path, _, err := dl.DownloadTo(ref, opts.ChartVersion, dir)
+	a, err := c.PullChart(ctx, tagged, render.MaxArchiveBytes)
 	if err != nil {
 		return nil, fmt.Errorf("pull chart %s: %w", ref, err)
 	}
-	return loadPath(ref, path)
+	loaded, err := loadBytes(a.Text, ref, nil)
+	if err != nil {
+		return nil, err
+	}
+	return loaded, checkVersion(loaded, ref, opts.ChartVersion)
+}
+
+// ociTag returns ref with version as its tag (Helm's: "+" written "_")
+// when ref names no tag or digest.
+func ociTag(ref, version string) (string, error) {
+	rest := strings.TrimPrefix(ref, oci.Scheme)
+	if last := rest[strings.LastIndexByte(rest, '/')+1:]; strings.ContainsAny(last, ":@") {
+		return ref, nil
+	}
+	if version == "" {
+		return "", fmt.Errorf("chart %s: the reference names no tag: give one (oci://HOST/REPOSITORY/CHART:VERSION) or --version VERSION (the newest tag is not looked up)", ref)
+	}
+	if _, err := semver.NewVersion(version); err != nil {
+		return "", fmt.Errorf("chart %s: --version %q is not a version: an oci:// chart without a tag needs --version to be an exact version (a range would list the repository's tags, which is not done)", ref, version)
+	}
+	return ref + ":" + strings.ReplaceAll(version, "+", "_"), nil
+}
+
+// helmKeychain finds registry credentials as Helm's registry client does:
+// in Helm's registry config (docker's config.json format, its credential
+// helpers included), then in docker's.
+type helmKeychain struct {
+	ctx  context.Context
+	path string
+}
+
+func (k helmKeychain) Resolve(r authn.Resource) (authn.Authenticator, error) {
+	store, err := credentials.NewStore(k.path, credentials.StoreOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("registry config %s: %w", k.path, err)
+	}
+	var s credentials.Store = store
+	if docker, err := credentials.NewStoreFromDocker(credentials.StoreOptions{}); err == nil {
+		s = credentials.NewStoreWithFallbacks(store, docker)
+	}
+	cred, err := s.Get(k.ctx, r.RegistryStr())
+	if err != nil {
+		return nil, fmt.Errorf("registry credentials for %s: %w", r.RegistryStr(), err)
+	}
+	if cred == (auth.Credential{}) {
+		return authn.Anonymous, nil
+	}
+	return authn.FromConfig(authn.AuthConfig{Username: cred.Username, Password: cred.Password,
+		IdentityToken: cred.RefreshToken, RegistryToken: cred.AccessToken}), nil
 }
