@@ -26,7 +26,7 @@ func TestHookNeverDeletesAForeignObject(t *testing.T) {
 	env := testenv.New(t)
 	ctx := t.Context()
 	ns := env.Namespace(ctx, t)
-	foreign := func(name string) {
+	foreign := func(t *testing.T, name string) {
 		t.Helper()
 		cm := &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"owner": "someone-else"}},
@@ -36,7 +36,7 @@ func TestHookNeverDeletesAForeignObject(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	theirs := func(name string) {
+	theirs := func(t *testing.T, name string) {
 		t.Helper()
 		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -46,7 +46,7 @@ func TestHookNeverDeletesAForeignObject(t *testing.T) {
 			t.Errorf("%s after the run: data %v, want someone else's", name, cm.Data)
 		}
 	}
-	refused := func(err error, phase, name, policy string) {
+	refused := func(t *testing.T, err error, phase, name, policy string) {
 		t.Helper()
 		var step *reconcile.StepError
 		if !errors.As(err, &step) || step.Step != "hook "+phase {
@@ -59,22 +59,22 @@ func TestHookNeverDeletesAForeignObject(t *testing.T) {
 	}
 
 	t.Run("before-hook-creation", func(t *testing.T) {
-		foreign("bhc")
+		foreign(t, "bhc")
 		s := hookStrategy("v1", configMapObject(ns, "app-bhc"), asHook(configMapObject(ns, "bhc"), "pre-install", "", "before-hook-creation"))
 		_, err := reconcile.Run(ctx, env.Config, s, reconcile.Options{Owner: inventory.Owner{Namespace: ns, Name: "bhc"}, StageDeadline: time.Minute})
-		refused(err, "pre-install", "bhc", "before-hook-creation")
-		theirs("bhc")
+		refused(t, err, "pre-install", "bhc", "before-hook-creation")
+		theirs(t, "bhc")
 		if exists(t, env, ns, "ConfigMap", "app-bhc") {
 			t.Error("the release's ConfigMap was applied after the hook was refused")
 		}
 	})
 
 	t.Run("hook-failed", func(t *testing.T) {
-		foreign("failed")
+		foreign(t, "failed")
 		s := hookStrategy("v1", configMapObject(ns, "app-failed"), asHook(configMapObject(ns, "failed"), "pre-install", "", "hook-failed"))
 		_, err := reconcile.Run(ctx, env.Config, s, reconcile.Options{Owner: inventory.Owner{Namespace: ns, Name: "failed"}, StageDeadline: time.Minute})
-		refused(err, "pre-install", "failed", "hook-failed")
-		theirs("failed")
+		refused(t, err, "pre-install", "failed", "hook-failed")
+		theirs(t, "failed")
 	})
 
 	t.Run("hook-succeeded", func(t *testing.T) {
@@ -97,7 +97,7 @@ func TestHookNeverDeletesAForeignObject(t *testing.T) {
 		}
 		s := hookStrategy("v1", configMapObject(ns, "app-succeeded"), asHook(configMapObject(ns, "succeeded"), "post-install", "", "hook-succeeded"))
 		_, err := reconcile.Run(ctx, env.Config, s, reconcile.Options{Owner: inventory.Owner{Namespace: ns, Name: "succeeded"}, StageDeadline: time.Minute, OnEvent: takeOver})
-		refused(err, "post-install", "succeeded", "hook-succeeded")
-		theirs("succeeded")
+		refused(t, err, "post-install", "succeeded", "hook-succeeded")
+		theirs(t, "succeeded")
 	})
 }
