@@ -149,14 +149,8 @@ func (r *Requirements) API(i int) (schema.GroupVersion, string) {
 func (r *Requirements) Check(serverVersion string, served func(gv schema.GroupVersion, kind string) (bool, error), nodeWith func(labels map[string]string) (bool, error), installed, target string) ([]string, error) {
 	var unmet []string
 	if r.KubernetesVersion != "" {
-		c, _ := semver.NewConstraint(r.KubernetesVersion)
-		v, err := semver.NewVersion(serverVersion)
-		switch {
-		case err != nil:
-			unmet = append(unmet, fmt.Sprintf("kubernetesVersion %q: the API server's version %q is not a semantic version", r.KubernetesVersion, serverVersion))
-		case !c.Check(v):
-			unmet = append(unmet, fmt.Sprintf("kubernetesVersion %q: the API server is %s", r.KubernetesVersion, serverVersion))
-		}
+		unmet = appendUnmet(unmet, "kubernetesVersion", r.KubernetesVersion, serverVersion,
+			"the API server's version %q is not a semantic version", "the API server is %s")
 	}
 	for i := range r.APIs {
 		gv, kind := r.API(i)
@@ -178,14 +172,23 @@ func (r *Requirements) Check(serverVersion string, served func(gv schema.GroupVe
 		}
 	}
 	if r.UpgradeFrom != "" && installed != "" && installed != target {
-		c, _ := semver.NewConstraint(r.UpgradeFrom)
-		v, err := semver.NewVersion(installed)
-		switch {
-		case err != nil:
-			unmet = append(unmet, fmt.Sprintf("upgradeFrom %q: the installed version %q is not a semantic version", r.UpgradeFrom, installed))
-		case !c.Check(v):
-			unmet = append(unmet, fmt.Sprintf("upgradeFrom %q: version %s is installed; upgrade through a version this one may follow", r.UpgradeFrom, installed))
-		}
+		unmet = appendUnmet(unmet, "upgradeFrom", r.UpgradeFrom, installed,
+			"the installed version %q is not a semantic version", "version %s is installed; upgrade through a version this one may follow")
 	}
 	return unmet, nil
+}
+
+// appendUnmet adds a line to unmet when version does not meet constraint
+// (parsed already by parseRequirements): notSemver or outside, each
+// formatted with version, after the field and its constraint.
+func appendUnmet(unmet []string, field, constraint, version, notSemver, outside string) []string {
+	c, _ := semver.NewConstraint(constraint)
+	v, err := semver.NewVersion(version)
+	switch {
+	case err != nil:
+		return append(unmet, fmt.Sprintf("%s %q: "+notSemver, field, constraint, version))
+	case !c.Check(v):
+		return append(unmet, fmt.Sprintf("%s %q: "+outside, field, constraint, version))
+	}
+	return unmet
 }
