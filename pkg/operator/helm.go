@@ -11,14 +11,16 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/ptr"
+
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
-	"github.com/installstrategy/installstrategy/pkg/strategy"
-	"github.com/installstrategy/installstrategy/pkg/trust"
+	"github.com/installstrategy/installstrategy/pkg/source"
 )
 
 // Bounds of a chart the operator renders: the chart runs as templates (in
@@ -33,8 +35,8 @@ const (
 	maxRenderedCharts = 64
 )
 
-// helmSource is the remote source of a Helm source.
-func helmSource(src *v1alpha1.HelmStrategySource) remoteSource {
+// helmRemote is the remote source of a Helm source.
+func helmRemote(src *v1alpha1.HelmStrategySource) remoteSource {
 	return remoteSource{what: "helm source", refs: []string{src.Chart}, Reference: src.Chart,
 		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "chart", verify: src.Verify,
 		pull: func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error) {
@@ -54,68 +56,53 @@ type rendered struct {
 	err error
 }
 
-// loadHelm resolves, pulls (unless cached) and judges the chart of the
-// Installation's Helm source exactly as an OCI source's artifact (same
-// clients, cache, pins and signatures), then renders it client-only with
-// the Installation's values. Nothing is rendered of an untrusted chart
-// (a *trust.UntrustedError).
-func (r *Reconciler) loadHelm(ctx context.Context, in *v1alpha1.Installation) (*remoteLoaded, error) {
+// helmSource is the Installation's Helm source: its chart resolved,
+// pulled (unless cached) and judged exactly as an OCI source's artifact
+// (same clients, cache, pins and signatures; a signature must bind the
+// chart's archive digest to the product and the chart's version), then
+// rendered client-only with the Installation's values. Nothing is
+// rendered of an untrusted chart (a *trust.UntrustedError).
+func (r *Reconciler) helmSource(ctx context.Context, in *v1alpha1.Installation) (sourceLoad, error) {
 	src := in.Spec.Strategy.Helm
-	p, c, ring, fresh, ref, err := r.fetchRemote(ctx, in, helmSource(src))
+	sl := sourceLoad{label: "helm", untrusted: true}
+	rem, f, err := r.remote(ctx, in, helmRemote(src), src.Product)
 	if err != nil {
-		return nil, err
+		return sl, err
 	}
-	a := p.a
-	product := productOf(src.Product, src.Chart, c)
-	verifiedBy := "pinned digest"
-	var signedProduct *string
-	if src.Digest == "" {
-		v, err := judgeChart(a, p.sigs, ring, product, in)
-		if err != nil {
-			p.trusted.Store(false) // read the signatures again next time
-			return nil, fmt.Errorf("helm source %s: %w", ref, err)
-		}
-		verifiedBy = "signed by " + v.Key
-		signedProduct = &product
-	} else if in.Spec.Version != "" && in.Spec.Version != a.Meta.Version {
-		return nil, fmt.Errorf("helm source %s (pinned %s): chart %s is version %s, spec.version asks for %s", ref, src.Digest, a.Meta.Product, a.Meta.Version, in.Spec.Version)
-	}
-	r.keepTrusted(helmSource(src), ref, p)
-	vals, valuesDigest, err := chartValues(src)
-	if err != nil {
-		return nil, fmt.Errorf("helm source %s: %w", ref, err)
-	}
+	rem.MaxTextBytes = MaxChartBytes
+	rem.Trusted = func(*oci.Artifact) { r.keepTrusted(helmRemote(src), f.ref, f.p) }
 	opts := helmspec.Options{ReleaseName: src.ReleaseName, Namespace: in.Namespace, KubeVersion: src.KubeVersion}
-	opts.Upgrade, opts.Revision = releaseOf(in, chartIdentifier(a.Digest, valuesDigest, opts))
-	res, err := r.renderChart(ctx, in, a, vals, valuesDigest, opts)
-	if err != nil {
-		return nil, fmt.Errorf("helm source %s: %w", ref, err)
+	valuesDigest := ""
+	render := func(ctx context.Context, a *oci.Artifact) (*helmspec.Result, error) {
+		vals, vd, err := chartValues(src)
+		if err != nil {
+			return nil, err
+		}
+		valuesDigest = vd
+		o := opts
+		o.Upgrade, o.Revision = releaseOf(in, chartIdentifier(a.Digest, vd, o))
+		return r.renderChart(ctx, in, a, vals, vd, o)
 	}
-	st, _, err := strategy.Parse(res.Manifests, strategy.ParseOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("helm source %s: rendered manifests: %w", ref, err)
+	sl.Source = source.Helm{Remote: rem, Product: rem.Expect.Product, Render: render,
+		Identifier: func(a *oci.Artifact) string { return chartIdentifier(a.Digest, valuesDigest, opts) }}
+	sl.wrap = func(err error) error {
+		if _, other := errors.AsType[*source.VersionError](err); other && f.p != nil {
+			return fmt.Errorf("helm source %s (pinned %s): %w", f.ref, src.Digest, err)
+		}
+		return f.wrap("helm source", err)
 	}
-	st.Identity = strategy.Identity{Version: res.Chart.Version, Identifier: chartIdentifier(a.Digest, valuesDigest, opts)}
-	return &remoteLoaded{strategy: st, digest: codec.Digest(res.Manifests), verifiedBy: verifiedBy, fresh: fresh,
-		pulled: fmt.Sprintf("pulled chart %s (%s %s), %s; %s", a.Reference, res.Chart.Name, res.Chart.Version, verifiedBy, hookSummary(res.Hooks)),
-		record: func(s *v1alpha1.StrategyStatus) {
-			s.Chart, s.ValuesDigest, s.Product = a.Reference, valuesDigest, signedProduct
-		}}, nil
-}
-
-// judgeChart is the trust policy of an unpinned chart, the OCI source's:
-// a signature by a trusted key must name the chart's manifest digest and
-// bind it to product, to the chart's version and archive digest, to
-// spec.version when set, and to a version no older than the deployed one
-// (unless spec.allowDowngrade). The error is a *trust.UntrustedError.
-func judgeChart(a *oci.Artifact, sigs []oci.Signature, ring *trust.KeyRing, product string, in *v1alpha1.Installation) (oci.Verified, error) {
-	verified, err := oci.Verify(sigs, a.Digest, ring)
-	if err != nil {
-		return oci.Verified{}, &trust.UntrustedError{Err: err}
+	sl.record = func(l *source.Loaded, st *v1alpha1.StrategyStatus) {
+		a, res := l.Artifact, l.Rendered
+		st.Chart, st.ValuesDigest, st.VerifiedBy = a.Reference, valuesDigest, l.VerifiedBy
+		if l.Statement != nil {
+			st.Product = ptr.To(l.Statement.Product)
+		}
+		if f.fresh {
+			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonStrategyPulled, "Load", "%s",
+				fmt.Sprintf("pulled chart %s (%s %s), %s; %s", a.Reference, res.Chart.Name, res.Chart.Version, l.VerifiedBy, hookSummary(res.Hooks)))
+		}
 	}
-	claims := trust.Statement{Product: product, Version: a.Meta.Version, Digest: codec.Digest(a.Text)}
-	return oci.CheckClaims(claims, verified, trust.Expect{Product: product, Version: in.Spec.Version, Digest: claims.Digest,
-		Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade})
+	return sl, nil
 }
 
 // chartValues decodes the source's values and returns them with the

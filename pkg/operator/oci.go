@@ -15,12 +15,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
-	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -134,8 +135,8 @@ type remoteSource struct {
 	pull func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error)
 }
 
-// ociSource is the remote source of an OCI strategy source.
-func ociSource(src *v1alpha1.OCIStrategySource) remoteSource {
+// ociRemote is the remote source of an OCI strategy source.
+func ociRemote(src *v1alpha1.OCIStrategySource) remoteSource {
 	return remoteSource{what: "oci source", refs: append([]string{src.Reference}, src.Mirrors...), Reference: src.Reference,
 		Digest: src.Digest, SecretRef: src.SecretRef, Insecure: src.Insecure, kind: "strategy", verify: src.Verify,
 		pull: func(ctx context.Context, c *oci.Client, ref string) (*oci.Artifact, error) { return c.Pull(ctx, ref) }}
@@ -203,59 +204,92 @@ func pinnedRef(ref, digest string) string {
 	return repo + "@" + digest
 }
 
-// remoteLoaded is a strategy from a registry (an OCI artifact, or a
-// rendered Helm chart), trusted.
-type remoteLoaded struct {
-	strategy *strategy.Strategy
-	// digest is the strategy text's; verifiedBy says why it was trusted.
-	digest, verifiedBy string
-	// fresh is set when the artifact was downloaded by this load (not
-	// served from the cache); pulled then says what, for the event.
-	fresh  bool
-	pulled string
-	// record fills the source's own fields of status.strategy.
-	record func(*v1alpha1.StrategyStatus)
+// remoteFetch is what the pull of a remote source leaves for after its
+// judgement: the artifact, whether this load downloaded it, and the
+// reference (or mirror) it came from.
+type remoteFetch struct {
+	p     *pulled
+	fresh bool
+	ref   string
 }
 
-// loadRemote loads the Installation's OCI or Helm source.
-func (r *Reconciler) loadRemote(ctx context.Context, in *v1alpha1.Installation) (*remoteLoaded, error) {
-	if in.Spec.StrategySourceType() == v1alpha1.StrategySourceHelm {
-		return r.loadHelm(ctx, in)
+// remote is an OCI or a Helm source as pkg/source judges it: its pull
+// (the operator's registry clients, cache, mirrors and shared pulls) and
+// what its artifact must be. A pinned digest is the Installation author's
+// choice; otherwise a signature by a trusted key (sourceKeys) must bind
+// the artifact's digest to the expected product (spec's, else the
+// repository's last path element), to spec.version when set, and to a
+// version no older than the deployed one (unless spec.allowDowngrade).
+func (r *Reconciler) remote(ctx context.Context, in *v1alpha1.Installation, src remoteSource, product string) (source.Remote, *remoteFetch, error) {
+	c, err := r.ociClient(ctx, in.Namespace, src)
+	if err != nil {
+		return source.Remote{}, nil, err
 	}
-	return r.loadOCI(ctx, in)
+	ring, err := r.sourceKeys(ctx, src.verify)
+	if err != nil {
+		return source.Remote{}, nil, err
+	}
+	f := &remoteFetch{}
+	pull := func(ctx context.Context) (*oci.Artifact, []oci.Signature, error) {
+		p, fresh, ref, err := r.fetchRemote(ctx, c, ring, src)
+		if err != nil {
+			return nil, nil, err
+		}
+		f.p, f.fresh, f.ref = p, fresh, ref
+		return p.a, p.sigs, nil
+	}
+	expect := trust.Expect{Product: productOf(product, src.Reference, c), Version: in.Spec.Version,
+		Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade}
+	return source.Remote{Pull: pull, Pinned: src.Digest != "", Keys: ring, Expect: expect}, f, nil
 }
 
-// loadOCI resolves, pulls (unless cached) and judges the Installation's OCI
-// source. Nothing is returned of an artifact that fails a check; an
-// untrusted one is a *trust.UntrustedError.
-func (r *Reconciler) loadOCI(ctx context.Context, in *v1alpha1.Installation) (*remoteLoaded, error) {
-	p, c, ring, fresh, ref, err := r.fetchRemote(ctx, in, ociSource(in.Spec.Strategy.OCI))
-	if err != nil {
-		return nil, err
+// wrap names the source and the reference in an error of a load that
+// pulled; a refused artifact's signatures are read again next time (a
+// trusted key's signature for another product or version may be
+// replaced by the right one).
+func (f *remoteFetch) wrap(what string, err error) error {
+	if f.p == nil {
+		return err // the pull's own, which names the reference
 	}
-	l, err := r.judgeOCI(in, c, ring, p)
-	if err != nil {
-		return nil, fmt.Errorf("oci source %s: %w", ref, err)
+	if errors.As(err, new(*trust.UntrustedError)) {
+		f.p.trusted.Store(false)
 	}
-	r.keepTrusted(ociSource(in.Spec.Strategy.OCI), ref, p)
-	l.fresh = fresh
-	return l, nil
+	return fmt.Errorf("%s %s: %w", what, f.ref, err)
+}
+
+// ociSource is the Installation's OCI source: resolved, pulled (unless
+// cached) and judged; a trusted artifact is cached, nothing is kept of
+// one that fails a check, and an untrusted one is a
+// *trust.UntrustedError.
+func (r *Reconciler) ociSource(ctx context.Context, in *v1alpha1.Installation) (sourceLoad, error) {
+	src := in.Spec.Strategy.OCI
+	sl := sourceLoad{label: "oci", untrusted: true}
+	rem, f, err := r.remote(ctx, in, ociRemote(src), src.Product)
+	if err != nil {
+		return sl, err
+	}
+	rem.Trusted = func(*oci.Artifact) { r.keepTrusted(ociRemote(src), f.ref, f.p) }
+	sl.Source = source.OCI{Remote: rem}
+	sl.wrap = func(err error) error { return f.wrap("oci source", err) }
+	sl.record = func(l *source.Loaded, st *v1alpha1.StrategyStatus) {
+		a := l.Artifact
+		st.OCI, st.VerifiedBy = a.Reference, l.VerifiedBy
+		if l.Statement != nil {
+			st.Product = ptr.To(l.Statement.Product)
+		}
+		if f.fresh {
+			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonStrategyPulled, "Load", "%s",
+				fmt.Sprintf("pulled %s (%s %s), %s", a.Reference, a.Meta.Product, a.Meta.Version, l.VerifiedBy))
+		}
+	}
+	return sl, nil
 }
 
 // fetchRemote resolves and pulls (unless cached) the source's artifact,
 // with its signatures when its digest is not pinned: the reference first,
-// then each mirror while the registry cannot be reached. It returns the
-// client, the key ring it was judged by, whether this call downloaded it,
-// and the reference it came from.
-func (r *Reconciler) fetchRemote(ctx context.Context, in *v1alpha1.Installation, src remoteSource) (p *pulled, c *oci.Client, ring *trust.KeyRing, fresh bool, from string, err error) {
-	c, err = r.ociClient(ctx, in.Namespace, src)
-	if err != nil {
-		return nil, nil, nil, false, "", err
-	}
-	ring, err = r.sourceKeys(ctx, src.verify)
-	if err != nil {
-		return nil, nil, nil, false, "", err
-	}
+// then each mirror while the registry cannot be reached. It returns
+// whether this call downloaded it, and the reference it came from.
+func (r *Reconciler) fetchRemote(ctx context.Context, c *oci.Client, ring *trust.KeyRing, src remoteSource) (p *pulled, fresh bool, from string, err error) {
 	var errs []error
 	for _, ref := range src.refs {
 		p, fresh, err := r.pullOCI(ctx, c, ring, src, ref)
@@ -268,13 +302,13 @@ func (r *Reconciler) fetchRemote(ctx context.Context, in *v1alpha1.Installation,
 			if errors.As(err, &untrusted) || errors.Is(err, oci.ErrNotStrategy) || errors.Is(err, oci.ErrNotChart) || errors.Is(err, codec.ErrDigestMismatch) {
 				// What the registry serves is wrong: a mirror of the same
 				// tag is no fallback for that.
-				return nil, nil, nil, false, "", errors.Join(errs...)
+				return nil, false, "", errors.Join(errs...)
 			}
 			continue
 		}
-		return p, c, ring, fresh, ref, nil
+		return p, fresh, ref, nil
 	}
-	return nil, nil, nil, false, "", errors.Join(errs...)
+	return nil, false, "", errors.Join(errs...)
 }
 
 // pullOCI returns the artifact ref names (by the pinned digest when one is
@@ -346,42 +380,6 @@ func (r *Reconciler) pullOCI(ctx context.Context, c *oci.Client, ring *trust.Key
 // trusted) under the digest it was pulled by.
 func (r *Reconciler) keepTrusted(src remoteSource, ref string, p *pulled) {
 	r.oci.keep(src.kind+" "+pinnedRef(ref, p.a.Digest), p)
-}
-
-// judgeOCI applies the trust policy to a pulled artifact and parses it: a
-// pinned digest is the Installation author's choice; otherwise a
-// signature by the operator's key or a trusted key must bind the
-// artifact's digest to the expected product, to spec.version when set,
-// and to a version no older than the deployed one (unless
-// spec.allowDowngrade).
-func (r *Reconciler) judgeOCI(in *v1alpha1.Installation, c *oci.Client, ring *trust.KeyRing, p *pulled) (*remoteLoaded, error) {
-	src := in.Spec.Strategy.OCI
-	a := p.a
-	verifiedBy, product := "pinned digest", ""
-	var signedProduct *string
-	if src.Digest == "" {
-		product = productOf(src.Product, src.Reference, c)
-		signedProduct = &product
-		verified, err := oci.Verify(p.sigs, a.Digest, ring)
-		if err != nil {
-			return nil, &trust.UntrustedError{Err: err}
-		}
-		v, err := oci.Check(a, verified, trust.Expect{Product: product, Version: in.Spec.Version,
-			Digest: codec.Digest(a.Text), Deployed: in.Status.ObservedVersion, AllowDowngrade: in.Spec.AllowDowngrade})
-		if err != nil {
-			p.trusted.Store(false) // read the signatures again next time
-			return nil, err
-		}
-		verifiedBy = "signed by " + v.Key
-	}
-	st, _, err := strategy.Parse(a.Text, strategy.ParseOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("artifact %s: manifests: %w", a.Reference, err)
-	}
-	st.Identity = strategy.Identity{Version: a.Meta.Version, Registry: a.Meta.Registry, Identifier: a.Meta.Identifier}
-	return &remoteLoaded{strategy: st, digest: codec.Digest(a.Text), verifiedBy: verifiedBy,
-		pulled: fmt.Sprintf("pulled %s (%s %s), %s", a.Reference, a.Meta.Product, a.Meta.Version, verifiedBy),
-		record: func(s *v1alpha1.StrategyStatus) { s.OCI, s.Product = a.Reference, signedProduct }}, nil
 }
 
 // trustedKeysConfigMap reads the trusted keys from the key namespace's

@@ -66,7 +66,10 @@ func TestUntrustedArtifactIsNeverCached(t *testing.T) {
 	load := func(ref string) error {
 		in := installation(v1alpha1.InstallationSpec{Strategy: &v1alpha1.StrategySource{OCI: &v1alpha1.OCIStrategySource{Reference: ref}}})
 		in.Namespace = "ns"
-		_, err := r.loadOCI(ctx, in)
+		sl, err := r.ociSource(ctx, in)
+		if err == nil {
+			_, err = sl.load(ctx)
+		}
 		return err
 	}
 	for _, ref := range []string{

@@ -88,7 +88,7 @@ func (r *Reconciler) trustedStored(e store.Entry) error {
 // claims (trust.Gate), the bound product (sourceProduct), spec.version
 // when set, and no older version than the deployed one (unless
 // spec.allowDowngrade): the named ConfigMap replaced with another signed
-// release or product is refused. loadConfigMap applies it through
+// release or product is refused. configMapSource applies it through
 // trust.Gate, before the text is parsed.
 func (r *Reconciler) configMapPolicy(ctx context.Context, in *v1alpha1.Installation) (trust.Policy, error) {
 	src := in.Spec.Strategy.ConfigMap

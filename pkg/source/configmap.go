@@ -20,10 +20,10 @@ type ConfigMapReader interface {
 
 // ConfigMap is a strategy ConfigMap of the cluster, read through
 // trust.Gate: its metadata is judged before any chunk is fetched, its
-// decoded text before it is parsed. A ConfigMap that the gate admits but
-// that does not decode or parse as its metadata says is a
-// *store.CorruptError (wrapping the *trust.RefusedError), as the store
-// reports its own.
+// decoded text before it is parsed. A ConfigMap that the gate refuses for
+// its size, or admits but that does not decode or parse as its metadata
+// says, is a *store.CorruptError (wrapping the *trust.RefusedError), as
+// the store reports its own.
 type ConfigMap struct {
 	Reader ConfigMapReader
 	Entry  store.Entry
@@ -44,7 +44,7 @@ func (c ConfigMap) Load(ctx context.Context) (*Loaded, error) {
 		return nil, err
 	}
 	v, err := gate.Open(cm)
-	if refused := (*trust.RefusedError)(nil); errors.As(err, &refused) && refused.Step != "size" {
+	if refused := (*trust.RefusedError)(nil); errors.As(err, &refused) {
 		return nil, &store.CorruptError{ConfigMap: c.Entry.String(), Chunk: -1, Err: err}
 	}
 	if err != nil {
@@ -52,6 +52,7 @@ func (c ConfigMap) Load(ctx context.Context) (*Loaded, error) {
 	}
 	l := verified(v, "configmap "+c.Entry.String())
 	l.Info.Name, l.Info.Namespace = c.Entry.Name, c.Entry.Namespace
+	l.ConfigMap = c.Entry.String()
 	return l, nil
 }
 

@@ -70,5 +70,5 @@ func (p Product) Load(ctx context.Context) (*Loaded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store product %s: %w", p.Config.Version, err)
 	}
-	return &Loaded{Strategy: st, Digest: entry.Digest, VerifiedBy: BuiltIn, From: "configmap " + entry.String()}, nil
+	return &Loaded{Strategy: st, Digest: entry.Digest, VerifiedBy: BuiltIn, From: "configmap " + entry.String(), ConfigMap: entry.String()}, nil
 }

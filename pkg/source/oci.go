@@ -35,6 +35,17 @@ type Remote struct {
 	// MaxTextBytes bounds the artifact's text (a strategy's manifests, a
 	// chart's archive); 0 means codec.DefaultMaxDecodedBytes.
 	MaxTextBytes int
+	// Trusted, when set, is told of the artifact as soon as its trust is
+	// decided, before it is parsed or rendered: the operator caches
+	// trusted artifacts there, and only there.
+	Trusted func(*oci.Artifact)
+}
+
+// trusted tells Trusted.
+func (r Remote) trusted(a *oci.Artifact) {
+	if r.Trusted != nil {
+		r.Trusted(a)
+	}
 }
 
 // pull fetches the artifact and bounds its text.
@@ -85,11 +96,22 @@ func (o OCI) Load(ctx context.Context) (*Loaded, error) {
 		}
 		l.VerifiedBy, l.Statement = "signed by "+v.Key, &v.Statement
 	}
+	o.trusted(a)
 	if l.Strategy, l.Warnings, err = parse("artifact "+a.Reference+": manifests", a.Text, o.Parse); err != nil {
 		return nil, err
 	}
 	l.Strategy.Identity = strategy.Identity{Version: a.Meta.Version, Registry: a.Meta.Registry, Identifier: a.Meta.Identifier}
 	return l, nil
+}
+
+// VersionError is the error of a pinned chart of another version than
+// the one asked for (a signed chart's version is judged by its signature).
+type VersionError struct {
+	Chart, Version, Want string
+}
+
+func (e *VersionError) Error() string {
+	return fmt.Sprintf("chart %s is version %s, spec.version asks for %s", e.Chart, e.Version, e.Want)
 }
 
 // Render renders a trusted chart archive (Loaded.Artifact.Text) client-only;
@@ -128,8 +150,9 @@ func (h Helm) Load(ctx context.Context) (*Loaded, error) {
 		}
 		l.VerifiedBy, l.Statement = "signed by "+v.Key, &v.Statement
 	} else if want := h.Expect.Version; want != "" && want != a.Meta.Version {
-		return nil, fmt.Errorf("chart %s is version %s, spec.version asks for %s", a.Meta.Product, a.Meta.Version, want)
+		return nil, &VersionError{Chart: a.Meta.Product, Version: a.Meta.Version, Want: want}
 	}
+	h.trusted(a)
 	if l.Rendered, err = h.Render(ctx, a); err != nil {
 		return nil, err
 	}

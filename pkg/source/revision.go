@@ -53,5 +53,7 @@ func (r Revision) Load(ctx context.Context) (*Loaded, error) {
 		return nil, err
 	}
 	v.Strategy.Identity = id
-	return verified(v, from), nil
+	l := verified(v, from)
+	l.ConfigMap = cm.Namespace + "/" + cm.Name
+	return l, nil
 }

@@ -58,8 +58,11 @@ type Loaded struct {
 	Statement *trust.Statement
 	// From says where it came from ("configmap NS/NAME",
 	// "HOST/REPO@DIGEST", "file PATH", "cache", "store", ...).
-	From     string
-	Warnings []strategy.Warning
+	From string
+	// ConfigMap is "namespace/name" of the ConfigMap it was read from or
+	// stored in, when there is one.
+	ConfigMap string
+	Warnings  []strategy.Warning
 	// Info describes the ConfigMap it was decoded from (nil otherwise).
 	Info *codec.Info
 	// Artifact is the OCI artifact or chart it came from (nil otherwise).

@@ -13,10 +13,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 	"github.com/installstrategy/installstrategy/pkg/source"
@@ -45,6 +47,9 @@ func stepOf(err error) string {
 	}
 	if r, ok := errors.AsType[*trust.RefusedError](err); ok {
 		return r.Step
+	}
+	if _, ok := errors.AsType[*source.VersionError](err); ok {
+		return "version"
 	}
 	if _, ok := errors.AsType[*codec.DecodeError](err); ok {
 		return "decode"
@@ -220,6 +225,7 @@ func TestSourcesDecideTrustBeforeParsing(t *testing.T) {
 		{name: "helm signed", src: helmSource(t, k.release, k, false, "", goodText, &renders), want: "ok", by: "signed by release", renders: 1},
 		{name: "helm unsigned", src: helmSource(t, nil, k, false, "", badText, &renders), want: "trust"},
 		{name: "helm signed by another key", src: helmSource(t, k.other, k, false, "", badText, &renders), want: "trust"},
+		{name: "helm pinned of another version than asked", src: helmSource(t, nil, k, true, "v2", badText, &renders), want: "version"},
 		{name: "helm signed for another version than asked", src: helmSource(t, k.release, k, false, "v2", badText, &renders), want: "trust"},
 		{name: "helm pinned", src: helmSource(t, nil, k, true, "", goodText, &renders), want: "ok", by: "pinned digest", renders: 1},
 		{name: "helm trusted whose render does not parse", src: helmSource(t, k.release, k, false, "", badText, &renders), want: "parse", renders: 1},
@@ -294,5 +300,85 @@ func TestProductIsGeneratedAndStored(t *testing.T) {
 	}
 	if _, err := (source.Product{Config: cfg, Store: ens}).Load(t.Context()); err == nil || !strings.Contains(err.Error(), "no strategy source") {
 		t.Errorf("without a product: %v", err)
+	}
+}
+
+// Remote.Trusted (where the operator caches artifacts) hears of an
+// artifact only once its trust is decided, never of a refused one.
+func TestRemoteTrustedHearsOnlyOfTrustedArtifacts(t *testing.T) {
+	k := newKeys(t)
+	for _, tc := range []struct {
+		name   string
+		signer *trust.Signer
+		want   int
+	}{{"unsigned", nil, 0}, {"signed by another key", k.other, 0}, {"signed by a trusted key", k.release, 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, sigs := artifact(t, goodText, "shop", tc.signer)
+			told := 0
+			src := source.OCI{Remote: source.Remote{Pull: pullOf(a, sigs), Keys: k.ring, Expect: trust.Expect{Product: "shop"},
+				Trusted: func(*oci.Artifact) { told++ }}}
+			_, err := src.Load(t.Context())
+			if told != tc.want || (err == nil) != (tc.want == 1) {
+				t.Errorf("told %d times (want %d), error %v", told, tc.want, err)
+			}
+		})
+	}
+}
+
+// A dump's stored strategy is read only when the operator's store policy
+// vouches for it: one signed by another key is never read (nor parsed),
+// and without an image to dump it the load says it is not stored; one
+// signed by the operator's key is loaded from the store.
+func TestDumpReadsOnlyWhatTheStoreVouchesFor(t *testing.T) {
+	k := newKeys(t)
+	cfg := &identity.Config{Namespace: "ns", Version: "v1"}
+	id, err := cfg.Identity(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		signer *trust.Signer
+		text   string
+		want   string
+	}{{"signed by another key", k.other, badText, "not stored"}, {"signed by the operator's key", k.release, goodText, ""}} {
+		t.Run(tc.name, func(t *testing.T) {
+			kube := fake.NewClientset()
+			cm, err := codec.EncodeText([]byte(tc.text), codec.EncodeOptions{Format: codec.FormatNative, Namespace: "ns", Identity: id})
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm.Name = "stored"
+			if err := trust.Sign(cm.Annotations, codec.Digest([]byte(tc.text)), tc.signer); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := kube.CoreV1().ConfigMaps("ns").Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			st, err := store.New(kube, store.Options{Trusted: func(e store.Entry) error {
+				_, err := k.ring.Verify(e.Digest, e.Signature, e.SignatureKey)
+				return err
+			}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ld, err := loader.New(loader.Options{Store: st, Kube: kube})
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := source.Dump{Loader: ld, Request: loader.Request{Config: cfg}}.Load(t.Context())
+			if tc.want != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.want) || stepOf(err) == "parse" {
+					t.Fatalf("error %v, want one saying %q before any parse", err, tc.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.VerifiedBy != source.FromOperatorStore || l.From != "store" || l.Digest != codec.Digest([]byte(goodText)) || len(l.Strategy.Objects) != 1 {
+				t.Errorf("loaded %+v", l)
+			}
+		})
 	}
 }
