@@ -10,6 +10,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -100,19 +101,16 @@ func (t *clusterTrust) load(ctx context.Context, o *options, c *cluster, e store
 	if err != nil {
 		return nil, err
 	}
-	gate := trust.Gate{Policy: trust.Policy{Keys: ring}, MaxEncodedBytes: store.MaxEncodedBytes, Decode: dopts}
-	cm, err := c.store.ReadConfigMap(ctx, e, gate.Admit)
+	src := source.ConfigMap{Reader: c.store, Entry: e, Gate: trust.Gate{Policy: trust.Policy{Keys: ring}, Decode: dopts}}
+	l, err := src.Load(ctx)
 	if err != nil {
+		if errors.As(err, new(*store.CorruptError)) {
+			return nil, err // it names the configmap
+		}
 		return nil, fmt.Errorf("configmap %s: %w", e, err)
 	}
-	v, err := gate.Open(cm)
-	if err != nil {
-		return nil, fmt.Errorf("configmap %s: %w", e, err)
-	}
-	fmt.Fprintf(o.streams.ErrOut, "configmap %s: %s\n", e, v.VerifiedBy)
-	l := loadedOf(v)
-	l.Info.Name, l.Info.Namespace = e.Name, e.Namespace
-	return l, nil
+	fmt.Fprintf(o.streams.ErrOut, "configmap %s: %s\n", e, l.VerifiedBy)
+	return loadedFrom(l), nil
 }
 
 // pull pulls the artifact ref names and decides its trust before its text
@@ -142,22 +140,24 @@ func (t *clusterTrust) pull(ctx context.Context, o *options, ref string) (*codec
 	if err != nil {
 		return nil, err
 	}
-	a, err := c.Pull(ctx, ref)
+	pulled := false
+	pull := func(ctx context.Context) (*oci.Artifact, []oci.Signature, error) {
+		a, err := c.Pull(ctx, ref)
+		if err != nil {
+			return nil, nil, err
+		}
+		sigs, err := c.Signatures(ctx, a)
+		pulled = err == nil
+		return a, sigs, err
+	}
+	src := source.OCI{Remote: source.Remote{Pull: pull, Keys: ring, Expect: trust.Expect{Product: oci.DefaultProduct(r)}}}
+	l, err := src.Load(ctx)
 	if err != nil {
+		if pulled {
+			err = fmt.Errorf("%s: %w", ref, err)
+		}
 		return nil, err
 	}
-	sigs, err := c.Signatures(ctx, a)
-	if err != nil {
-		return nil, err
-	}
-	verified, err := oci.Verify(sigs, a.Digest, ring)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, &trust.UntrustedError{Err: err})
-	}
-	v, err := oci.Check(a, verified, trust.Expect{Product: oci.DefaultProduct(r), Digest: codec.Digest(a.Text)})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
-	}
-	fmt.Fprintf(o.streams.ErrOut, "%s: signed by %s for %s %s\n", ref, v.Key, v.Statement.Product, v.Statement.Version)
-	return loadArtifact(ref, a)
+	fmt.Fprintf(o.streams.ErrOut, "%s: %s for %s %s\n", ref, l.VerifiedBy, l.Statement.Product, l.Statement.Version)
+	return loadedFrom(l), nil
 }

@@ -25,8 +25,8 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
-	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // revisionLabel marks the ConfigMaps in which the plugin keeps the
@@ -506,12 +506,12 @@ func (c *cluster) rollbackTarget(ctx context.Context, o *options, owner inventor
 	}
 	// The recorded digest is the pin: nothing is parsed that does not
 	// hash to it, and the decode is bounded.
-	v, err := trust.Gate{Policy: trust.Policy{Pinned: recorded.Digest}, Decode: dopts}.Open(cm)
+	rev := source.Revision{Get: func(context.Context) (*corev1.ConfigMap, error) { return cm, nil }, Recorded: recorded, Decode: dopts}
+	l, err := rev.Load(ctx)
 	if err != nil {
 		return nil, nil, fmt.Errorf("revision %d of installation %s: configmap %s/%s does not hold the recorded digest %s: %w", n, owner, owner.Namespace, recorded.ConfigMap, orNone(recorded.Digest), err)
 	}
-	v.Strategy.Identity = recorded.Identity
-	return loadedOf(v), recorded, nil
+	return loadedFrom(l), recorded, nil
 }
 
 // rollbackInstallation points an Installation at the stored strategy of a

@@ -12,6 +12,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -172,15 +173,11 @@ func (o *options) verifyStored(ctx context.Context, ref string, ring *trust.KeyR
 
 // readInput reads FILE or "-" and tells strategies from other objects.
 func (o *options) readInput(path string) (*codec.Input, error) {
-	data, err := codec.ReadFile(path, o.streams.In)
+	dopts, err := o.decodeOptions()
 	if err != nil {
 		return nil, err
 	}
-	source := path
-	if path == "-" {
-		source = "standard input"
-	}
-	in, err := codec.ParseInput(source, data, strategy.ParseOptions{})
+	in, err := source.File{Path: path, Stdin: o.streams.In, MaxBytes: int(dopts.MaxDecodedBytes)}.Input()
 	return in, explainNotStrategy(err)
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/confine"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -118,23 +119,23 @@ func (o *options) pullStrategy(ctx context.Context, ref string) (*codec.Loaded, 
 	if err != nil {
 		return nil, nil, err
 	}
-	a, err := c.Pull(ctx, ref)
+	var a *oci.Artifact
+	pull := func(ctx context.Context) (*oci.Artifact, []oci.Signature, error) {
+		var err error
+		a, err = c.Pull(ctx, ref)
+		return a, nil, err
+	}
+	// Taken as it is: pinned by the user (oci://REF@sha256:...), taken
+	// with --allow-unsigned, or read by a verb that says it is not
+	// verified (clusterTrust decides which).
+	l, err := source.OCI{Remote: source.Remote{Pull: pull, Pinned: true}}.Load(ctx)
 	if err != nil {
+		if a != nil {
+			err = fmt.Errorf("%s: %w", ref, err)
+		}
 		return nil, nil, err
 	}
-	l, err := loadArtifact(ref, a)
-	return l, a, err
-}
-
-// loadArtifact parses a pulled artifact's text, its identity the one the
-// artifact claims.
-func loadArtifact(ref string, a *oci.Artifact) (*codec.Loaded, error) {
-	s, warnings, err := strategy.Parse(a.Text, strategy.ParseOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", ref, err)
-	}
-	s.Identity = strategy.Identity{Version: a.Meta.Version, Registry: a.Meta.Registry, Identifier: a.Meta.Identifier}
-	return &codec.Loaded{Strategy: s, Text: a.Text, Warnings: warnings}, nil
+	return loadedFrom(l), a, nil
 }
 
 // artifactInfo describes a pulled artifact, with the number of signatures

@@ -14,6 +14,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
 	"github.com/installstrategy/installstrategy/pkg/render/kustomize"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -124,8 +125,11 @@ func (r *renderFlags) versions(version string, id *strategy.Identity) error {
 // strategy; an unset version becomes the chart's.
 func (r *renderFlags) render(ctx context.Context, o *options, id *strategy.Identity) ([]byte, map[string]string, error) {
 	if r.kustomize != "" {
-		text, err := kustomize.Build(r.kustomize)
-		return text, nil, err
+		l, err := source.Kustomize{Dir: r.kustomize, Build: kustomize.Build}.Load(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		return l.Text, nil, nil
 	}
 	opts := r.opts
 	opts.Namespace = o.namespace()

@@ -11,13 +11,14 @@ import (
 	"strings"
 
 	"golang.org/x/term"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
-	"github.com/installstrategy/installstrategy/pkg/trust"
+	"github.com/installstrategy/installstrategy/pkg/source"
 )
 
 // The check statuses of a plugin installation's revision (history's
@@ -116,26 +117,26 @@ var errRevisionGone = errors.New("is gone")
 // decoded, the text is decoded within bounds and hashed, and nothing is
 // parsed unless it hashes to the anchored digest).
 func (c *cluster) loadAnchored(ctx context.Context, dopts codec.DecodeOptions, owner inventory.Owner, name string, a *history.Anchored) (*codec.Loaded, error) {
-	cm, err := c.kube.CoreV1().ConfigMaps(owner.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		if apierrors.IsNotFound(err) {
+	get := func(ctx context.Context) (*corev1.ConfigMap, error) {
+		cm, err := c.kube.CoreV1().ConfigMaps(owner.Namespace).Get(ctx, name, metav1.GetOptions{})
+		switch {
+		case apierrors.IsNotFound(err):
 			return nil, fmt.Errorf("configmap %s/%s %w", owner.Namespace, name, errRevisionGone)
+		case err != nil:
+			return nil, fmt.Errorf("read configmap %s/%s: %w", owner.Namespace, name, err)
 		}
-		return nil, fmt.Errorf("read configmap %s/%s: %w", owner.Namespace, name, err)
+		return cm, nil
 	}
-	v, err := history.OpenRevision(cm, *a, history.OpenOptions{Decode: dopts})
+	l, err := source.Revision{Get: get, Anchored: a, Decode: dopts}.Load(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return loadedOf(v), nil
+	return loadedFrom(l), nil
 }
 
-// loadedOf is a strategy the trust gate let through, as the verbs take it.
-func loadedOf(v *trust.Verified) *codec.Loaded {
-	info := v.Info
-	info.DigestVerified = true
-	info.Digest = v.Digest
-	return &codec.Loaded{Strategy: v.Strategy, Text: v.Text, Warnings: v.Warnings, Info: &info}
+// loadedFrom is a strategy pkg/source let through, as the verbs take it.
+func loadedFrom(l *source.Loaded) *codec.Loaded {
+	return &codec.Loaded{Strategy: l.Strategy, Text: l.Text, Warnings: l.Warnings, Info: l.Info}
 }
 
 // stdinIsTerminal says whether standard input is a terminal a person
