@@ -150,8 +150,12 @@ func (t *clusterTrust) pull(ctx context.Context, o *options, ref string) (*codec
 		pulled = err == nil
 		return a, sigs, err
 	}
-	src := source.OCI{Remote: source.Remote{Pull: pull, Keys: ring, Expect: trust.Expect{Product: oci.DefaultProduct(r)}}}
-	l, err := src.Load(ctx)
+	rem, err := o.ociRemote(pull)
+	if err != nil {
+		return nil, err
+	}
+	rem.Keys, rem.Expect = ring, trust.Expect{Product: oci.DefaultProduct(r)}
+	l, err := source.OCI{Remote: rem}.Load(ctx)
 	if err != nil {
 		if pulled {
 			err = fmt.Errorf("%s: %w", ref, err)

@@ -125,10 +125,15 @@ func (o *options) pullStrategy(ctx context.Context, ref string) (*codec.Loaded, 
 		a, err = c.Pull(ctx, ref)
 		return a, nil, err
 	}
+	rem, err := o.ociRemote(pull)
+	if err != nil {
+		return nil, nil, err
+	}
 	// Taken as it is: pinned by the user (oci://REF@sha256:...), taken
 	// with --allow-unsigned, or read by a verb that says it is not
 	// verified (clusterTrust decides which).
-	l, err := source.OCI{Remote: source.Remote{Pull: pull, Pinned: true}}.Load(ctx)
+	rem.Pinned = true
+	l, err := source.OCI{Remote: rem}.Load(ctx)
 	if err != nil {
 		if a != nil {
 			err = fmt.Errorf("%s: %w", ref, err)
@@ -136,6 +141,16 @@ func (o *options) pullStrategy(ctx context.Context, ref string) (*codec.Loaded, 
 		return nil, nil, err
 	}
 	return loadedFrom(l), a, nil
+}
+
+// ociRemote is an oci:// pull as pkg/source judges it, its text bounded as
+// the client bounds it (--max-decoded-size).
+func (o *options) ociRemote(pull source.Pull) (source.Remote, error) {
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return source.Remote{}, err
+	}
+	return source.Remote{Pull: pull, MaxTextBytes: int(dopts.MaxDecodedBytes)}, nil
 }
 
 // artifactInfo describes a pulled artifact, with the number of signatures
