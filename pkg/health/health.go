@@ -9,21 +9,17 @@ package health
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/sync/errgroup"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	kstatus "sigs.k8s.io/cli-utils/pkg/kstatus/status"
 
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -73,6 +69,9 @@ type Checker struct {
 	// off. The start time is the node's, compared with this process's
 	// clock.
 	StableAfter time.Duration
+	// Now is the checker's clock (PodsEvery, StableAfter); nil means
+	// time.Now.
+	Now func() time.Time
 
 	mu     sync.Mutex
 	listed map[strategy.ObjectRef]time.Time
@@ -82,6 +81,13 @@ type Checker struct {
 // crash-loop back-off, so a container that crashes soon after it starts is
 // back in CrashLoopBackOff before it would count as ready.
 const DefaultStableAfter = 10 * time.Second
+
+func (c *Checker) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
 
 // listDue reports whether the pods of a workload that is rolling out are
 // to be listed now (see PodsEvery), and if so records the list.
@@ -93,7 +99,7 @@ func (c *Checker) listDue(live *unstructured.Unstructured) bool {
 		return false
 	}
 	ref := strategy.RefOf(live)
-	now := time.Now()
+	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.listed == nil {
@@ -306,304 +312,4 @@ func DaemonSetRolledOut(ds *appsv1.DaemonSet) bool {
 	return s.ObservedGeneration >= ds.Generation && s.UpdatedNumberScheduled == s.DesiredNumberScheduled &&
 		s.NumberReady == s.DesiredNumberScheduled && s.NumberAvailable == s.DesiredNumberScheduled &&
 		s.NumberUnavailable == 0 && s.NumberMisscheduled == 0
-}
-
-// pods checks the pods of a workload: none failed, every one not being
-// deleted is ready and carries the target identity annotations. The pods
-// of a template kept at adoption (apply.KeptTemplateAnnotation) carry the
-// previous installer's annotations, not ours: the workload's status, which
-// the callers check, says whether they are of its current template.
-func (c *Checker) pods(ctx context.Context, live *unstructured.Unstructured, ns string, sel *metav1.LabelSelector) (Status, error) {
-	selector, err := metav1.LabelSelectorAsSelector(sel)
-	if err != nil {
-		return Status{}, fmt.Errorf("pod selector: %w", err)
-	}
-	list, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector.String()})
-	if err != nil {
-		return Status{}, fmt.Errorf("list pods in %s: %w", ns, err)
-	}
-	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	_, kept := live.GetAnnotations()[apply.KeptTemplateAnnotation]
-	var waiting []string
-	for i := range list.Items {
-		p := &list.Items[i]
-		if p.DeletionTimestamp != nil {
-			continue
-		}
-		if reason, failed := PodFailure(p); failed {
-			return Status{Failed: true, Reason: fmt.Sprintf("pod %s: %s", p.Name, reason)}, nil
-		}
-		if c.Identity.Version != "" && !kept && !PodCarriesIdentity(p, c.Identity) {
-			waiting = append(waiting, p.Name+" has not the target identity")
-			continue
-		}
-		if !PodReady(p) {
-			waiting = append(waiting, p.Name+" not ready")
-		} else if why, ok := c.restartedRecently(p); ok {
-			waiting = append(waiting, p.Name+" "+why)
-		}
-	}
-	if len(waiting) > 0 {
-		return Status{Reason: "pods: " + strings.Join(waiting, ", ")}, nil
-	}
-	return Status{Ready: true}, nil
-}
-
-// PodCarriesIdentity reports whether a pod carries the identity
-// annotations of id (so it runs the target version).
-func PodCarriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
-	return AnnotationsCarry(p.Annotations, id)
-}
-
-// AnnotationsCarry reports whether annotations (a pod's, a pod template's)
-// carry the identity.
-func AnnotationsCarry(a map[string]string, id strategy.Identity) bool {
-	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
-}
-
-// templateCarries reports whether a live workload's pod template was
-// applied for the checker's target identity (always, when it has none; see
-// apply.TemplateIdentity).
-func (c *Checker) templateCarries(live *unstructured.Unstructured) bool {
-	return c.Identity.Version == "" || TemplateCarries(live, c.Identity)
-}
-
-// TemplateCarries reports whether a live workload's pod template was
-// applied for identity id: it carries id's annotations, or it was kept at
-// adoption by the write that gave the workload id (apply.TemplateIdentity).
-func TemplateCarries(live *unstructured.Unstructured, id strategy.Identity) bool {
-	return apply.TemplateIdentity(live) == id
-}
-
-// PodReady reports whether a pod is Running and Ready.
-func PodReady(p *corev1.Pod) bool {
-	if p.Status.Phase != corev1.PodRunning {
-		return false
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
-// restartedRecently reports whether a container of a ready pod restarted
-// after a failed exit less than StableAfter ago, and how.
-func (c *Checker) restartedRecently(p *corev1.Pod) (string, bool) {
-	stable := c.StableAfter
-	if stable == 0 {
-		stable = DefaultStableAfter
-	}
-	if stable < 0 {
-		return "", false
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		last := cs.LastTerminationState.Terminated
-		if cs.State.Running == nil || last == nil || last.ExitCode == 0 {
-			continue
-		}
-		if up := time.Since(cs.State.Running.StartedAt.Time); up < stable {
-			return fmt.Sprintf("container %s restarted %s ago after exit %d (restarts %d)", cs.Name, up.Round(time.Second), last.ExitCode, cs.RestartCount), true
-		}
-	}
-	return "", false
-}
-
-// PodFailure reports whether a pod has failed or crash-loops, and how.
-func PodFailure(p *corev1.Pod) (string, bool) {
-	if p.Status.Phase == corev1.PodFailed {
-		return "failed: " + p.Status.Reason + " " + p.Status.Message, true
-	}
-	for _, cs := range append(append([]corev1.ContainerStatus{}, p.Status.InitContainerStatuses...), p.Status.ContainerStatuses...) {
-		if w := cs.State.Waiting; w != nil && (w.Reason == "CrashLoopBackOff" || w.Reason == "ImagePullBackOff" || w.Reason == "ErrImagePull" || w.Reason == "CreateContainerConfigError") {
-			return fmt.Sprintf("container %s: %s (restarts %d)", cs.Name, w.Reason, cs.RestartCount), true
-		}
-	}
-	return "", false
-}
-
-// DegradedError reports objects that did not become ready: they failed, or
-// the progress deadline passed.
-type DegradedError struct {
-	// Reason is "Failed" or "ProgressDeadlineExceeded".
-	Reason string
-	// Objects holds the health of every object that is not ready.
-	Objects []Status
-}
-
-// Degraded reasons.
-const (
-	ReasonFailed                   = "Failed"
-	ReasonProgressDeadlineExceeded = "ProgressDeadlineExceeded"
-)
-
-func (e *DegradedError) Error() string {
-	parts := make([]string, 0, len(e.Objects))
-	for _, s := range e.Objects {
-		parts = append(parts, fmt.Sprintf("%s: %s", s.Ref, s.Reason))
-	}
-	return fmt.Sprintf("%s: %s", e.Reason, strings.Join(parts, "; "))
-}
-
-// Getter returns the live state of an object (nil when it does not exist).
-type Getter func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
-
-// WaitOptions tunes Wait. The zero value polls every second for at most
-// ten minutes.
-type WaitOptions struct {
-	// Deadline bounds the wait; 0 means 10 minutes.
-	Deadline time.Duration
-	// Interval is the time between checks; 0 means 1 second.
-	Interval time.Duration
-	// OnProgress, when set, is called with the health of every object
-	// after each round.
-	OnProgress func([]Status)
-	// Changed, when set, returns a channel closed at the next change of
-	// what the getter reads (an informer cache's; see
-	// apply.Applier.Changed): a round then runs without waiting out the
-	// Interval, but not sooner than MinInterval after the last one.
-	Changed func() <-chan struct{}
-	// MinInterval spaces rounds woken by Changed; 0 means 100 ms.
-	MinInterval time.Duration
-}
-
-// Wait polls objs until every one is ready. It returns a *DegradedError when
-// one fails or the deadline passes, and ctx's error when ctx ends.
-func (c *Checker) Wait(ctx context.Context, get Getter, objs []*unstructured.Unstructured, opts WaitOptions) error {
-	if opts.Deadline == 0 {
-		opts.Deadline = 10 * time.Minute
-	}
-	if opts.Interval == 0 {
-		opts.Interval = time.Second
-	}
-	if opts.MinInterval == 0 {
-		opts.MinInterval = 100 * time.Millisecond
-	}
-	deadline := time.Now().Add(opts.Deadline)
-	first := true
-	// kept holds the statuses of objects found ready whose rule says
-	// they stay ready (kinds.Health.StaysReady): later rounds do not read
-	// them again (without a cache, each read is a request, and a CRD's
-	// can be megabytes).
-	kept := map[int]Status{}
-	for {
-		var changed <-chan struct{}
-		if opts.Changed != nil {
-			// Taken before the round's reads: a change during them wakes
-			// the next round.
-			changed = opts.Changed()
-		}
-		started := time.Now()
-		all, err := c.round(ctx, get, objs, kept)
-		if err != nil {
-			return err
-		}
-		for i, st := range all {
-			if info, _ := kinds.Lookup(st.Ref.GroupKind()); st.Ready && info.Health.StaysReady() {
-				kept[i] = st
-			}
-		}
-		if opts.OnProgress != nil {
-			opts.OnProgress(all)
-		}
-		var notReady, failed []Status
-		for _, s := range all {
-			if s.Failed {
-				failed = append(failed, s)
-			}
-			if !s.Ready {
-				notReady = append(notReady, s)
-			}
-		}
-		switch {
-		case len(failed) > 0:
-			return &DegradedError{Reason: ReasonFailed, Objects: failed}
-		case len(notReady) == 0:
-			return nil
-		case !time.Now().Before(deadline):
-			return &DegradedError{Reason: ReasonProgressDeadlineExceeded, Objects: notReady}
-		}
-		interval := opts.Interval
-		if first && changed != nil {
-			// The first round may judge from copies older than the
-			// cache's (a getter answers it with what the writes
-			// returned, which for CRDs applied a step ago is long
-			// past): the cache is asked again soon.
-			interval = opts.MinInterval
-		}
-		first = false
-		if err := SleepUntilChanged(ctx, interval, changed, started.Add(opts.MinInterval)); err != nil {
-			return err
-		}
-	}
-}
-
-// SleepUntilChanged returns after interval, or once changed is closed
-// (never when nil) but not before notBefore, or with ctx's error.
-func SleepUntilChanged(ctx context.Context, interval time.Duration, changed <-chan struct{}, notBefore time.Time) error {
-	t := time.NewTimer(interval)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	case <-changed:
-	}
-	if d := time.Until(notBefore); d > 0 {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(d):
-		}
-	}
-	return nil
-}
-
-// roundParallelism bounds the reads of one round that run at once: a
-// getter without a cache sends a GET for each object (KubeVirt's 21 CRDs
-// took 130 ms one after the other).
-const roundParallelism = 8
-
-// round reads and checks every object of objs but those kept (by index:
-// their status is taken as it is), up to roundParallelism at once; the
-// statuses keep objs' order.
-func (c *Checker) round(ctx context.Context, get Getter, objs []*unstructured.Unstructured, kept map[int]Status) ([]Status, error) {
-	out := make([]Status, len(objs))
-	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(roundParallelism)
-	for i, o := range objs {
-		if st, ok := kept[i]; ok {
-			out[i] = st
-			continue
-		}
-		g.Go(func() error {
-			live, err := get(gctx, o)
-			switch {
-			case err != nil:
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				out[i] = Status{Ref: strategy.RefOf(o), Reason: err.Error()}
-			case live == nil:
-				out[i] = Status{Ref: strategy.RefOf(o), Reason: "does not exist"}
-			default:
-				st, err := c.Check(gctx, live)
-				if err != nil {
-					// A read that failed is reported and retried next round.
-					st.Ready, st.Reason = false, err.Error()
-				}
-				out[i] = st
-			}
-			return nil
-		})
-	}
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	if ctx.Err() != nil {
-		return nil, ctx.Err()
-	}
-	return out, nil
 }

@@ -10,8 +10,6 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -70,11 +68,11 @@ func CRDKinds(s *strategy.Strategy) map[schema.GroupKind]string {
 // Observe compares every object of the plan with the cluster and fills in
 // the actions, then lists what prune would delete. Strategies with empty
 // TLS Secrets need opts.Desired to fill them (reconcile.Plan does). a must have the plan's
-// target identity in its options; Observe never writes (its writes are
-// server-side dry runs). Errors of single objects are joined; their items
+// target identity in its options; Observe never writes (dry is a writer
+// whose writes are server-side dry runs). Errors of single objects are joined; their items
 // keep the reason.
-func Observe(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strategy, opts ObserveOptions) error {
-	err := ObserveItems(ctx, a, p, s, opts)
+func Observe(ctx context.Context, a Cluster, dry Writer, p *Plan, s *strategy.Strategy, opts ObserveOptions) error {
+	err := ObserveItems(ctx, a, dry, p, s, opts)
 	if ctx.Err() != nil {
 		return err
 	}
@@ -90,9 +88,8 @@ func Observe(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strateg
 // *DryRunError, joined with any other error. Admission webhooks take part:
 // since admissionregistration.k8s.io/v1 every webhook declares sideEffects
 // None or NoneOnDryRun, so none refuses a dry run for its side effects.
-func ObserveItems(ctx context.Context, a *apply.Applier, p *Plan, s *strategy.Strategy, opts ObserveOptions) error {
+func ObserveItems(ctx context.Context, a Cluster, dry Writer, p *Plan, s *strategy.Strategy, opts ObserveOptions) error {
 	crdKinds := CRDKinds(s)
-	dry := a.DryRunner()
 	o := &observer{a: a, dry: dry, crdKinds: crdKinds, opts: opts, namespaces: map[string]bool{}}
 
 	var (
@@ -140,7 +137,8 @@ func (e *DryRunError) Unwrap() error { return e.Err }
 
 // observer holds what ObserveItems shares between its items.
 type observer struct {
-	a, dry   *apply.Applier
+	a        Cluster
+	dry      Writer
 	crdKinds map[schema.GroupKind]string
 	opts     ObserveOptions
 
@@ -157,9 +155,9 @@ func (o *observer) namespaceExists(ctx context.Context, name string) bool {
 	if ok {
 		return exists
 	}
-	ns, err := o.a.Dynamic().Resource(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}).Get(ctx, name, metav1.GetOptions{})
+	ns, err := o.a.GetRef(ctx, strategy.ObjectRef{Kind: "Namespace", Name: name})
 	exists = err == nil && ns != nil
-	if err == nil || apierrors.IsNotFound(err) {
+	if err == nil {
 		o.mu.Lock()
 		o.namespaces[name] = exists
 		o.mu.Unlock()
@@ -263,7 +261,7 @@ func CompletedJob(inv *inventory.Inventory, prepared *unstructured.Unstructured)
 // listed as skipped (KeptReasonPrefix), and so is a system object the
 // installation adopted or the API server made (inventory.DeletionNeedsConsent)
 // unless the applier's SystemConsent names it.
-func Prunable(ctx context.Context, a *apply.Applier, s *strategy.Strategy, opts ObserveOptions) ([]Item, error) {
+func Prunable(ctx context.Context, a Cluster, s *strategy.Strategy, opts ObserveOptions) ([]Item, error) {
 	return deletable(ctx, a, s.Index(), opts, "not in the target strategy")
 }
 
@@ -275,11 +273,11 @@ const KeptReasonPrefix = "kept by its resource policy "
 
 // Removable lists what an uninstall deletes: every object of the
 // inventory, with the rules of Prunable.
-func Removable(ctx context.Context, a *apply.Applier, opts ObserveOptions) ([]Item, error) {
+func Removable(ctx context.Context, a Cluster, opts ObserveOptions) ([]Item, error) {
 	return deletable(ctx, a, nil, opts, "uninstall")
 }
 
-func deletable(ctx context.Context, a *apply.Applier, target map[strategy.ObjectRef]*unstructured.Unstructured, opts ObserveOptions, why string) ([]Item, error) {
+func deletable(ctx context.Context, a Cluster, target map[strategy.ObjectRef]*unstructured.Unstructured, opts ObserveOptions, why string) ([]Item, error) {
 	if opts.Inventory == nil {
 		return nil, nil
 	}
@@ -295,25 +293,11 @@ func deletable(ctx context.Context, a *apply.Applier, target map[strategy.Object
 	g.SetLimit(opts.parallelism())
 	for i, ref := range refs {
 		g.Go(func() error {
-			live, err := getRef(gctx, a, ref)
+			live, err := a.GetRef(gctx, ref)
 			if err != nil || live == nil {
 				return err
 			}
-			it := &Item{Ref: ref, Action: apply.ActionDelete, Reason: why, Live: live}
-			e := opts.Inventory.Entries[ref]
-			e.ObjectRef = ref
-			system := inventory.DeletionNeedsConsent(e, live, consent)
-			switch {
-			case !apply.IsOurs(live, owner):
-				it.Action, it.Reason = apply.ActionSkip, "no longer carries the labels of installation "+owner.String()+": left alone"
-			case inventory.KeptBy(live.GetAnnotations()) != "":
-				it.Action, it.Reason = apply.ActionSkip, KeptReasonPrefix+inventory.KeptBy(live.GetAnnotations())+": left in the cluster, and out of the inventory"
-			case system != "":
-				it.Action, it.Reason = apply.ActionSkip, system+": left alone"
-			case ref.GroupKind() == crdGroupKind && !opts.PruneCRDs:
-				it.Action, it.Reason = apply.ActionSkip, "CRD kept: pruning CRDs needs the explicit flag"
-			}
-			items[i] = it
+			items[i] = ptr(decideDelete(ref, opts.Inventory.Entries[ref], live, deleteRules{Owner: owner, Consent: consent, PruneCRDs: opts.PruneCRDs, Why: why}))
 			return nil
 		})
 	}
@@ -326,42 +310,53 @@ func deletable(ctx context.Context, a *apply.Applier, target map[strategy.Object
 			out = append(out, *it)
 		}
 	}
-	sort.Slice(out, func(i, j int) bool {
-		ii, _ := kinds.Lookup(out[i].Ref.GroupKind())
-		ij, _ := kinds.Lookup(out[j].Ref.GroupKind())
-		if ii.PruneOrder != ij.PruneOrder {
-			return ii.PruneOrder < ij.PruneOrder
-		}
-		return out[i].Ref.Less(out[j].Ref)
-	})
+	sortForDeletion(out)
 	return out, nil
 }
 
-// getRef reads the live object of a reference at the version the cluster
-// prefers; a kind no longer served has none.
-func getRef(ctx context.Context, a *apply.Applier, ref strategy.ObjectRef) (*unstructured.Unstructured, error) {
-	gvr, namespaced, err := a.GroupVersionResource(ref.GroupKind(), "")
-	var notServed *apply.NotServedError
-	if errors.As(err, &notServed) {
-		return nil, nil
+func ptr[T any](v T) *T { return &v }
+
+// deleteRules are what decideDelete judges a live object by.
+type deleteRules struct {
+	Owner     inventory.Owner
+	Consent   inventory.SystemConsent
+	PruneCRDs bool
+	// Why is the reason of a deletion ("uninstall", "not in the target
+	// strategy").
+	Why string
+}
+
+// decideDelete says whether prune or uninstall deletes the live object of
+// an inventory entry, and why (see Prunable): the decision alone, over
+// values.
+func decideDelete(ref strategy.ObjectRef, e inventory.Entry, live *unstructured.Unstructured, r deleteRules) Item {
+	it := Item{Ref: ref, Action: apply.ActionDelete, Reason: r.Why, Live: live}
+	e.ObjectRef = ref
+	system := inventory.DeletionNeedsConsent(e, live, r.Consent)
+	switch {
+	case !apply.IsOurs(live, r.Owner):
+		it.Action, it.Reason = apply.ActionSkip, "no longer carries the labels of installation "+r.Owner.String()+": left alone"
+	case inventory.KeptBy(live.GetAnnotations()) != "":
+		it.Action, it.Reason = apply.ActionSkip, KeptReasonPrefix+inventory.KeptBy(live.GetAnnotations())+": left in the cluster, and out of the inventory"
+	case system != "":
+		it.Action, it.Reason = apply.ActionSkip, system+": left alone"
+	case ref.GroupKind() == crdGroupKind && !r.PruneCRDs:
+		it.Action, it.Reason = apply.ActionSkip, "CRD kept: pruning CRDs needs the explicit flag"
 	}
-	if err != nil {
-		return nil, err
-	}
-	ri := a.Dynamic().Resource(gvr)
-	var live *unstructured.Unstructured
-	if namespaced {
-		live, err = ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-	} else {
-		live, err = ri.Get(ctx, ref.Name, metav1.GetOptions{})
-	}
-	if apierrors.IsNotFound(err) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("get %s: %w", ref, err)
-	}
-	return live, nil
+	return it
+}
+
+// sortForDeletion orders items as prune and uninstall delete them
+// (kinds.Info.PruneOrder, then by reference).
+func sortForDeletion(items []Item) {
+	sort.SliceStable(items, func(i, j int) bool {
+		ii, _ := kinds.Lookup(items[i].Ref.GroupKind())
+		ij, _ := kinds.Lookup(items[j].Ref.GroupKind())
+		if ii.PruneOrder != ij.PruneOrder {
+			return ii.PruneOrder < ij.PruneOrder
+		}
+		return items[i].Ref.Less(items[j].Ref)
+	})
 }
 
 // LegacyObjects lists the objects an older installstrategy applied for an
@@ -369,7 +364,7 @@ func getRef(ctx context.Context, a *apply.Applier, ref strategy.ObjectRef) (*uns
 // (inventory.LegacyManagedBy) and the applied hash: the first inventory of
 // such an installation starts from them. Kinds searched: every kind of the
 // kind table the cluster serves, and the kinds of the legacy CRDs found.
-func LegacyObjects(ctx context.Context, a *apply.Applier) ([]strategy.ObjectRef, error) {
+func LegacyObjects(ctx context.Context, a Cluster) ([]strategy.ObjectRef, error) {
 	owner := a.Options().Owner
 	if owner.Kind != inventory.KindInstallation {
 		return nil, nil
@@ -385,7 +380,7 @@ func LegacyObjects(ctx context.Context, a *apply.Applier) ([]strategy.ObjectRef,
 		search = append(search, kind{info.GroupKind, info.Version})
 		known[info.GroupKind] = true
 	}
-	crds, err := listLegacy(ctx, a, crdGroupKind, "v1", managedBy)
+	crds, err := a.List(ctx, crdGroupKind, "v1", apply.ManagedByLabel+"="+managedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -412,7 +407,7 @@ func LegacyObjects(ctx context.Context, a *apply.Applier) ([]strategy.ObjectRef,
 	g.SetLimit(8)
 	for _, k := range search {
 		g.Go(func() error {
-			objs, err := listLegacy(gctx, a, k.gk, k.version, managedBy)
+			objs, err := a.List(gctx, k.gk, k.version, apply.ManagedByLabel+"="+managedBy)
 			if err != nil {
 				return err
 			}
@@ -428,30 +423,6 @@ func LegacyObjects(ctx context.Context, a *apply.Applier) ([]strategy.ObjectRef,
 	}
 	if err := g.Wait(); err != nil {
 		return nil, err
-	}
-	return out, nil
-}
-
-// listLegacy lists the objects of a kind with a managed-by value, in every
-// namespace. A kind the cluster does not serve has none.
-func listLegacy(ctx context.Context, a *apply.Applier, gk schema.GroupKind, version string, managedBy string) ([]*unstructured.Unstructured, error) {
-	gvr, _, err := a.GroupVersionResource(gk, version)
-	var notServed *apply.NotServedError
-	if errors.As(err, &notServed) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	l, err := a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: apply.ManagedByLabel + "=" + managedBy})
-	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", gk, err)
-	}
-	out := make([]*unstructured.Unstructured, 0, len(l.Items))
-	for i := range l.Items {
-		o := &l.Items[i]
-		o.SetGroupVersionKind(gk.WithVersion(version))
-		out = append(out, o)
 	}
 	return out, nil
 }

@@ -79,53 +79,10 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 		// annotations, are not replaced, and there is no canary.
 		return res, nil
 	}
-	original := intstr.FromInt32(1)
-	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
-		original = *ru.MaxUnavailable
-	}
-	wide := r.opts.Canary.Step
-	if wide == (intstr.IntOrString{}) {
-		wide = intstr.FromString("10%")
-	}
+	original, wide := canaryWidths(&ds, r.opts.Canary)
 	r.emit(Event{Type: EventCanary, Step: step.Name, Ref: ref, Reason: "canary started, maxUnavailable " + original.String()})
-
-	// Wait for the first updated pod to be ready, or to fail.
-	deadline := time.Now().Add(r.opts.StageDeadline)
-	changes := r.a.Changed()
-	for {
-		// The pods are not cached, but the DaemonSet's status follows
-		// them: a change in the cache wakes the next list, not sooner
-		// than canaryMinInterval after this one.
-		var changed <-chan struct{}
-		if changes != nil {
-			changed = changes()
-		}
-		listed := time.Now()
-		pods, err := r.daemonSetPods(ctx, &ds)
-		if err != nil {
-			return res, err
-		}
-		ready := false
-		for _, p := range pods {
-			if !health.PodCarriesIdentity(p, r.s.Identity) {
-				continue
-			}
-			if why, failed := health.PodFailure(p); failed {
-				return res, r.failCanary(ctx, &ds, ref, fmt.Sprintf("canary pod %s: %s", p.Name, why))
-			}
-			if health.PodReady(p) {
-				ready = true
-			}
-		}
-		if ready {
-			break
-		}
-		if !time.Now().Before(deadline) {
-			return res, &health.DegradedError{Reason: health.ReasonProgressDeadlineExceeded, Objects: []health.Status{{Ref: ref, Reason: "no canary pod became ready"}}}
-		}
-		if err := health.SleepUntilChanged(ctx, r.opts.Interval, changed, listed.Add(canaryMinInterval)); err != nil {
-			return res, err
-		}
+	if err := r.waitCanaryPod(ctx, &ds, ref); err != nil {
+		return res, err
 	}
 
 	if err := r.setMaxUnavailable(ctx, &ds, wide); err != nil {
@@ -189,6 +146,76 @@ func (r *run) outdatedPods(ctx context.Context, obj *unstructured.Unstructured) 
 
 // canaryMinInterval spaces the canary's pod lists woken by changes in the
 // cache (each is a request).
+// canaryWidths returns the DaemonSet's maxUnavailable as the strategy
+// has it (1 when unset) and as the canary widens it once its pod is ready
+// (CanaryOptions.Step, 10% when unset).
+func canaryWidths(ds *appsv1.DaemonSet, opts CanaryOptions) (original, wide intstr.IntOrString) {
+	original = intstr.FromInt32(1)
+	if ru := ds.Spec.UpdateStrategy.RollingUpdate; ru != nil && ru.MaxUnavailable != nil {
+		original = *ru.MaxUnavailable
+	}
+	wide = opts.Step
+	if wide == (intstr.IntOrString{}) {
+		wide = intstr.FromString("10%")
+	}
+	return original, wide
+}
+
+// canaryVerdict judges a DaemonSet's pods during its canary: failed names
+// the first pod of the target identity that failed or crash-loops (the
+// rollout stops); otherwise ready says whether one of them is ready (the
+// rollout widens). Pods of other identities (the old version) do not
+// count.
+func canaryVerdict(pods []*corev1.Pod, id strategy.Identity) (ready bool, failed string) {
+	for _, p := range pods {
+		if !health.PodCarriesIdentity(p, id) {
+			continue
+		}
+		if why, bad := health.PodFailure(p); bad {
+			return false, fmt.Sprintf("canary pod %s: %s", p.Name, why)
+		}
+		if health.PodReady(p) {
+			ready = true
+		}
+	}
+	return ready, ""
+}
+
+// waitCanaryPod waits for the first updated pod of a DaemonSet to be
+// ready; a failed one fails the canary (failCanary), and none ready by the
+// stage deadline is a *health.DegradedError.
+func (r *run) waitCanaryPod(ctx context.Context, ds *appsv1.DaemonSet, ref strategy.ObjectRef) error {
+	deadline := time.Now().Add(r.opts.StageDeadline)
+	changes := r.a.Changed()
+	for {
+		// The pods are not cached, but the DaemonSet's status follows
+		// them: a change in the cache wakes the next list, not sooner
+		// than canaryMinInterval after this one.
+		var changed <-chan struct{}
+		if changes != nil {
+			changed = changes()
+		}
+		listed := time.Now()
+		pods, err := r.daemonSetPods(ctx, ds)
+		if err != nil {
+			return err
+		}
+		ready, failed := canaryVerdict(pods, r.s.Identity)
+		if failed != "" {
+			return r.failCanary(ctx, ds, ref, failed)
+		}
+		if ready {
+			return nil
+		}
+		if !time.Now().Before(deadline) {
+			return &health.DegradedError{Reason: health.ReasonProgressDeadlineExceeded, Objects: []health.Status{{Ref: ref, Reason: "no canary pod became ready"}}}
+		}
+		if err := health.SleepUntilChanged(ctx, r.opts.Interval, changed, listed.Add(canaryMinInterval)); err != nil {
+			return err
+		}
+	}
+}
+
 const canaryMinInterval = 250 * time.Millisecond
 
 func (r *run) daemonSetPods(ctx context.Context, ds *appsv1.DaemonSet) ([]*corev1.Pod, error) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -42,19 +43,9 @@ func (e *ClaimedError) Error() string {
 // Objects an older installstrategy labelled (legacy managed-by values)
 // cannot be traced to an inventory: they stay per-object conflicts.
 func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, error) {
-	var cluster []*unstructured.Unstructured
-	for _, o := range r.s.Objects {
-		m, err := r.a.Mapping(strategy.RefOf(o), o.GroupVersionKind().Version)
-		var notServed *apply.NotServedError
-		if errors.As(err, &notServed) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("claim check: %w", err)
-		}
-		if m.Scope.Name() == meta.RESTScopeNameRoot {
-			cluster = append(cluster, o)
-		}
+	cluster, err := clusterScoped(r.a, r.s.Objects)
+	if err != nil {
+		return nil, fmt.Errorf("claim check: %w", err)
 	}
 	if len(cluster) == 0 {
 		return nil, nil
@@ -189,4 +180,24 @@ func (rc *Reconciler) CheckClaims(ctx context.Context, s *strategy.Strategy, opt
 		return nil, err
 	}
 	return &Claims{s: s, owner: opts.Owner, released: released, absent: r.absent}, nil
+}
+
+// clusterScoped returns the objects of kinds the cluster serves without a
+// namespace; kinds it does not serve are left out.
+func clusterScoped(d plan.Discovery, objs []*unstructured.Unstructured) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for _, o := range objs {
+		m, err := d.Mapping(strategy.RefOf(o), o.GroupVersionKind().Version)
+		var notServed *apply.NotServedError
+		if errors.As(err, &notServed) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		if m.Scope.Name() == meta.RESTScopeNameRoot {
+			out = append(out, o)
+		}
+	}
+	return out, nil
 }

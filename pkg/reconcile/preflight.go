@@ -108,7 +108,7 @@ func (r *run) serverPreflight(ctx context.Context) error {
 	// One list per resource and namespace rather than a read per object
 	// (apply.Probe), shared by the dry runs.
 	a := r.a.Probe(ctx, r.s.Objects)
-	err = plan.ObserveItems(ctx, a, p, r.s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, Desired: certs.desired, Inventory: r.inv})
+	err = plan.ObserveItems(ctx, a, a.DryRunner(), p, r.s, plan.ObserveOptions{Parallelism: r.opts.Parallelism, Desired: certs.desired, Inventory: r.inv})
 	if err == nil {
 		return nil
 	}

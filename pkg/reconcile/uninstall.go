@@ -63,20 +63,10 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 	if err != nil {
 		return nil, fmt.Errorf("uninstall: %w", err)
 	}
-	if !inv.Exists() {
-		legacy, err := plan.LegacyObjects(ctx, a)
-		if err != nil {
-			return nil, fmt.Errorf("uninstall: %w", err)
-		}
-		inv.Add(legacy...)
-	}
-	items, err := plan.Removable(ctx, a, plan.ObserveOptions{PruneCRDs: !opts.KeepCRDs, Inventory: inv})
+	items, err := removable(ctx, a, inv, opts)
 	if err != nil {
 		return nil, fmt.Errorf("uninstall: %w", err)
 	}
-	items = slices.DeleteFunc(items, func(it plan.Item) bool {
-		return it.Ref.GroupKind() == namespaceKind && slices.Contains(opts.deferNamespaces, it.Ref.Name)
-	})
 	emit := func(e Event) {
 		if opts.OnEvent != nil {
 			e.Step = "uninstall"
@@ -129,19 +119,46 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 	if err := errors.Join(errs...); err != nil {
 		return deleted, fmt.Errorf("uninstall: %w", err)
 	}
-	if (opts.KeepCRDs || len(opts.deferNamespaces) > 0) && len(inv.Entries) > 0 {
-		// The kept CRDs stay recorded, so a later uninstall can remove them;
-		// another installation of the product may take them over.
-		inv.Released = true
-		if err := invs.Write(ctx, inv); err != nil && !apierrors.IsNotFound(err) {
-			return deleted, fmt.Errorf("uninstall: %w", err)
-		}
-		return deleted, nil
-	}
-	if err := invs.Delete(ctx, opts.Owner); err != nil {
+	if err := releaseInventory(ctx, invs, inv, opts); err != nil {
 		return deleted, fmt.Errorf("uninstall: %w", err)
 	}
 	return deleted, nil
+}
+
+// removable lists what an uninstall deletes (plan.Removable): every object
+// of the inventory, or, for an installation without one, of what an older
+// installstrategy marked as its own; Namespaces the caller deletes later
+// (deferNamespaces) are left out.
+func removable(ctx context.Context, a plan.Cluster, inv *inventory.Inventory, opts UninstallOptions) ([]plan.Item, error) {
+	if !inv.Exists() {
+		legacy, err := plan.LegacyObjects(ctx, a)
+		if err != nil {
+			return nil, err
+		}
+		inv.Add(legacy...)
+	}
+	items, err := plan.Removable(ctx, a, plan.ObserveOptions{PruneCRDs: !opts.KeepCRDs, Inventory: inv})
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(items, func(it plan.Item) bool {
+		return it.Ref.GroupKind() == namespaceKind && slices.Contains(opts.deferNamespaces, it.Ref.Name)
+	}), nil
+}
+
+// releaseInventory ends the inventory of an uninstalled installation: it
+// is deleted, unless objects were kept (CRDs, deferred Namespaces), which
+// stay recorded in a released inventory, so a later uninstall can remove
+// them and another installation of the product may take them over.
+func releaseInventory(ctx context.Context, invs *inventory.Store, inv *inventory.Inventory, opts UninstallOptions) error {
+	if (opts.KeepCRDs || len(opts.deferNamespaces) > 0) && len(inv.Entries) > 0 {
+		inv.Released = true
+		if err := invs.Write(ctx, inv); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+		return nil
+	}
+	return invs.Delete(ctx, opts.Owner)
 }
 
 func contains(refs []strategy.ObjectRef, ref strategy.ObjectRef) bool {
