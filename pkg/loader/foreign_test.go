@@ -69,6 +69,9 @@ func TestForeignDumpBoundToTheJobRun(t *testing.T) {
 	req := f.request("v1.1.0")
 	name := f.start(t, req)
 	job, res := foreignDump(name)
+	if !strings.Contains(loader.JobConfig(job), `"kubeVirtVersion":"v1.1.0"`) {
+		t.Errorf("dump configuration %s: want KubeVirt's form, which its dump mode reads", loader.JobConfig(job))
+	}
 	c := job.Spec.Template.Spec.Containers[0]
 	if len(c.Env) < 2 || c.Env[1].Name != "VIRT_OPERATOR_IMAGE" || c.Env[1].Value != req.Image {
 		t.Errorf("dump container env %v: want VIRT_OPERATOR_IMAGE=%s after the configuration", c.Env, req.Image)

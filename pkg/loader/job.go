@@ -523,7 +523,11 @@ func (l *Loader) startJob(ctx context.Context, req Request, id strategy.Identity
 func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 	cfg := req.Config.Clone()
 	cfg.ID = id.Identifier
-	cfgJSON, err := cfg.JSON()
+	toJSON := cfg.JSON
+	if l.opts.Foreign {
+		toJSON = cfg.KubeVirtJSON
+	}
+	cfgJSON, err := toJSON()
 	if err != nil {
 		return nil, err
 	}

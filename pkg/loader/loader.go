@@ -101,7 +101,9 @@ type Options struct {
 	// (KubeVirt's virt-operator): their pods report no digest, so the
 	// result of a believed, succeeded Job whose pod reported none is bound
 	// to the Job's run instead (see adoptForeign). Without it such a Job
-	// ends NoResult.
+	// ends NoResult. Their containers get the configuration in KubeVirt's
+	// JSON form (identity.Config.KubeVirtJSON), the one virt-operator's
+	// dump mode reads.
 	Foreign bool
 	// ImagePullPolicy of the dump container; "" means IfNotPresent.
 	ImagePullPolicy corev1.PullPolicy
