@@ -101,6 +101,8 @@ func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[
 		Defaults:      defaults,
 		KeyNamespace:  keyNamespace,
 		DumpPodLabels: dumpPodLabels,
+		// virt-operator's image is the dump image: see kubevirt.DumpImageEnv.
+		ForeignDumps: true, DumpImageEnv: kubevirt.DumpImageEnv, DumpClusterRules: kubevirt.DumpClusterRules,
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,11 @@
 // them into the real node of a running local cluster.
 //
 //	images --image REF [--product-version V] [--version V --commit C --date D] [--out DIR] [--load-into STATE_DIR]
+//	images --sample-registry "" --kubevirt-operators DIR [--load-into STATE_DIR]
+//
+// --kubevirt-operators packs KubeVirt's virt-operator binaries built from
+// its release tags (DIR/virt-operator-TAG, from
+// ../shared/tools/virtoperator/build.sh) as quay.io/kubevirt/virt-operator:TAG.
 package main
 
 import (
@@ -31,14 +36,26 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.Date, "date", "", "date stamp")
 	fs.StringVar(&o.OutDir, "out", "_output/images", "folder of the tarballs")
 	fs.StringVar(&o.SampleRegistry, "sample-registry", "registry.example/sample", "registry of the sample product's component images (tagged for each of generate.SampleVersions); empty builds none")
+	kubevirtOperators := fs.String("kubevirt-operators", "", "folder of virt-operator-TAG binaries to pack as KUBEVIRT_REGISTRY/virt-operator:TAG")
+	kubevirtRegistry := fs.String("kubevirt-registry", "quay.io/kubevirt", "registry of the virt-operator images")
 	loadInto := fs.String("load-into", "", "state folder of a local cluster whose real node imports the images (skipped with a message when it does not run)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	o.SampleVersions = generate.SampleVersions
-	built, err := images.Build(ctx, o)
-	if err != nil {
-		return err
+	var built []images.Built
+	if o.Image != "" || o.SampleRegistry != "" {
+		var err error
+		if built, err = images.Build(ctx, o); err != nil {
+			return err
+		}
+	}
+	if *kubevirtOperators != "" {
+		kv, err := images.VirtOperators(o, *kubevirtOperators, *kubevirtRegistry)
+		if err != nil {
+			return err
+		}
+		built = append(built, kv...)
 	}
 	for _, b := range built {
 		fmt.Fprintf(os.Stderr, "built %s (%s): %s\n", b.Ref, b.Digest, b.Tarball)

@@ -141,6 +141,29 @@ func (o Options) image(ctx context.Context, main binary, extras []binary, ldflag
 		}
 		spec.Extras = append(spec.Extras, ociimage.File{Binary: xbin, Path: x.path})
 	}
+	return o.pack(spec, file, refs...)
+}
+
+// Prebuilt packs a static binary built elsewhere as the entrypoint, at
+// path, of an image tagged refs, into OutDir/file.tar, the way the
+// project's own images are packed: KubeVirt's virt-operator, built from
+// its release tag (../shared/tools/virtoperator/build.sh), at
+// /usr/bin/virt-operator as KubeVirt's image has it, for the real node.
+func Prebuilt(o Options, bin, path, file string, refs ...string) (Built, error) {
+	if o.OutDir == "" || len(refs) == 0 {
+		return Built{}, fmt.Errorf("pack %s: OutDir and a reference are required", bin)
+	}
+	if o.Arch == "" {
+		o.Arch = runtime.GOARCH
+	}
+	if err := os.MkdirAll(o.OutDir, 0o755); err != nil {
+		return Built{}, fmt.Errorf("pack %s: %w", bin, err)
+	}
+	return o.pack(ociimage.Spec{Binary: bin, Path: path, Arch: o.Arch}, file, refs...)
+}
+
+// pack writes the image of spec, tagged refs, to OutDir/file.tar.
+func (o Options) pack(spec ociimage.Spec, file string, refs ...string) (Built, error) {
 	img, err := ociimage.Build(spec)
 	if err != nil {
 		return Built{}, fmt.Errorf("build images: %w", err)
@@ -154,4 +177,27 @@ func (o Options) image(ctx context.Context, main binary, extras []binary, ldflag
 		return Built{}, fmt.Errorf("build images: digest of %s: %w", refs[0], err)
 	}
 	return Built{Ref: strings.Join(refs, ", "), Tarball: tarball, Digest: d.String()}, nil
+}
+
+// VirtOperatorBinary is virt-operator's path in KubeVirt's image.
+const VirtOperatorBinary = "/usr/bin/virt-operator"
+
+// VirtOperators packs every dir/virt-operator-TAG (KubeVirt's
+// virt-operator built from release TAG) as registry/virt-operator:TAG,
+// into OutDir/virt-operator-TAG.tar each.
+func VirtOperators(o Options, dir, registry string) ([]Built, error) {
+	bins, err := filepath.Glob(filepath.Join(dir, "virt-operator-v*"))
+	if err != nil || len(bins) == 0 {
+		return nil, fmt.Errorf("pack virt-operator: no virt-operator-TAG binary in %s (../shared/tools/virtoperator/build.sh builds them)", dir)
+	}
+	var out []Built
+	for _, bin := range bins {
+		tag := strings.TrimPrefix(filepath.Base(bin), "virt-operator-")
+		b, err := Prebuilt(o, bin, VirtOperatorBinary, "virt-operator-"+tag, strings.TrimSuffix(registry, "/")+"/virt-operator:"+tag)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
 }

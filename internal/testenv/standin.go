@@ -32,6 +32,23 @@ import (
 type WebhookStandIn struct {
 	// Reviews counts the admission reviews answered.
 	Reviews atomic.Int64
+	srv     *http.Server
+	started chan error
+	// done is closed when the stand-in has stopped listening.
+	done chan struct{}
+}
+
+// Close stops the stand-in (the pods it played are gone, e.g. an operator
+// handing over to another) and frees the ClusterIP's port for whoever
+// serves the Service next. It waits until the stand-in started or gave up.
+func (s *WebhookStandIn) Close() error {
+	err := <-s.started
+	s.started <- err
+	if cerr := s.srv.Close(); err == nil {
+		err = cerr
+	}
+	<-s.done
+	return err
 }
 
 // ServeWebhookStandIn starts a stand-in for the pods behind Service
@@ -75,7 +92,9 @@ func (e *Env) ServeWebhookStandIn(ctx context.Context, t testing.TB, namespace, 
 		}},
 	}
 	started := make(chan error, 1)
+	s.srv, s.started, s.done = srv, started, make(chan struct{})
 	go func() {
+		defer close(s.done)
 		var ip string
 		err := Poll(ctx, fmt.Sprintf("Service %s/%s and the certificate of Secret %s", namespace, service, secret), func(ctx context.Context) (bool, string, error) {
 			svc, err := e.Kube.CoreV1().Services(namespace).Get(ctx, service, metav1.GetOptions{})

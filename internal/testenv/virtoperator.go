@@ -98,6 +98,10 @@ func AsVirtOperator(tb testing.TB, s *strategy.Strategy) []*unstructured.Unstruc
 			pair := ca
 			if !strings.HasSuffix(u.GetName(), "-ca") {
 				name := strings.TrimSuffix(strings.TrimPrefix(u.GetName(), "kubevirt-"), "-certs")
+				if u.GetName() == "kubevirt-operator-certs" {
+					// virt-operator's own (components.VirtOperatorServiceName).
+					name = "kubevirt-operator-webhook"
+				}
 				if pair, err = certs.NewServing(ca, certs.ServiceDNSNames(name, u.GetNamespace()), now, 24*time.Hour); err != nil {
 					tb.Fatal(err)
 				}

@@ -141,6 +141,41 @@ func (c *Config) JSON() ([]byte, error) {
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
+// KubeVirtJSON is the configuration in KubeVirt's JSON form, the one
+// virt-operator's dump mode reads from EnvVar: kubeVirtVersion for the
+// version, component images as top-level keys (virtOperatorImage, ...).
+// Placement is not part of KubeVirt's form and is left out; ParseConfig
+// reads the result back.
+func (c *Config) KubeVirtJSON() ([]byte, error) {
+	m := map[string]any{}
+	set := func(k, v string) {
+		if v != "" {
+			m[k] = v
+		}
+	}
+	set("id", c.ID)
+	set("namespace", c.Namespace)
+	set("registry", c.Registry)
+	set("imagePrefix", c.ImagePrefix)
+	set("kubeVirtVersion", c.Version)
+	for k, v := range c.ComponentImages {
+		set(k, v)
+	}
+	if len(c.AdditionalProperties) > 0 {
+		m["additionalProperties"] = c.AdditionalProperties
+	}
+	if len(c.PassthroughEnvVars) > 0 {
+		m["passthroughEnvVars"] = c.PassthroughEnvVars
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(m); err != nil {
+		return nil, fmt.Errorf("config: encode json: %w", err)
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}
+
 // plainConfig has Config's fields without its methods, so encoding/json
 // uses the default encoding.
 type plainConfig Config

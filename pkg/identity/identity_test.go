@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -294,5 +295,37 @@ func TestCloneIsDeep(t *testing.T) {
 	again, _ := back.JSON()
 	if string(again) != string(text) {
 		t.Fatalf("round trip: %s != %s", again, text)
+	}
+}
+
+// TestKubeVirtJSON: a configuration in KubeVirt's JSON form has the keys
+// virt-operator's dump mode reads (kubeVirtVersion, component images at
+// the top), and ParseConfig reads it back to the same configuration and
+// identifier.
+func TestKubeVirtJSON(t *testing.T) {
+	c := &identity.Config{ID: "abc", Namespace: "kubevirt", Registry: "quay.io/kubevirt", Version: "v1.9.0",
+		ComponentImages:      map[string]string{"virtOperatorImage": "quay.io/kubevirt/virt-operator:v1.9.0"},
+		AdditionalProperties: map[string]string{"UninstallStrategy": "BlockUninstallIfWorkloadsExist"}}
+	b, err := c.KubeVirtJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	if raw["kubeVirtVersion"] != "v1.9.0" || raw["virtOperatorImage"] != "quay.io/kubevirt/virt-operator:v1.9.0" || raw["version"] != nil || raw["componentImages"] != nil {
+		t.Errorf("KubeVirt form %s: want kubeVirtVersion and virtOperatorImage at the top", b)
+	}
+	back, err := identity.ParseConfig(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back, c) {
+		t.Errorf("read back %+v, want %+v", back, c)
+	}
+	want, _ := c.Identity(identity.KubeVirt)
+	if got, _ := back.Identity(identity.KubeVirt); got != want {
+		t.Errorf("identity %+v, want %+v", got, want)
 	}
 }

@@ -127,11 +127,20 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 // the stored strategy for the identifier with that digest is verified and
 // signed with the store's key, so later reads trust it. The Job and the
 // pod must run the dump the loader would start (image, arguments), so a
-// Job or pod put in its place with another image reports nothing.
+// Job or pod put in its place with another image reports nothing. A
+// foreign image's pod reports no digest: with Options.Foreign, what it
+// wrote is bound to the Job's run instead (adoptForeign).
 func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, id strategy.Identity) (*store.Loaded, error) {
-	digest, err := l.reportedDigest(ctx, job)
+	pod, term, err := l.succeededPod(ctx, job)
 	if err != nil {
 		return nil, err
+	}
+	digest := strings.TrimSpace(term.Message)
+	if !strings.HasPrefix(digest, "sha256:") {
+		if l.opts.Foreign {
+			return l.adoptForeign(ctx, job, pod, term, id)
+		}
+		return nil, fmt.Errorf("the succeeded pod %s of job %s/%s did not report the digest of its strategy in its termination message", pod.Name, job.Namespace, job.Name)
 	}
 	entries, err := l.opts.Store.List(ctx, job.Namespace)
 	if err != nil {
@@ -149,30 +158,126 @@ func (l *Loader) adopt(ctx context.Context, job *batchv1.Job, id strategy.Identi
 	return nil, fmt.Errorf("job %s/%s reported digest %s, but no strategy for identifier %s with that digest is stored", job.Namespace, job.Name, digest, id.Identifier)
 }
 
-// reportedDigest is the digest a dump Job's succeeded pod reported in its
-// termination message (see internal/dump). The Job was believed (see
-// believe); its pods are believed only when their spec is the Job's
-// template plus what admission and the scheduler add (podFromTemplate):
-// whoever may create pods in the namespace can forge the owner reference
-// and the Job's labels, not what the pod runs.
-func (l *Loader) reportedDigest(ctx context.Context, job *batchv1.Job) (string, error) {
+// succeededPod is the newest succeeded pod of a believed Job (see believe)
+// and its container's termination (exit code 0). Its pods are believed
+// only when their spec is the Job's template plus what admission and the
+// scheduler add (podFromTemplate): whoever may create pods in the
+// namespace can forge the owner reference and the Job's labels, not what
+// the pod runs.
+func (l *Loader) succeededPod(ctx context.Context, job *batchv1.Job) (*corev1.Pod, *corev1.ContainerStateTerminated, error) {
 	pods, err := l.pods(ctx, job)
 	if err != nil {
-		return "", err
+		return nil, nil, err
 	}
-	for _, p := range pods {
-		if p.Status.Phase != corev1.PodSucceeded || !ownedBy(&p, job) || !podFromTemplate(&p.Spec, &job.Spec.Template.Spec) {
+	for i := range pods {
+		p := &pods[i]
+		if p.Status.Phase != corev1.PodSucceeded || !ownedBy(p, job) || !podFromTemplate(&p.Spec, &job.Spec.Template.Spec) {
 			continue
 		}
 		for _, cs := range p.Status.ContainerStatuses {
 			if t := cs.State.Terminated; t != nil && t.ExitCode == 0 {
-				if msg := strings.TrimSpace(t.Message); strings.HasPrefix(msg, "sha256:") {
-					return msg, nil
-				}
+				return p, t, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("no succeeded pod of job %s/%s reported the digest of its strategy in its termination message", job.Namespace, job.Name)
+	return nil, nil, fmt.Errorf("job %s/%s has no succeeded pod that runs its template", job.Namespace, job.Name)
+}
+
+// adoptForeign accepts what a foreign dump image wrote: KubeVirt's
+// virt-operator --dump-install-strategy creates one KubeVirt-form
+// ConfigMap (generated name, no digest) and reports nothing. Nothing in
+// the cluster records who created a ConfigMap, so the loader binds it to
+// the believed Job's run, strictly:
+//
+//   - of the namespace's unsigned strategies for the identifier stored
+//     since the Job was created, there is exactly one (a second one, from
+//     whoever, refuses both);
+//   - it is in KubeVirt's form, claims the Job's identity (identifier,
+//     version, registry) and was created while the Job's believed pod
+//     existed: not before the pod was created, not after its container
+//     finished (server and kubelet timestamps, 1 s resolution);
+//   - the ConfigMap as read (same UID) was never written after that
+//     container finished: every managed-fields entry's time, which the
+//     API server sets to now for whoever changes the object, is within
+//     the run.
+//
+// The loader then computes the digest of the text of exactly what it
+// checked and stores that text itself, signed with the store's key (the
+// native form: a KubeVirt-form ConfigMap has no place for the digest the
+// signature covers). What a ConfigMap writer of the namespace does after
+// the container finished is never adopted; what they write while it runs
+// is refused as a second candidate unless they replace or edit the dump's
+// own ConfigMap within those seconds (docs/adr/2026-12-06-foreign-dump-binding.md).
+func (l *Loader) adoptForeign(ctx context.Context, job *batchv1.Job, pod *corev1.Pod, term *corev1.ContainerStateTerminated, id strategy.Identity) (*store.Loaded, error) {
+	where := fmt.Sprintf("adopt the result of foreign dump job %s/%s (pod %s)", job.Namespace, job.Name, pod.Name)
+	entries, err := l.opts.Store.List(ctx, job.Namespace)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	since := job.CreationTimestamp.Time
+	var cands []store.Entry
+	for _, e := range entries {
+		if e.Matches(id) && e.Signature == "" && !e.Created.Before(since) {
+			cands = append(cands, e)
+		}
+	}
+	switch {
+	case len(cands) == 0:
+		return nil, fmt.Errorf("%s: no unsigned strategy for identifier %s was stored since the job was created", where, id.Identifier)
+	case len(cands) > 1:
+		names := make([]string, len(cands))
+		for i, e := range cands {
+			names[i] = e.Name
+		}
+		return nil, fmt.Errorf("%s: %d unsigned strategies for identifier %s were stored since the job was created (%s): which one the job wrote is unknown, none is adopted", where, len(cands), id.Identifier, strings.Join(names, ", "))
+	}
+	e := cands[0]
+	cm, err := l.opts.Kube.CoreV1().ConfigMaps(e.Namespace).Get(ctx, e.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if err := writtenDuring(cm, e, id, pod.CreationTimestamp.Time, term.FinishedAt.Time); err != nil {
+		return nil, fmt.Errorf("%s: configmap %s: %w", where, e.Name, err)
+	}
+	text, _, err := codec.Decode(cm, codec.DecodeOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	if _, err := l.opts.Store.PublishText(ctx, job.Namespace, text, id); err != nil {
+		return nil, fmt.Errorf("%s: %w", where, err)
+	}
+	return l.opts.Store.Load(ctx, job.Namespace, id)
+}
+
+// writtenDuring checks that a ConfigMap, read now, is the listed entry in
+// KubeVirt's form for id, created no earlier than from and no later than
+// to, and not written since to (see adoptForeign).
+func writtenDuring(cm *corev1.ConfigMap, e store.Entry, id strategy.Identity, from, to time.Time) error {
+	info := codec.DescribeConfigMap(cm)
+	created := cm.CreationTimestamp.Time
+	from, to = from.Truncate(time.Second), to.Truncate(time.Second)
+	switch {
+	case cm.UID != e.UID:
+		return fmt.Errorf("replaced since it was listed (uid %s, listed %s)", cm.UID, e.UID)
+	case cm.DeletionTimestamp != nil:
+		return errors.New("being deleted")
+	case info.Format != codec.FormatKubeVirt:
+		return fmt.Errorf("in the %s form, not KubeVirt's (a foreign dump writes KubeVirt's form)", info.Format)
+	case info.Identity != id:
+		return fmt.Errorf("claims %+v, the job dumps %+v", info.Identity, id)
+	case info.Signature != "":
+		return errors.New("signed since it was listed")
+	case created.Before(from) || created.After(to):
+		return fmt.Errorf("created at %s, outside the run of the job's pod (%s to %s)", created.UTC().Format(time.RFC3339), from.UTC().Format(time.RFC3339), to.UTC().Format(time.RFC3339))
+	case len(cm.ManagedFields) == 0:
+		return errors.New("has no managed fields: when it was last written is unknown")
+	}
+	for _, m := range cm.ManagedFields {
+		if m.Time == nil || m.Time.After(to) {
+			return fmt.Errorf("written by %q at %v, after the job's pod finished at %s", m.Manager, m.Time, to.UTC().Format(time.RFC3339))
+		}
+	}
+	return nil
 }
 
 func ownedBy(p *corev1.Pod, job *batchv1.Job) bool {
@@ -418,7 +523,11 @@ func (l *Loader) startJob(ctx context.Context, req Request, id strategy.Identity
 func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 	cfg := req.Config.Clone()
 	cfg.ID = id.Identifier
-	cfgJSON, err := cfg.JSON()
+	toJSON := cfg.JSON
+	if l.opts.Foreign {
+		toJSON = cfg.KubeVirtJSON
+	}
+	cfgJSON, err := toJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +593,7 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 						Image:           req.Image,
 						ImagePullPolicy: l.opts.ImagePullPolicy,
 						Args:            []string{DumpFlag},
-						Env:             append([]corev1.EnvVar{{Name: identity.EnvVar, Value: string(cfgJSON)}}, l.opts.PodEnv...), // see JobConfig
+						Env:             l.env(req, cfgJSON), // see JobConfig
 						SecurityContext: withReadOnlyRoot(podsec.Container()),
 						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
 							corev1.ResourceCPU:    resource.MustParse("10m"),
@@ -496,6 +605,16 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 			},
 		},
 	}, nil
+}
+
+// env is the dump container's environment: the configuration, the
+// image's own reference under Options.ImageEnv, then Options.PodEnv.
+func (l *Loader) env(req Request, cfgJSON []byte) []corev1.EnvVar {
+	env := []corev1.EnvVar{{Name: identity.EnvVar, Value: string(cfgJSON)}}
+	if l.opts.ImageEnv != "" {
+		env = append(env, corev1.EnvVar{Name: l.opts.ImageEnv, Value: req.Image})
+	}
+	return append(env, l.opts.PodEnv...)
 }
 
 func infra(cfg *identity.Config) *identity.NodePlacement {
@@ -512,7 +631,8 @@ func withReadOnlyRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
 
 // ensureRBAC creates the dump service account, a Role that may only
 // create, get and list ConfigMaps in the namespace (get and list make a
-// second dump of the same identifier publish nothing), and their binding.
+// second dump of the same identifier publish nothing), and their binding;
+// with Options.ClusterRules, a ClusterRole of them bound to the account.
 func (l *Loader) ensureRBAC(ctx context.Context, ns string) error {
 	name := l.opts.ServiceAccount
 	meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{codec.ManagedByLabel: codec.NativeManagedBy}}
@@ -535,6 +655,17 @@ func (l *Loader) ensureRBAC(ctx context.Context, ns string) error {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
 	}, metav1.CreateOptions{})
 	create("role binding", err)
+	if l.opts.ClusterRules != nil {
+		cluster := metav1.ObjectMeta{Name: name + "-" + ns, Labels: meta.Labels}
+		_, err = l.opts.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: cluster, Rules: l.opts.ClusterRules}, metav1.CreateOptions{})
+		create("cluster role", err)
+		_, err = l.opts.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: cluster,
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cluster.Name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
+		}, metav1.CreateOptions{})
+		create("cluster role binding", err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("dump job rbac: %w", err)
 	}

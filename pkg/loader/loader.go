@@ -19,6 +19,7 @@ import (
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -85,6 +86,25 @@ type Options struct {
 	// configuration's variable), e.g. KUBERNETES_SERVICE_HOST/PORT where
 	// the kubernetes Service is not reachable from pods.
 	PodEnv []corev1.EnvVar
+	// ImageEnv, when set, names an environment variable of the dump
+	// container that holds the container's own image reference
+	// (KubeVirt's virt-operator refuses to start without
+	// VIRT_OPERATOR_IMAGE, which its own dump Job sets).
+	ImageEnv string
+	// ClusterRules are granted to the dump service account cluster-wide
+	// (a ClusterRole and a ClusterRoleBinding named after the account and
+	// the namespace), for dump images that read cluster-scoped objects:
+	// KubeVirt's dump reads Namespaces (and ServiceAccounts in them) to
+	// find the monitoring namespace. nil grants nothing beyond the Role.
+	ClusterRules []rbacv1.PolicyRule
+	// Foreign says that the dump images are not this project's operator
+	// (KubeVirt's virt-operator): their pods report no digest, so the
+	// result of a believed, succeeded Job whose pod reported none is bound
+	// to the Job's run instead (see adoptForeign). Without it such a Job
+	// ends NoResult. Their containers get the configuration in KubeVirt's
+	// JSON form (identity.Config.KubeVirtJSON), the one virt-operator's
+	// dump mode reads.
+	Foreign bool
 	// ImagePullPolicy of the dump container; "" means IfNotPresent.
 	ImagePullPolicy corev1.PullPolicy
 	// BackoffLimit is how often one Job retries its pod; 0 means never:

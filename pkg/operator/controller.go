@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -111,6 +112,15 @@ type Options struct {
 	// loader.Options).
 	DumpPodEnv       []corev1.EnvVar
 	DumpPodPlacement *identity.NodePlacement
+	// ForeignDumps, DumpImageEnv and DumpClusterRules are for products
+	// whose own operator image is the dump image (KubeVirt's
+	// virt-operator): its pods report no digest, so a Job's result is
+	// bound to the Job's run; its container gets its own image under
+	// DumpImageEnv; its service account gets DumpClusterRules
+	// cluster-wide (see loader.Options: Foreign, ImageEnv, ClusterRules).
+	ForeignDumps     bool
+	DumpImageEnv     string
+	DumpClusterRules []rbacv1.PolicyRule
 	// DumpPollInterval is how soon a pending dump Job is looked at again
 	// if no event of it came meanwhile (the Jobs are watched: a finished
 	// dump is loaded at once); 0 means loader.DefaultPollInterval.
@@ -226,7 +236,7 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 		return nil, fmt.Errorf("store: %w", err)
 	}
 	ld, err := loader.New(loader.Options{Store: st, Kube: kube, PodLabels: opts.DumpPodLabels, PodEnv: opts.DumpPodEnv, Placement: opts.DumpPodPlacement,
-		PollInterval: opts.DumpPollInterval})
+		PollInterval: opts.DumpPollInterval, Foreign: opts.ForeignDumps, ImageEnv: opts.DumpImageEnv, ClusterRules: opts.DumpClusterRules})
 	if err != nil {
 		return nil, fmt.Errorf("loader: %w", err)
 	}

@@ -65,8 +65,10 @@ type kubeVirtOperator struct {
 // strategyOf (serveKubeVirtDumps), stands in for virt-api's webhooks, and
 // forwards kubevirt-operator-webhook's ClusterIP to the operator's webhook
 // server (the part of kube-proxy the local cluster lacks), whose pod is
-// the kwok pod of config/operator.yaml's Deployment.
-func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, defaults operator.Defaults, strategyOf func(testing.TB, string) *strategy.Strategy) *kubeVirtOperator {
+// the kwok pod of config/operator.yaml's Deployment. A nil strategyOf
+// leaves the dump Jobs to run for real (on the real node, with change
+// placing them there).
+func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, defaults operator.Defaults, strategyOf func(testing.TB, string) *strategy.Strategy, change ...func(*operator.Options)) *kubeVirtOperator {
 	t.Helper()
 	const ns = "kubevirt"
 	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
@@ -89,14 +91,18 @@ func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := operator.New(mgr, operator.Options{
+	opts := operator.Options{
 		Resource: kubevirt.Resource{Defaults: defaults}, Defaults: defaults, KeyNamespace: keyNS, Metrics: operator.NewMetrics(),
 		DumpPodLabels: testenv.BehaviourLabels(testenv.BehaviourAwaitResult),
 		// A finished dump is loaded when its Job's watch says so: no
 		// test would finish if the operator waited for this poll.
 		DumpPollInterval: 30 * time.Minute,
 		ProgressInterval: 500 * time.Millisecond, Interval: 200 * time.Millisecond, StageDeadline: 2 * time.Minute,
-	})
+	}
+	for _, c := range change {
+		c(&opts)
+	}
+	r, err := operator.New(mgr, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -118,7 +124,7 @@ func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, 
 	env.ServeWebhookStandIn(ctx, t, ns, "virt-api", "kubevirt-virt-api-certs")
 	mctx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Add(3)
+	wg.Add(2)
 	go func() { defer wg.Done(); bridgeService(mctx, t, env, ns, "kubevirt-operator-webhook", hookAddr) }()
 	go func() {
 		defer wg.Done()
@@ -126,7 +132,10 @@ func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, 
 			t.Errorf("manager: %v", err)
 		}
 	}()
-	go func() { defer wg.Done(); serveKubeVirtDumps(mctx, t, env, ns, strategyOf) }()
+	if strategyOf != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); serveKubeVirtDumps(mctx, t, env, ns, strategyOf) }()
+	}
 	t.Cleanup(func() { stop(); wg.Wait() })
 	res := env.Dynamic.Resource(kubevirtsGVR).Namespace(ns)
 	// Registered after the operator's stop: runs before it, so that the
@@ -344,7 +353,7 @@ func TestExampleKubeVirtOperatorTakesOverVirtOperator(t *testing.T) {
 	env := testenv.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
-	s := testenv.KubeVirtStrategy(t, "v1.8.4")
+	s := testenv.KubeVirtStrategyAsShipped(t, "v1.8.4")
 	env.EnsureKubeVirtCRD(ctx, t)
 	created := env.CreateAsVirtOperator(ctx, t, s)
 	uids := map[string]types.UID{}
@@ -352,12 +361,25 @@ func TestExampleKubeVirtOperatorTakesOverVirtOperator(t *testing.T) {
 		uids[strategy.RefOf(o).String()] = o.GetUID()
 	}
 	pods := env.PodUIDs(ctx, t, "kubevirt")
-	// The CR as virt-operator v1.8.4 leaves it: spec {}, deployed.
+	// virt-operator's pod answers its own webhooks (virt-operator-validator,
+	// failurePolicy Fail as shipped) with its certificate until it stops:
+	// a stand-in plays it, closed when the example takes over.
+	virtOperator := env.ServeWebhookStandIn(ctx, t, "kubevirt", "kubevirt-operator-webhook", "kubevirt-operator-certs")
+	// The CR as virt-operator v1.8.4 leaves it: spec {}, deployed. (Its
+	// create is refused until the stand-in listens.)
 	res := env.Dynamic.Resource(kubevirtsGVR).Namespace("kubevirt")
-	cr, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
-		"metadata": map[string]any{"name": "kubevirt"}, "spec": map[string]any{}}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
+	var cr *unstructured.Unstructured
+	testenv.WaitFor(ctx, t, "the KubeVirt CR created through virt-operator's webhook", func(ctx context.Context) (bool, string, error) {
+		var err error
+		cr, err = res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "kubevirt.io/v1", "kind": "KubeVirt",
+			"metadata": map[string]any{"name": "kubevirt"}, "spec": map[string]any{}}}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err.Error(), nil
+		}
+		return true, "", nil
+	})
+	if virtOperator.Reviews.Load() == 0 {
+		t.Fatal("virt-operator's stand-in answered no review: the CR was created without its webhook")
 	}
 	now := metav1.Now().UTC().Format(time.RFC3339)
 	cond := func(typ, status, reason string) map[string]any {
@@ -374,7 +396,11 @@ func TestExampleKubeVirtOperatorTakesOverVirtOperator(t *testing.T) {
 
 	// spec {} is the operator's own version, as for virt-operator: the
 	// example is started as v1.8.4's replacement.
-	k := startKubeVirtOperator(ctx, t, env, operator.Defaults{Version: "v1.8.4"}, testenv.KubeVirtStrategy)
+	// virt-operator stops; the example answers its webhooks from now on.
+	if err := virtOperator.Close(); err != nil {
+		t.Fatal(err)
+	}
+	k := startKubeVirtOperator(ctx, t, env, operator.Defaults{Version: "v1.8.4"}, testenv.KubeVirtStrategyAsShipped)
 	st := k.waitVersion(ctx, t, "v1.8.4")
 	checkKubeVirtStatus(t, "v1.8.4", st)
 	if st["operatorVersion"] != "v1.8.4" {
@@ -410,9 +436,8 @@ func TestExampleKubeVirtOperatorTakesOverVirtOperator(t *testing.T) {
 	// The upgrade comes from a strategy ConfigMap of v1.9.0 in KubeVirt's
 	// own form, unsigned, as virt-operator's dump stores it, named on the
 	// CR with its digest pinned (what makes it trusted), not from a dump
-	// Job. (Its webhooks are failurePolicy Ignore, as in every KubeVirt
-	// test: kwok runs no virt-api to answer them.)
-	s190 := testenv.KubeVirtStrategy(t, "v1.9.0")
+	// Job.
+	s190 := testenv.KubeVirtStrategyAsShipped(t, "v1.9.0")
 	cm, err := codec.Encode(s190, codec.EncodeOptions{Format: codec.FormatKubeVirt, Namespace: "kubevirt"})
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -325,6 +326,18 @@ func (r Resource) Config(in *v1alpha1.Installation, d operator.Defaults) (*ident
 	cfg.ComponentImages = map[string]string{"virtOperatorImage": StrategyImage(cfg)}
 	return cfg, identity.KubeVirt, nil
 }
+
+// What virt-operator's dump mode (--dump-install-strategy, run by the dump
+// Job) needs besides the configuration, as virt-operator's own dump Job
+// gives it: VIRT_OPERATOR_IMAGE (it exits without it), and reading
+// Namespaces and ServiceAccounts (it looks for the monitoring namespace
+// and its prometheus-k8s account). Its pod reports no digest, so the
+// operator binds what it writes to the Job's run (operator.Options
+// ForeignDumps, docs/adr/2026-12-06-foreign-dump-binding.md).
+const DumpImageEnv = "VIRT_OPERATOR_IMAGE"
+
+// DumpClusterRules: see DumpImageEnv.
+var DumpClusterRules = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"namespaces", "serviceaccounts"}, Verbs: []string{"get"}}}
 
 // StrategyImage is the virt-operator image whose dump gives the strategy.
 func StrategyImage(cfg *identity.Config) string {
