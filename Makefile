@@ -2,6 +2,8 @@
 #
 #   make tools          build the local control-plane binaries (cached; the first
 #                       build takes several minutes)
+#   make flux-tools     build Flux's source-controller and kustomize-controller
+#                       from source (cached per pin; hack/flux.sh)
 #   make cluster-up     start the local cluster; prints `export KUBECONFIG=...`
 #   make cluster-env    print the export lines of the running cluster
 #   make cluster-down   stop it and remove its state
@@ -88,6 +90,14 @@ help:
 .PHONY: tools
 tools: ## Build (or reuse) the control-plane binaries in $(TOOLS_DIR).
 	@hack/tools.sh build >/dev/null
+
+# flux-tools: Flux's source-controller and kustomize-controller, built from
+# their source at the pins of hack/flux (a module of its own) with their
+# CRDs, into a cache folder keyed by the pins (hack/flux.sh); make test
+# builds them too (test/e2e's Flux test runs them).
+.PHONY: flux-tools
+flux-tools:
+	@hack/flux.sh build >/dev/null
 
 .PHONY: localcluster
 localcluster:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # hack/test.sh: the body of `make test`. It builds the control-plane tools
-# (cached), starts the local test clusters, runs the tests against them,
-# and always tears the clusters down: on success, on failure and on Ctrl-C.
+# and Flux's controllers (both cached), starts the local test clusters, runs
+# the tests against them, and always tears the clusters down: on success, on failure and on Ctrl-C.
 # After teardown it checks that no process of a cluster is left.
 #
 # `make test` runs in two shards at once, each on a cluster of its own
@@ -28,6 +28,9 @@ log() { printf '[test] %s\n' "$*" >&2; }
 start=$(date +%s)
 TOOLS_DIR="$(hack/tools.sh build)"
 export TOOLS_DIR
+# Flux's controllers for test/e2e's Flux test (cached per pin, hack/flux.sh).
+FLUX_DIR="$(hack/flux.sh build)"
+export FLUX_DIR
 "${GO}" build -o "${localcluster}" ./hack/localcluster
 
 # FIRST_SHARD: the packages of the first shard (go list patterns).

@@ -73,7 +73,14 @@ type e2e struct {
 
 func installCRD(ctx context.Context, t testing.TB, env *testenv.Env) {
 	t.Helper()
-	data, err := os.ReadFile(crdFile)
+	installCRDFile(ctx, t, env, crdFile)
+}
+
+// installCRDFile creates the CRD of file, or brings the live one up to
+// date, and waits until it is established.
+func installCRDFile(ctx context.Context, t testing.TB, env *testenv.Env, file string) {
+	t.Helper()
+	data, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -90,6 +90,7 @@ type operatorProcess struct {
 	t       testing.TB
 	name    string
 	args    []string
+	env     []string // added to the test's environment
 	logPath string
 	metrics string // host:port of /metrics
 
@@ -157,6 +158,9 @@ func (p *operatorProcess) start() {
 	fmt.Fprintf(f, "=== start %s\n", time.Now().Format(time.RFC3339Nano))
 	cmd := exec.Command(p.args[0], p.args[1:]...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if len(p.env) > 0 {
+		cmd.Env = append(os.Environ(), p.env...)
+	}
 	// Its own process group, killed with the test binary even when that
 	// dies without running cleanups (a go test -timeout panic).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
