@@ -21,7 +21,9 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -163,14 +165,25 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 	defer cancel()
 	// Everything in the Installation's inventory that still carries its
 	// labels, the CA Secret included; CRDs only with pruneCRDs.
-	var kept []string
+	var kept, hooks []string
+	applied, skipped := r.appliedStrategy(ctx, in)
+	if skipped != nil {
+		r.event(in, corev1.EventTypeWarning, ReasonDeleteHooksSkipped, "Uninstall", "no pre/post-delete hooks run: %v", skipped)
+		s.log.Info("delete hooks skipped", "reason", skipped.Error())
+	}
 	deleted, err := r.rc.Uninstall(ctx, reconcile.UninstallOptions{
-		Owner: Owner(in), KeepCRDs: !in.Spec.PruneCRDs, Wait: true,
+		Owner: Owner(in), KeepCRDs: !in.Spec.PruneCRDs, Wait: true, Strategy: applied,
 		OnEvent: func(e reconcile.Event) {
-			if e.Type == reconcile.EventKept {
+			switch {
+			case e.Type == reconcile.EventKept:
 				kept = append(kept, e.Ref.String()+" ("+e.Reason+")")
+			case e.Type == reconcile.EventApplied && strings.HasPrefix(e.Step, "hook "):
+				hooks = append(hooks, e.Ref.String()+" ("+strings.TrimPrefix(e.Step, "hook ")+")")
 			}
 		}})
+	if len(hooks) > 0 {
+		r.event(in, corev1.EventTypeNormal, ReasonDeleteHooks, "Uninstall", "ran %d delete hooks: %s", len(hooks), strings.Join(hooks, "; "))
+	}
 	for _, ref := range deleted {
 		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
 	}
@@ -243,4 +256,72 @@ func (r *Reconciler) stageRelease(ctx context.Context, s *State) (bool, error) {
 	r.wrote.Delete(client.ObjectKeyFromObject(in))
 	s.log.Info("uninstall finished")
 	return true, nil
+}
+
+// Events of an Installation's deletion about the chart's delete hooks.
+const (
+	// ReasonDeleteHooks: the pre/post-delete hooks of the strategy last
+	// applied ran.
+	ReasonDeleteHooks = "DeleteHooks"
+	// ReasonDeleteHooksSkipped: the strategy last applied could not be
+	// loaded or was not trusted, so no delete hook ran.
+	ReasonDeleteHooksSkipped = "DeleteHooksSkipped"
+)
+
+// appliedStrategy loads, for the delete hooks, the strategy the
+// Installation last applied, through the same trust decision as a
+// reconcile: a configMap, OCI or Helm source through its policy (its
+// signatures or pinned digest), the product and dump-Job strategies from
+// the operator's store (signed by the operator's key). What it loads must
+// be what was applied: the text's digest recorded in status.strategy
+// (for a Helm source, whose render may draw new random values, the
+// identifier: the chart's archive digest, the values and the release
+// options). Anything else returns nil and why: a deletion then runs no
+// hook rather than one from a source that changed since or was
+// tampered with.
+func (r *Reconciler) appliedStrategy(ctx context.Context, in *v1alpha1.Installation) (*strategy.Strategy, error) {
+	st := in.Status.Strategy
+	if st == nil || st.Digest == "" || in.Status.ObservedIdentifier == "" && in.Status.ObservedVersion == "" {
+		return nil, nil // nothing was applied: nothing to hook
+	}
+	if _, err := r.operatorKey(ctx); err != nil {
+		return nil, err
+	}
+	var (
+		loaded *strategy.Strategy
+		digest string
+		err    error
+	)
+	switch in.Spec.StrategySourceType() {
+	case v1alpha1.StrategySourceConfigMap:
+		var v *trust.Verified
+		if v, _, err = r.loadConfigMap(ctx, in); err == nil {
+			loaded, digest = v.Strategy, v.Digest
+		}
+	case v1alpha1.StrategySourceOCI, v1alpha1.StrategySourceHelm:
+		var l *remoteLoaded
+		if l, err = r.loadRemote(ctx, in); err == nil {
+			loaded, digest = l.strategy, l.digest
+		}
+	default:
+		var l *store.Loaded
+		if l, err = r.store.Load(ctx, in.Namespace, observedIdentity(in)); err == nil {
+			loaded, digest = l.Strategy, l.Digest
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("the strategy last applied: %w", err)
+	}
+	same := digest == st.Digest
+	if in.Spec.StrategySourceType() == v1alpha1.StrategySourceHelm {
+		same = loaded.Identity.Identifier == in.Status.ObservedIdentifier
+	}
+	if !same {
+		return nil, fmt.Errorf("the strategy the source gives now (%s, %s) is not the one last applied (%s, %s)",
+			loaded.Identity.Identifier, digest, in.Status.ObservedIdentifier, st.Digest)
+	}
+	if err := Prepare(loaded, in); err != nil {
+		return nil, err
+	}
+	return loaded, nil
 }
