@@ -29,6 +29,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -52,7 +53,7 @@ type Options struct {
 	// Identity is the target identity written into the annotations.
 	Identity strategy.Identity
 	// FieldManager is the server-side apply field manager; "" means
-	// DefaultFieldManager.
+	// metakeys.FieldManager.
 	FieldManager string
 	// Owner is the installation whose labels the applier writes, and the
 	// only one whose objects it updates.
@@ -174,7 +175,7 @@ func (e *ConflictError) Error() string {
 }
 
 func (a *Applier) conflictOf(ref strategy.ObjectRef, live *unstructured.Unstructured, claim inventory.Claim) *ConflictError {
-	e := &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[ManagedByLabel]}
+	e := &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[metakeys.ManagedByLabel]}
 	switch {
 	case claim == inventory.ClaimOther:
 		e.Installation = inventory.OtherOwner(live.GetLabels())
@@ -317,7 +318,7 @@ func (a *Applier) cacheSaw(k cacheKey, rv string) bool {
 // become known).
 func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) *Applier {
 	if opts.FieldManager == "" {
-		opts.FieldManager = DefaultFieldManager
+		opts.FieldManager = metakeys.FieldManager
 	}
 	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool), seen: new(sync.Map), distrust: new(atomic.Int64)}
 }
@@ -604,7 +605,7 @@ func (a *Applier) Prepare(obj, live *unstructured.Unstructured) (*unstructured.U
 // annotations, its node placement, an appended list entry, defaults; see
 // Additions). Writing the strategy's template instead would change the
 // template (if only by the identity annotations) and so replace every pod
-// of the workload for nothing. KeptTemplateAnnotation records the hash of
+// of the workload for nothing. metakeys.KeptTemplateAnnotation records the hash of
 // the template that was not written: while it still equals the strategy's
 // and the live template still holds the strategy's, the template is kept on
 // later applies too; a new strategy or identity, or drift that loses a
@@ -624,7 +625,7 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 	}
 	claim := ClaimOf(live, a.opts.Owner)
 	adopting := claim == inventory.ClaimNone && a.adoptable(strategy.RefOf(obj), live)
-	kept := claim == inventory.ClaimOurs && live.GetAnnotations()[KeptTemplateAnnotation] == h
+	kept := claim == inventory.ClaimOurs && live.GetAnnotations()[metakeys.KeptTemplateAnnotation] == h
 	if !adopting && !kept {
 		return prepared, nil
 	}
@@ -640,7 +641,7 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 	// The applied hash stays the strategy's: it is a property of the
 	// strategy, not of what the previous installer left.
 	ann := out.GetAnnotations()
-	ann[KeptTemplateAnnotation] = h
+	ann[metakeys.KeptTemplateAnnotation] = h
 	out.SetAnnotations(ann)
 	return out, nil
 }
@@ -649,7 +650,7 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 // written as the strategy has it (not kept, see keepTemplate).
 func writesTemplate(prepared *unstructured.Unstructured) bool {
 	info, _ := kinds.Lookup(prepared.GroupVersionKind().GroupKind())
-	_, kept := prepared.GetAnnotations()[KeptTemplateAnnotation]
+	_, kept := prepared.GetAnnotations()[metakeys.KeptTemplateAnnotation]
 	return info.PodTemplate != nil && !kept
 }
 
@@ -665,9 +666,9 @@ func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing 
 	}
 	want, _, _ := unstructured.NestedMap(strip(obj).Object, info.PodTemplate...)
 	if ann, ok, _ := unstructured.NestedStringMap(want, "metadata", "annotations"); ok {
-		delete(ann, VersionAnnotation)
-		delete(ann, RegistryAnnotation)
-		delete(ann, IdentifierAnnotation)
+		delete(ann, metakeys.InstallStrategyVersionAnnotation)
+		delete(ann, metakeys.InstallStrategyRegistryAnnotation)
+		delete(ann, metakeys.InstallStrategyIdentifierAnnotation)
 		_ = unstructured.SetNestedStringMap(want, ann, "metadata", "annotations")
 	}
 	have, found, _ := unstructured.NestedMap(live.Object, info.PodTemplate...)
@@ -682,11 +683,11 @@ func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing 
 
 // shared reports whether a live object is merged into rather than owned:
 // no installation owns it, its kind is merged into (Namespaces), and it is
-// not adopted — an implicit object (ImplicitAnnotation: a namespace the
+// not adopted — an implicit object (metakeys.ImplicitAnnotation: a namespace the
 // strategy's objects live in but that it does not define) never is.
 func (a *Applier) shared(obj, live *unstructured.Unstructured) bool {
 	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
-	implicit := obj.GetAnnotations()[ImplicitAnnotation] != ""
+	implicit := obj.GetAnnotations()[metakeys.ImplicitAnnotation] != ""
 	return info.MergeIntoExisting && ClaimOf(live, a.opts.Owner) == inventory.ClaimNone && (!a.adoptable(strategy.RefOf(obj), live) || implicit)
 }
 
@@ -699,7 +700,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		return res
 	}
 	claim := ClaimOf(live, a.opts.Owner)
-	_, owned := prepared.GetAnnotations()[AppliedHashAnnotation]
+	_, owned := prepared.GetAnnotations()[metakeys.AppliedHashAnnotation]
 	released := claim == inventory.ClaimOther && a.released(res.Ref, live)
 	switch {
 	case released:
@@ -730,7 +731,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	switch {
 	case res.Adopted:
 		res.Reason = "adopted" + fromWhom(live)
-		if _, kept := prepared.GetAnnotations()[KeptTemplateAnnotation]; kept {
+		if _, kept := prepared.GetAnnotations()[metakeys.KeptTemplateAnnotation]; kept {
 			res.Reason += "; pod template kept (it holds the strategy's)"
 		} else if workload, missing := templateHeld(prepared, live); workload && missing != "" {
 			res.Reason += "; pod template written, replacing the pods: the live one does not hold the strategy's " + missing
@@ -741,7 +742,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		res.Reason = "taken over from installation " + inventory.OtherOwner(live.GetLabels()) + ", which no longer exists"
 	case claim == inventory.ClaimLegacy || claim == inventory.ClaimLegacyShared:
 		res.Reason = "relabelled for installation " + a.opts.Owner.String() + " (written by an older installstrategy)"
-	case live.GetAnnotations()[AppliedHashAnnotation] != prepared.GetAnnotations()[AppliedHashAnnotation]:
+	case live.GetAnnotations()[metakeys.AppliedHashAnnotation] != prepared.GetAnnotations()[metakeys.AppliedHashAnnotation]:
 		res.Reason = "strategy changed"
 	default:
 		res.Reason = "drift at " + changes[0].Path
@@ -761,7 +762,7 @@ func (a *Applier) released(ref strategy.ObjectRef, live *unstructured.Unstructur
 // field managers.
 func fromWhom(live *unstructured.Unstructured) string {
 	var parts []string
-	if by := live.GetLabels()[ManagedByLabel]; by != "" {
+	if by := live.GetLabels()[metakeys.ManagedByLabel]; by != "" {
 		parts = append(parts, "managed-by "+by)
 	}
 	seen := map[string]bool{}
@@ -873,7 +874,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		// spec nobody wrote: virt-operator's required control-plane
 		// affinity beside the strategy's tolerations (an atomic list,
 		// replaced) schedules nowhere.
-		if live, err = a.takeFields(ctx, ri, live, live.GetLabels()[ManagedByLabel]); err != nil {
+		if live, err = a.takeFields(ctx, ri, live, live.GetLabels()[metakeys.ManagedByLabel]); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
 	}
@@ -902,7 +903,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 	if res.Adopted && !a.opts.DryRun {
 		// The object is ours now: fields other appliers set are ours too,
 		// so a later strategy that drops one removes it.
-		if res.Object, err = a.takeFields(ctx, ri, out, live.GetLabels()[ManagedByLabel]); err != nil {
+		if res.Object, err = a.takeFields(ctx, ri, out, live.GetLabels()[metakeys.ManagedByLabel]); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
 		a.Wrote(res.Object)
@@ -1131,7 +1132,7 @@ func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface
 // (server-side appliers, kubectl, Helm, the manager named by live's
 // managed-by label) and not a subresource's.
 func InheritsFields(f metav1.ManagedFieldsEntry, live *unstructured.Unstructured) bool {
-	return f.Subresource == "" && installerManager(f, live.GetLabels()[ManagedByLabel])
+	return f.Subresource == "" && installerManager(f, live.GetLabels()[metakeys.ManagedByLabel])
 }
 
 // installerManager reports field managers of tools that install manifests:

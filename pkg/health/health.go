@@ -25,6 +25,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -310,7 +311,7 @@ func DaemonSetRolledOut(ds *appsv1.DaemonSet) bool {
 
 // pods checks the pods of a workload: none failed, every one not being
 // deleted is ready and carries the target identity annotations. The pods
-// of a template kept at adoption (apply.KeptTemplateAnnotation) carry the
+// of a template kept at adoption (metakeys.KeptTemplateAnnotation) carry the
 // previous installer's annotations, not ours: the workload's status, which
 // the callers check, says whether they are of its current template.
 func (c *Checker) pods(ctx context.Context, live *unstructured.Unstructured, ns string, sel *metav1.LabelSelector) (Status, error) {
@@ -323,7 +324,7 @@ func (c *Checker) pods(ctx context.Context, live *unstructured.Unstructured, ns 
 		return Status{}, fmt.Errorf("list pods in %s: %w", ns, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	_, kept := live.GetAnnotations()[apply.KeptTemplateAnnotation]
+	_, kept := live.GetAnnotations()[metakeys.KeptTemplateAnnotation]
 	var waiting []string
 	for i := range list.Items {
 		p := &list.Items[i]
@@ -358,7 +359,7 @@ func PodCarriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
 // AnnotationsCarry reports whether annotations (a pod's, a pod template's)
 // carry the identity.
 func AnnotationsCarry(a map[string]string, id strategy.Identity) bool {
-	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
+	return a[metakeys.InstallStrategyVersionAnnotation] == id.Version && a[metakeys.InstallStrategyRegistryAnnotation] == id.Registry && a[metakeys.InstallStrategyIdentifierAnnotation] == id.Identifier
 }
 
 // templateCarries reports whether a live workload's pod template was

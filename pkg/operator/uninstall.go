@@ -17,9 +17,8 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
-	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -64,7 +63,7 @@ type workload struct {
 // of its own CRDs): the uninstall removes those, they are not workloads.
 func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner, max int) ([]workload, error) {
 	var crds []unstructured.Unstructured
-	for _, sel := range []string{owner.Selector(), codec.ManagedByLabel + "=" + inventory.LegacyManagedBy(owner.Namespace, owner.Name)} {
+	for _, sel := range []string{owner.Selector(), metakeys.ManagedByLabel + "=" + inventory.LegacyManagedBy(owner.Namespace, owner.Name)} {
 		l, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return nil, fmt.Errorf("list crds: %w", err)
@@ -207,7 +206,7 @@ func (r *Reconciler) stageDeleteStrategies(ctx context.Context, s *State) (bool,
 	}
 	bg := metav1.DeletePropagationBackground
 	if err := r.kube.BatchV1().Jobs(in.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg},
-		metav1.ListOptions{LabelSelector: loader.DumpJobLabel}); err != nil && !apierrors.IsNotFound(err) {
+		metav1.ListOptions{LabelSelector: metakeys.DumpJobLabel}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("delete dump jobs: %w", err))
 	}
 	return false, errors.Join(errs...)

@@ -19,6 +19,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -248,7 +249,7 @@ func CompletedJob(inv *inventory.Inventory, prepared *unstructured.Unstructured)
 	}
 	info, _ := kinds.Lookup(prepared.GroupVersionKind().GroupKind())
 	e := inv.Entries[strategy.RefOf(prepared)]
-	return info.Health == kinds.HealthJob && e.Hash != "" && e.Hash == prepared.GetAnnotations()[apply.AppliedHashAnnotation]
+	return info.Health == kinds.HealthJob && e.Hash != "" && e.Hash == prepared.GetAnnotations()[metakeys.AppliedHashAnnotation]
 }
 
 // Prunable lists what prune would delete: the objects of the inventory
@@ -443,7 +444,7 @@ func listLegacy(ctx context.Context, a *apply.Applier, gk schema.GroupKind, vers
 	if err != nil {
 		return nil, err
 	}
-	l, err := a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: apply.ManagedByLabel + "=" + managedBy})
+	l, err := a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: metakeys.ManagedByLabel + "=" + managedBy})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", gk, err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -86,7 +87,7 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 			continue
 		}
 		l := live.GetLabels()
-		h := holder{l[inventory.NamespaceLabel], l[inventory.NameLabel]}
+		h := holder{l[metakeys.InstallationNamespaceLabel], l[metakeys.InstallationLabel]}
 		if h.name == "" {
 			continue // legacy labels
 		}

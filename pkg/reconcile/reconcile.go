@@ -30,6 +30,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -53,7 +54,7 @@ type Options struct {
 	// operator names its Installation, so the inventory goes with it).
 	OwnerReference *metav1.OwnerReference
 	// FieldManager is the server-side apply field manager; "" means
-	// apply.DefaultFieldManager.
+	// metakeys.FieldManager.
 	FieldManager string
 	// Adopt says whether existing objects that are not ours are taken
 	// over; the zero value reports them as conflicts.
@@ -143,7 +144,7 @@ func (o *Options) defaults() {
 		o.NoWait = true
 	}
 	if o.FieldManager == "" {
-		o.FieldManager = apply.DefaultFieldManager
+		o.FieldManager = metakeys.FieldManager
 	}
 	if o.StageDeadline == 0 {
 		o.StageDeadline = DefaultStageDeadline
@@ -556,7 +557,7 @@ func withImplicitNamespaces(s *strategy.Strategy, ownerNS string) *strategy.Stra
 		ob.SetAPIVersion("v1")
 		ob.SetKind("Namespace")
 		ob.SetName(ns)
-		ob.SetAnnotations(map[string]string{apply.ImplicitAnnotation: "true"})
+		ob.SetAnnotations(map[string]string{metakeys.ImplicitAnnotation: "true"})
 		add = append(add, ob)
 	}
 	need(ownerNS)
@@ -1281,7 +1282,7 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 		if info.Health != kinds.HealthJob || results[i].Object == nil {
 			continue
 		}
-		if h := results[i].Object.GetAnnotations()[apply.AppliedHashAnnotation]; h != "" {
+		if h := results[i].Object.GetAnnotations()[metakeys.AppliedHashAnnotation]; h != "" {
 			e := r.inv.Entries[results[i].Ref]
 			e.ObjectRef, e.Hash = results[i].Ref, h
 			r.inv.Entries[results[i].Ref] = e
