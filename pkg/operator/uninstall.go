@@ -174,7 +174,7 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
 	}
 	if len(kept) > 0 {
-		r.event(in, corev1.EventTypeNormal, "Kept", "Uninstall", "kept %d objects: %s", len(kept), strings.Join(kept, "; "))
+		r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonKept, "Uninstall", "kept %d objects: %s", len(kept), strings.Join(kept, "; "))
 	}
 	if err != nil {
 		return false, err
