@@ -127,6 +127,25 @@ const (
 	ReasonReconciling = "Reconciling"
 )
 
+// Event reasons the operator records beside the condition reasons above,
+// one per engine event it reports (pkg/reconcile's Event types of the same
+// names).
+const (
+	// ReasonPruned: an object the target strategy no longer holds was
+	// deleted.
+	ReasonPruned = "Pruned"
+	// ReasonKept: prune or uninstall left an object of the inventory in
+	// place; the note says why.
+	ReasonKept = "Kept"
+	// ReasonCanary: the canary rollout of a DaemonSet moved on (the note
+	// names the phase and the maxUnavailable value).
+	ReasonCanary = "Canary"
+	// ReasonStaleCache: during a wait the cache's copy of an object stayed
+	// behind the API server's; the wait reads it from the API server from
+	// then on.
+	ReasonStaleCache = "StaleCache"
+)
+
 // StalledReasons are the Degraded reasons that make an Installation
 // Stalled (kstatus Failed) whatever its phase: refusals and failures that
 // the operator's retries do not clear without a change to the spec or the

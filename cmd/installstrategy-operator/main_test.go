@@ -26,6 +26,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -92,7 +93,7 @@ func TestDumpMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: codec.KubeVirtStrategyLabel})
+	cms, err := env.Kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: metakeys.KubeVirtStrategyLabel})
 	if err != nil || len(cms.Items) != 1 {
 		t.Fatalf("strategy configmaps: %v, %v; want one", cms, err)
 	}
@@ -385,7 +386,7 @@ func TestAllNamespacesCacheExcludesKeyNamespace(t *testing.T) {
 	go func() { done <- mgr.GetCache().Start(cctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	strategyCM := func(ns string) {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "strategy", Namespace: ns, Labels: map[string]string{codec.NativeStrategyLabel: ""}}}
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "strategy", Namespace: ns, Labels: map[string]string{metakeys.StrategyLabel: ""}}}
 		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

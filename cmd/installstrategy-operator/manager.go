@@ -23,8 +23,8 @@ import (
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/dump"
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 )
@@ -102,7 +102,7 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
-	strategies, err := labels.Parse(codec.NativeStrategyLabel)
+	strategies, err := labels.Parse(metakeys.StrategyLabel)
 	if err != nil {
 		return nil, err
 	}

@@ -34,7 +34,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/installstrategy/installstrategy/examples/kubevirt-operator/kubevirt"
-	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -85,7 +85,7 @@ func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[
 	}
 	// As docs/EMBEDDING.md recommends: cache only strategy ConfigMaps
 	// (others are read directly), without managed fields.
-	strategies, err := labels.Parse(codec.NativeStrategyLabel)
+	strategies, err := labels.Parse(metakeys.StrategyLabel)
 	if err != nil {
 		return err
 	}

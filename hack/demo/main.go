@@ -49,6 +49,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/cmdmain"
 	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 func main() { cmdmain.Run("demo", run) }
@@ -179,8 +180,8 @@ func create(ctx context.Context, c client.Client, ns, name, version string, real
 	}
 	if realNode {
 		on := &v1alpha1.NodePlacement{
-			NodeSelector: map[string]string{localcluster.RealNodeLabel: "true"},
-			Tolerations:  []corev1.Toleration{{Key: localcluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+			NodeSelector: map[string]string{metakeys.RealNodeLabel: "true"},
+			Tolerations:  []corev1.Toleration{{Key: metakeys.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		}
 		in.Spec.Workloads, in.Spec.Infra = on, on.DeepCopy()
 	}
@@ -197,7 +198,7 @@ func webhook(ctx context.Context, c client.Client, ns string) error {
 	}
 	backend := func() string {
 		var list corev1.PodList
-		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"app.kubernetes.io/name": "sample-api"}); err != nil {
+		if err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{metakeys.AppNameLabel: "sample-api"}); err != nil {
 			return ""
 		}
 		for _, p := range list.Items {

@@ -46,6 +46,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/helmrelease"
 	"github.com/installstrategy/installstrategy/pkg/history"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -82,7 +83,7 @@ func lyingCM(text []byte, name string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	cm.Annotations[codec.NativeDigestAnnotation] = codec.Digest([]byte("another text"))
+	cm.Annotations[metakeys.DigestAnnotation] = codec.Digest([]byte("another text"))
 	return json.Marshal(cm)
 }
 
@@ -125,7 +126,7 @@ var entries = []entry{
 		build: func(string) ([]byte, error) { return lyingCM(documents(int(codec.DefaultMaxDecodedBytes)), "s") },
 		prepare: func(input []byte, _ string) (func() error, error) {
 			cm, err := readCM(input)
-			pinned := cm.Annotations[codec.NativeDigestAnnotation]
+			pinned := cm.Annotations[metakeys.DigestAnnotation]
 			return func() error { _, err := trust.Gate{Policy: trust.Policy{Pinned: pinned}}.Open(cm); return err }, err
 		},
 	},
@@ -155,7 +156,7 @@ var entries = []entry{
 				list = append(list, `{"name":"c","size":10,"digest":"sha256:00"}`)
 			}
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns", Annotations: map[string]string{
-				store.ChunksAnnotation: "[" + strings.Join(list, ",") + "]", codec.NativeDigestAnnotation: codec.Digest(nil)}}}
+				metakeys.ChunksAnnotation: "[" + strings.Join(list, ",") + "]", metakeys.DigestAnnotation: codec.Digest(nil)}}}
 			return json.Marshal(cm)
 		},
 		prepare: func(input []byte, _ string) (func() error, error) {
@@ -239,7 +240,7 @@ var entries = []entry{
 		prepare: func(input []byte, _ string) (func() error, error) {
 			kube := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1.r.v1", Namespace: "ns",
 				Labels: map[string]string{"owner": "helm", "name": "r", "status": "deployed", "version": "1"}},
-				Type: helmrelease.SecretType, Data: map[string][]byte{"release": input}})
+				Type: metakeys.HelmReleaseSecretType, Data: map[string][]byte{"release": input}})
 			return func() error { _, err := helmrelease.Find(context.Background(), kube, "ns", "r"); return err }, nil
 		},
 	},
@@ -250,7 +251,7 @@ var entries = []entry{
 		},
 		prepare: func(input []byte, _ string) (func() error, error) {
 			cm, err := readCM(input)
-			a := history.Anchored{Revision: 1, Digest: cm.Annotations[codec.NativeDigestAnnotation], Identity: id}
+			a := history.Anchored{Revision: 1, Digest: cm.Annotations[metakeys.DigestAnnotation], Identity: id}
 			return func() error { _, err := history.OpenRevision(cm, a, history.OpenOptions{}); return err }, err
 		},
 	},
@@ -277,7 +278,7 @@ func putArtifact(ref string, layer []byte) error {
 	m, _ := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: oci.ArtifactType,
 		Config:      v1.Descriptor{MediaType: oci.ConfigMediaType, Size: 2, Digest: cd},
 		Layers:      []v1.Descriptor{{MediaType: oci.LayerMediaType, Size: int64(len(layer)), Digest: d}},
-		Annotations: map[string]string{codec.NativeProductAnnotation: "p", codec.NativeVersionAnnotation: "v1", codec.NativeDigestAnnotation: codec.Digest(nil)}})
+		Annotations: map[string]string{metakeys.ProductAnnotation: "p", metakeys.VersionAnnotation: "v1", metakeys.DigestAnnotation: codec.Digest(nil)}})
 	return remote.Put(r, rawManifest(m))
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -50,15 +51,15 @@ func readShipped(path string) (shippedStrategy, error) {
 	if err != nil {
 		return shippedStrategy{}, fmt.Errorf("%s: %w", path, err)
 	}
-	return shippedStrategy{cm: cms[0], text: text, identifier: cms[0].Annotations[codec.KubeVirtIdentifierAnnotation]}, nil
+	return shippedStrategy{cm: cms[0], text: text, identifier: cms[0].Annotations[metakeys.KubeVirtIdentifierAnnotation]}, nil
 }
 
 // dumpLabels are the labels the example operator is told to put on its
 // dump Jobs' pods (--dump-pod-label): kwok then keeps such a pod running
-// until it carries localcluster.TerminationMessageAnnotation, and ends it with
+// until it carries metakeys.TestTerminationMessageAnnotation, and ends it with
 // that as its termination message, as a real dump container that wrote
 // /dev/termination-log would.
-var dumpLabels = map[string]string{localcluster.BehaviourLabel: string(localcluster.BehaviourAwaitResult)}
+var dumpLabels = map[string]string{metakeys.TestBehaviourLabel: string(localcluster.BehaviourAwaitResult)}
 
 // servedDump is what the dump stand-in did for one dump Job.
 type servedDump struct {
@@ -107,7 +108,7 @@ func (d *dumpStandIn) dumps() []servedDump {
 // one until ctx ends or one fails.
 func (d *dumpStandIn) run(ctx context.Context, logf func(string, ...any)) error {
 	jobs := d.kube.BatchV1().Jobs(kubevirtNamespace)
-	sel := labels.Set{loader.DumpJobLabel: ""}.AsSelector().String()
+	sel := labels.Set{metakeys.DumpJobLabel: ""}.AsSelector().String()
 	lw := selectedListWatch(jobs.List, jobs.Watch, func(o *metav1.ListOptions) { o.LabelSelector = sel })
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -132,7 +133,7 @@ func (d *dumpStandIn) run(ctx context.Context, logf func(string, ...any)) error 
 			d.served = append(d.served, sd)
 			d.mu.Unlock()
 			logf("dump stand-in: job %s: stored the shipped strategy %s (identifier %s) +%.2f s, pod ended +%.2f s after the job was seen",
-				sd.Job, job.Annotations[codec.NativeVersionAnnotation], sd.Identifier, sd.Stored.Sub(sd.Seen).Seconds(), sd.Ended.Sub(sd.Seen).Seconds())
+				sd.Job, job.Annotations[metakeys.VersionAnnotation], sd.Identifier, sd.Stored.Sub(sd.Seen).Seconds(), sd.Ended.Sub(sd.Seen).Seconds())
 		}()
 		return false, nil
 	})
@@ -160,7 +161,7 @@ func (d *dumpStandIn) serve(ctx context.Context, job *batchv1.Job) (servedDump, 
 	if err != nil {
 		return sd, fmt.Errorf("identifier of its configuration: %w", err)
 	}
-	if want := job.Annotations[loader.IdentifierAnnotation]; id.Identifier != want {
+	if want := job.Annotations[metakeys.IdentifierAnnotation]; id.Identifier != want {
 		return sd, fmt.Errorf("its configuration's identifier is %s, its annotation says %s", id.Identifier, want)
 	}
 	sd.Identifier = id.Identifier
@@ -179,7 +180,7 @@ func (d *dumpStandIn) serve(ctx context.Context, job *batchv1.Job) (servedDump, 
 	if err != nil {
 		return sd, err
 	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{localcluster.TerminationMessageAnnotation: codec.Digest(sh.text)}}})
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{metakeys.TestTerminationMessageAnnotation: codec.Digest(sh.text)}}})
 	if err != nil {
 		return sd, err
 	}

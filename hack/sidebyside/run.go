@@ -16,6 +16,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // phaseResult is one measured phase of one side in one round.
@@ -144,7 +145,7 @@ func runSide(ctx context.Context, c *config, s side, shipped map[string]shippedS
 	}
 	// The shared set-up: namespace as in KubeVirt's release manifest, the
 	// PriorityClass and KubeVirt CRD of the first version.
-	if err := k.namespace(ctx, kubevirtNamespace, map[string]string{"kubevirt.io": "", "pod-security.kubernetes.io/enforce": "privileged"}); err != nil {
+	if err := k.namespace(ctx, kubevirtNamespace, map[string]string{metakeys.KubeVirtLabel: "", "pod-security.kubernetes.io/enforce": "privileged"}); err != nil {
 		return nil, err
 	}
 	for _, f := range []string{"kubevirt-priority-class.yaml", "kv-resource.yaml"} {

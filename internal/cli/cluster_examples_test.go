@@ -20,6 +20,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
 
@@ -68,7 +69,7 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 	t.Cleanup(func() {
 		ctx := context.Background()
 		// The ConfigMaps the examples stored, and the sample product.
-		for _, l := range []string{codec.NativeStrategyLabel, codec.KubeVirtStrategyLabel} {
+		for _, l := range []string{metakeys.StrategyLabel, metakeys.KubeVirtStrategyLabel} {
 			_ = env.Kube.CoreV1().ConfigMaps("kubevirt").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: l})
 		}
 		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: inventory.Owner{Namespace: "sample", Name: "sample"}, Wait: true}); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -239,10 +240,10 @@ func TestClusterStrategyReferences(t *testing.T) {
 	var head, chunk string
 	items := make([]any, 0, len(cms.Items))
 	for _, cm := range cms.Items {
-		if _, ok := cm.Labels[codec.NativeStrategyLabel]; ok {
+		if _, ok := cm.Labels[metakeys.StrategyLabel]; ok {
 			head = cm.Name
 		}
-		if _, ok := cm.Labels[codec.NativeChunkLabel]; ok && chunk == "" {
+		if _, ok := cm.Labels[metakeys.ChunkLabel]; ok && chunk == "" {
 			chunk = cm.Name
 			one, err := sigsyaml.Marshal(map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": cm.ObjectMeta, "data": cm.Data})
 			if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -95,15 +96,15 @@ func TestApplyClusterStrategyNeedsTrust(t *testing.T) {
 	}
 	for name, edit := range map[string]func(cm *metav1.ObjectMeta, data map[string]string){
 		"digest recomputed": func(m *metav1.ObjectMeta, data map[string]string) {
-			m.Annotations[codec.NativeDigestAnnotation] = forged.Annotations[codec.NativeDigestAnnotation]
+			m.Annotations[metakeys.DigestAnnotation] = forged.Annotations[metakeys.DigestAnnotation]
 			data[codec.ManifestsKey] = forged.Data[codec.ManifestsKey]
 		},
 		"signed digest kept": func(_ *metav1.ObjectMeta, data map[string]string) {
 			data[codec.ManifestsKey] = forged.Data[codec.ManifestsKey]
 		},
 		"signature removed": func(m *metav1.ObjectMeta, data map[string]string) {
-			delete(m.Annotations, codec.NativeSignatureAnnotation)
-			m.Annotations[codec.NativeDigestAnnotation] = forged.Annotations[codec.NativeDigestAnnotation]
+			delete(m.Annotations, metakeys.SignatureAnnotation)
+			m.Annotations[metakeys.DigestAnnotation] = forged.Annotations[metakeys.DigestAnnotation]
 			data[codec.ManifestsKey] = forged.Data[codec.ManifestsKey]
 		},
 	} {

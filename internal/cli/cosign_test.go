@@ -10,6 +10,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // cosign returns the cosign CLI pinned in hack/tools/cosign.
@@ -68,7 +69,7 @@ func TestSignInteroperatesWithCosign(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sig := writeFile(t, "manifests.sig", cms[0].Annotations[codec.NativeSignatureAnnotation])
+	sig := writeFile(t, "manifests.sig", cms[0].Annotations[metakeys.SignatureAnnotation])
 	_, text, _ := run(t, nil, "decode", signedPath)
 	textPath := writeFile(t, "manifests.yaml", text)
 	if out, err := runCosign(t, bin, dir, "verify-blob", "--key", pub, "--signature", sig, "--insecure-ignore-tlog=true", textPath); err != nil || !strings.Contains(out, "Verified OK") {
@@ -90,8 +91,8 @@ func TestSignInteroperatesWithCosign(t *testing.T) {
 		t.Fatal(err)
 	}
 	cm := cms[0].DeepCopy()
-	cm.Annotations[codec.NativeSignatureAnnotation] = strings.TrimSpace(string(raw))
-	delete(cm.Annotations, codec.NativeSignatureKeyAnnotation)
+	cm.Annotations[metakeys.SignatureAnnotation] = strings.TrimSpace(string(raw))
+	delete(cm.Annotations, metakeys.SignatureKeyAnnotation)
 	y, _ := codec.MarshalYAML(cm)
 	if code, out, errOut := run(t, nil, "verify", writeFile(t, "cosigned.yaml", string(y)), "--key", pub); code != 0 || !strings.Contains(out, "OK    signature") {
 		t.Errorf("verify --key of cosign sign-blob's signature: exit %d\n%s%s", code, out, errOut)

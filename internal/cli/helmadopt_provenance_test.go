@@ -19,8 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/helmrelease"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -44,7 +44,7 @@ func forgeRelease(ctx context.Context, t *testing.T, env *testenv.Env, ns, name,
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1." + name + ".v1", Namespace: ns,
 			Labels: map[string]string{"owner": "helm", "name": name, "status": "deployed", "version": "1"}},
-		Type: helmrelease.SecretType,
+		Type: metakeys.HelmReleaseSecretType,
 		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(gz.Bytes()))},
 	}
 	if _, err := env.Kube.CoreV1().Secrets(ns).Create(ctx, s, metav1.CreateOptions{}); err != nil {
@@ -54,8 +54,8 @@ func forgeRelease(ctx context.Context, t *testing.T, env *testenv.Env, ns, name,
 
 // helmMeta is the metadata Helm puts on an object of release ns/name.
 func helmMeta(name, ns string) (labels, annotations map[string]string) {
-	return map[string]string{inventory.ManagedByLabel: helmrelease.ManagedBy},
-		map[string]string{helmrelease.ReleaseNameAnnotation: name, helmrelease.ReleaseNamespaceAnnotation: ns}
+	return map[string]string{metakeys.ManagedByLabel: metakeys.HelmManagedBy},
+		map[string]string{metakeys.HelmReleaseNameAnnotation: name, metakeys.HelmReleaseNamespaceAnnotation: ns}
 }
 
 // configMap creates a ConfigMap with data a=b and the given metadata.
@@ -279,7 +279,7 @@ func TestClusterAdoptSystemObjects(t *testing.T) {
 
 	// The bootstrapping label alone does not make an object the API
 	// server's: KubeVirt labels its own kubevirt.io:default so.
-	mine := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-default", Labels: map[string]string{inventory.BootstrappingLabel: "rbac-defaults"}}}
+	mine := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: ns + "-default", Labels: map[string]string{metakeys.BootstrappingLabel: "rbac-defaults"}}}
 	if _, err := env.Kube.RbacV1().ClusterRoles().Create(ctx, mine, metav1.CreateOptions{FieldManager: "virt-operator"}); err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,8 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/productdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/helmrelease"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -140,7 +140,7 @@ func TestClusterAdoptHelmRelease(t *testing.T) {
 			}
 		}
 		a := u.GetAnnotations()
-		return strings.Join(helmFields, ",") + "|" + a[helmrelease.ReleaseNameAnnotation] + a[helmrelease.ReleaseNamespaceAnnotation]
+		return strings.Join(helmFields, ",") + "|" + a[metakeys.HelmReleaseNameAnnotation] + a[metakeys.HelmReleaseNamespaceAnnotation]
 	})
 	for _, o := range release.Objects {
 		ref := strategy.RefOf(o)
@@ -160,7 +160,7 @@ func TestClusterAdoptHelmRelease(t *testing.T) {
 		t.Error("release secret sh.helm.release.v1.lb.v1 is still there")
 	}
 	backup, err := env.Kube.CoreV1().Secrets(ns).Get(ctx, "installstrategy-helm-release-lb", metav1.GetOptions{})
-	if err != nil || len(backup.Data["sh.helm.release.v1.lb.v1"]) == 0 || backup.Type != helmrelease.BackupType {
+	if err != nil || len(backup.Data["sh.helm.release.v1.lb.v1"]) == 0 || backup.Type != metakeys.HelmReleaseBackupSecretType {
 		t.Errorf("backup secret: %v", err)
 	}
 	if out, err := runHelmCLI(t, home, "list", "-n", ns, "-q"); err != nil || strings.TrimSpace(out) != "" {

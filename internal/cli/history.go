@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"io"
 	"slices"
 	"text/tabwriter"
@@ -28,12 +29,6 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
-
-// revisionLabel marks the ConfigMaps in which the plugin keeps the
-// strategies its installations ran, for rollback. They are not strategies
-// of the store (no strategy label), so no lookup by identity ever picks
-// one and the operator's GC never sees them.
-const revisionLabel = "installstrategy.io/revision-of"
 
 // revisionName is the ConfigMap of revision n of a plugin installation.
 func revisionName(o inventory.Owner, n int) string {
@@ -77,9 +72,9 @@ func (c *cluster) recordRevision(ctx context.Context, errOut io.Writer, owner in
 		return nil, fmt.Errorf("keep revision %d of %s: %w", next, owner, err)
 	}
 	labels := owner.Labels()
-	labels[revisionLabel] = owner.NameValue()
+	labels[metakeys.RevisionOfLabel] = owner.NameValue()
 	cm.Labels = labels
-	digest := cm.Annotations[codec.NativeDigestAnnotation]
+	digest := cm.Annotations[metakeys.DigestAnnotation]
 	switch size := len(cm.Data[codec.ManifestsKey]); {
 	case size > codec.ObjectSizeLimit*9/10:
 		fmt.Fprintf(errOut, "warning: the strategy (%s encoded) is too large to keep for rollback; revision %d of %s is recorded without it\n", bytesString(size), next, owner)
@@ -129,10 +124,10 @@ func (c *cluster) recordRevision(ctx context.Context, errOut io.Writer, owner in
 // reused), so it is replaced.
 func (c *cluster) createRevision(ctx context.Context, owner inventory.Owner, cm *corev1.ConfigMap) error {
 	api := c.kube.CoreV1().ConfigMaps(owner.Namespace)
-	_, err := api.Create(ctx, cm, metav1.CreateOptions{FieldManager: inventory.ManagedBy})
+	_, err := api.Create(ctx, cm, metav1.CreateOptions{FieldManager: metakeys.ManagedBy})
 	if apierrors.IsAlreadyExists(err) {
 		if err = api.Delete(ctx, cm.Name, metav1.DeleteOptions{}); err == nil || apierrors.IsNotFound(err) {
-			_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: inventory.ManagedBy})
+			_, err = api.Create(ctx, cm, metav1.CreateOptions{FieldManager: metakeys.ManagedBy})
 		}
 	}
 	if err != nil {
@@ -539,7 +534,7 @@ func (c *cluster) rollbackInstallation(ctx context.Context, o *options, in *unst
 	if err := o.confirm(fmt.Sprintf("roll back installation %s/%s to revision %d", in.GetNamespace(), in.GetName(), rev.Revision), yes); err != nil {
 		return err
 	}
-	if _, err := c.dynamic.Resource(installationsGVR).Namespace(in.GetNamespace()).Patch(ctx, in.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: inventory.ManagedBy}); err != nil {
+	if _, err := c.dynamic.Resource(installationsGVR).Namespace(in.GetNamespace()).Patch(ctx, in.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: metakeys.ManagedBy}); err != nil {
 		return fmt.Errorf("roll back installation %s/%s: %w", in.GetNamespace(), in.GetName(), err)
 	}
 	_, err = fmt.Fprintf(w, "installation %s/%s: spec.strategy is now configmap %s (revision %d, %s); the operator rolls it back (kubectl installstrategy status %s -n %s --watch)\n",
@@ -550,7 +545,7 @@ func (c *cluster) rollbackInstallation(ctx context.Context, o *options, in *unst
 // deleteHistory removes a plugin installation's history and the revision
 // ConfigMaps it kept (uninstall).
 func (c *cluster) deleteHistory(ctx context.Context, owner inventory.Owner) error {
-	sel := owner.Selector() + "," + revisionLabel + "=" + owner.NameValue()
+	sel := owner.Selector() + "," + metakeys.RevisionOfLabel + "=" + owner.NameValue()
 	if err := c.kube.CoreV1().ConfigMaps(owner.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: sel}); err != nil {
 		return fmt.Errorf("uninstall %s: delete its revisions: %w", owner, err)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -383,7 +384,7 @@ func TestRollbackRefusesAConfigMapEditorsRevision(t *testing.T) {
 			cm := a.revisionCM(t, rev(1), a.escalated(t, 1), a.identity(1))
 			a.put(t, cm)
 			a.editHistory(t, func(revs []history.Revision) []history.Revision {
-				record(t, revs, 1).Digest = cm.Annotations[codec.NativeDigestAnnotation]
+				record(t, revs, 1).Digest = cm.Annotations[metakeys.DigestAnnotation]
 				return revs
 			})
 		},
@@ -424,7 +425,7 @@ func TestRollbackRefusesAConfigMapEditorsRevision(t *testing.T) {
 		name: "identity of revision 1 rewritten in its ConfigMap and record",
 		attack: func(t *testing.T) {
 			cm := a.genuine[rev(1)].DeepCopy()
-			cm.Annotations[codec.NativeVersionAnnotation] = "v9"
+			cm.Annotations[metakeys.VersionAnnotation] = "v9"
 			a.put(t, cm)
 			a.editHistory(t, func(revs []history.Revision) []history.Revision {
 				record(t, revs, 1).Identity.Version = "v9"
@@ -439,7 +440,7 @@ func TestRollbackRefusesAConfigMapEditorsRevision(t *testing.T) {
 			a.put(t, cm)
 			a.editHistory(t, func(revs []history.Revision) []history.Revision {
 				r := revs[0]
-				r.Revision, r.ConfigMap, r.Digest, r.Source = 3, cm.Name, cm.Annotations[codec.NativeDigestAnnotation], "v3.yaml"
+				r.Revision, r.ConfigMap, r.Digest, r.Source = 3, cm.Name, cm.Annotations[metakeys.DigestAnnotation], "v3.yaml"
 				return append([]history.Revision{r}, revs...)
 			})
 		},
@@ -474,13 +475,13 @@ func TestRollbackRefusesAConfigMapEditorsRevision(t *testing.T) {
 			forged := a.revisionCM(t, "chunk-"+rev(1), a.escalated(t, 1), a.identity(1))
 			part := forged.Data[codec.ManifestsKey]
 			chunk := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "chunk-" + rev(1), Namespace: a.ns,
-				Annotations: map[string]string{"installstrategy.io/chunk-index": "0", "installstrategy.io/chunk-of": a.genuine[rev(1)].Annotations[codec.NativeDigestAnnotation]}},
+				Annotations: map[string]string{"installstrategy.io/chunk-index": "0", "installstrategy.io/chunk-of": a.genuine[rev(1)].Annotations[metakeys.DigestAnnotation]}},
 				Data: map[string]string{"part": part}}
 			a.put(t, chunk)
 			head := a.genuine[rev(1)].DeepCopy()
 			head.Data = nil
 			list, _ := json.Marshal([]map[string]any{{"name": chunk.Name, "size": len(part), "digest": codec.Digest([]byte(part))}})
-			head.Annotations[codec.NativeChunksAnnotation] = string(list)
+			head.Annotations[metakeys.ChunksAnnotation] = string(list)
 			a.put(t, head)
 		},
 		args:     []string{"--to-revision", "1"},

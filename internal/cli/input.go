@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -96,7 +97,7 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 // no longer listed as skipped. A head given without its chunks is returned
 // as it is (decoding it names the command that reads it).
 func assembleHead(in *codec.Input, cm *corev1.ConfigMap) (*corev1.ConfigMap, error) {
-	raw, chunked := cm.Annotations[codec.NativeChunksAnnotation]
+	raw, chunked := cm.Annotations[metakeys.ChunksAnnotation]
 	if !chunked || len(in.Chunks) == 0 {
 		return cm, nil
 	}

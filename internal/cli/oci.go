@@ -14,6 +14,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/buildinfo"
 	"github.com/installstrategy/installstrategy/internal/confine"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -461,14 +462,14 @@ func (o *options) artifactSignatureChecks(ctx context.Context, c *oci.Client, a 
 // cosignAnnotations are the -a flags of a cosign sign whose signature binds
 // the artifact to st, as Client.Sign's does.
 func cosignAnnotations(st trust.Statement) []string {
-	a := []string{"-a " + codec.NativeProductAnnotation + "=" + st.Product, "-a " + codec.NativeVersionAnnotation + "=" + st.Version}
+	a := []string{"-a " + metakeys.ProductAnnotation + "=" + st.Product, "-a " + metakeys.VersionAnnotation + "=" + st.Version}
 	if st.Registry != "" {
-		a = append(a, "-a "+codec.NativeRegistryAnnotation+"="+st.Registry)
+		a = append(a, "-a "+metakeys.RegistryAnnotation+"="+st.Registry)
 	}
 	if st.Identifier != "" {
-		a = append(a, "-a "+codec.NativeIdentifierAnnotation+"="+st.Identifier)
+		a = append(a, "-a "+metakeys.IdentifierAnnotation+"="+st.Identifier)
 	}
-	return append(a, "-a "+codec.NativeDigestAnnotation+"="+st.Digest)
+	return append(a, "-a "+metakeys.DigestAnnotation+"="+st.Digest)
 }
 
 // writeOutput writes data to standard output, or atomically to path.

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // The real cosign CLI (hack/tools/cosign) and the plugin agree on signed
@@ -66,7 +66,7 @@ func TestOCIInteroperatesWithCosign(t *testing.T) {
 		offline("cosign sign", out)
 	}
 	annotations := func(version, textDigest string) []string {
-		return []string{"-a", codec.NativeProductAnnotation + "=sample", "-a", codec.NativeVersionAnnotation + "=" + version, "-a", codec.NativeDigestAnnotation + "=" + textDigest}
+		return []string{"-a", metakeys.ProductAnnotation + "=sample", "-a", metakeys.VersionAnnotation + "=" + version, "-a", metakeys.DigestAnnotation + "=" + textDigest}
 	}
 
 	// publish --key signs; cosign verifies, the statement's fields included.
@@ -74,7 +74,7 @@ func TestOCIInteroperatesWithCosign(t *testing.T) {
 	if out, err := cosignVerify(signed.ref, annotations("v1.0.0", signed.textDigest)...); err != nil || !strings.Contains(out, `"installstrategy.io/version":"v1.0.0"`) {
 		t.Errorf("cosign verify of publish --key's signature: %v\n%s", err, out)
 	}
-	if out, err := cosignVerify(signed.ref, "-a", codec.NativeVersionAnnotation+"=v9.0.0"); err == nil {
+	if out, err := cosignVerify(signed.ref, "-a", metakeys.VersionAnnotation+"=v9.0.0"); err == nil {
 		t.Errorf("cosign verify -a version=v9.0.0 accepts a signature for v1.0.0:\n%s", out)
 	}
 	unsigned := push("v2.0.0")

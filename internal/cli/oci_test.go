@@ -20,6 +20,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -232,7 +233,7 @@ func TestOCISignVerify(t *testing.T) {
 	// A manifest whose recorded text digest is not its text's: the
 	// artifact is refused whatever signs it.
 	bad := "oci://" + host + "/acme/sample:tampered"
-	retag(t, strings.TrimPrefix(signed, "oci://"), strings.TrimPrefix(bad, "oci://"), codec.NativeDigestAnnotation, "sha256:"+strings.Repeat("0", 64))
+	retag(t, strings.TrimPrefix(signed, "oci://"), strings.TrimPrefix(bad, "oci://"), metakeys.DigestAnnotation, "sha256:"+strings.Repeat("0", 64))
 	code, out, _ = run(t, nil, "verify", bad, "--key", pub)
 	if code != 1 || !strings.Contains(out, "FAIL  digest: "+bad+": the text hashes to sha256:") {
 		t.Errorf("tampered digest: exit %d\n%s", code, out)

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -161,7 +161,7 @@ func TestClusterManifestStyles(t *testing.T) {
 	// was in its inventory).
 	foreign := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "someone-elses", Namespace: ns}}
 	handmade := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "hand-labelled", Namespace: ns, Labels: owner.Labels(),
-		Annotations: map[string]string{apply.AppliedHashAnnotation: "0123", apply.VersionAnnotation: "v1"}}}
+		Annotations: map[string]string{metakeys.AppliedHashAnnotation: "0123", metakeys.InstallStrategyVersionAnnotation: "v1"}}}
 	for _, cm := range []*corev1.ConfigMap{foreign, handmade} {
 		if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

@@ -15,11 +15,11 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/productdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -159,7 +159,7 @@ func writtenBy(ctx context.Context, t *testing.T, env *testenv.Env, owner invent
 		if u.GetGeneration() == 0 {
 			gen = "rv " + u.GetResourceVersion()
 		}
-		return fmt.Sprintf("%s hash %s labels %v", gen, u.GetAnnotations()[apply.AppliedHashAnnotation], u.GetLabels())
+		return fmt.Sprintf("%s hash %s labels %v", gen, u.GetAnnotations()[metakeys.AppliedHashAnnotation], u.GetLabels())
 	})
 }
 

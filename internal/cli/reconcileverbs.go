@@ -26,6 +26,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
@@ -315,8 +316,8 @@ func observedAmong(ctx context.Context, a *apply.Applier, objs []*unstructured.U
 			continue
 		}
 		an := live.GetAnnotations()
-		if claim := apply.ClaimOf(live, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && an[apply.VersionAnnotation] != "" {
-			return strategy.Identity{Version: an[apply.VersionAnnotation], Registry: an[apply.RegistryAnnotation], Identifier: an[apply.IdentifierAnnotation]}, true, nil
+		if claim := apply.ClaimOf(live, owner); (claim == inventory.ClaimOurs || claim == inventory.ClaimLegacyShared) && an[metakeys.InstallStrategyVersionAnnotation] != "" {
+			return strategy.Identity{Version: an[metakeys.InstallStrategyVersionAnnotation], Registry: an[metakeys.InstallStrategyRegistryAnnotation], Identifier: an[metakeys.InstallStrategyIdentifierAnnotation]}, true, nil
 		}
 	}
 	return strategy.Identity{}, false, nil

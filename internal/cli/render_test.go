@@ -13,6 +13,7 @@ import (
 	"helm.sh/helm/v4/pkg/postrenderer"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/render/helmchart"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -67,7 +68,7 @@ func TestEncodeFromHelm(t *testing.T) {
 	if strings.Contains(text, "h-test") {
 		t.Error("dropped test hook h-test is in the strategy")
 	}
-	for k, v := range map[string]string{render.ChartNameAnnotation: "hooks", render.ChartVersionAnnotation: "1.2.3", render.ChartAppVersionAnnotation: "4.5", codec.NativeVersionAnnotation: "1.2.3"} {
+	for k, v := range map[string]string{render.ChartNameAnnotation: "hooks", render.ChartVersionAnnotation: "1.2.3", render.ChartAppVersionAnnotation: "4.5", metakeys.VersionAnnotation: "1.2.3"} {
 		if ann[k] != v {
 			t.Errorf("annotation %s = %q, want %q", k, ann[k], v)
 		}
@@ -86,7 +87,7 @@ func TestEncodeFromHelm(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--strategy-version: exit %d: %s", code, errOut)
 	}
-	if _, ann := encodedText(t, out); ann[codec.NativeVersionAnnotation] != "v9.0.0" || ann[render.ChartVersionAnnotation] != "1.2.3" {
+	if _, ann := encodedText(t, out); ann[metakeys.VersionAnnotation] != "v9.0.0" || ann[render.ChartVersionAnnotation] != "1.2.3" {
 		t.Errorf("--strategy-version v9.0.0: annotations %v", ann)
 	}
 }
@@ -171,8 +172,8 @@ func TestEncodeHelmFlags(t *testing.T) {
 	if strings.Contains(text, "CustomResourceDefinition") {
 		t.Error("--skip-crds: the chart's CRD is in the strategy")
 	}
-	if ann[codec.NativeVersionAnnotation] != "1.1.0" {
-		t.Errorf("strategy version %q, want the chart's", ann[codec.NativeVersionAnnotation])
+	if ann[metakeys.VersionAnnotation] != "1.1.0" {
+		t.Errorf("strategy version %q, want the chart's", ann[metakeys.VersionAnnotation])
 	}
 }
 
@@ -196,8 +197,8 @@ func TestEncodeHelmVersions(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", tc.args, code, errOut)
 		}
-		if _, ann := encodedText(t, out); ann[render.ChartVersionAnnotation] != tc.chartVersion || ann[codec.NativeVersionAnnotation] != tc.version {
-			t.Errorf("%v: chart version %q, strategy version %q; want %s and %s", tc.args, ann[render.ChartVersionAnnotation], ann[codec.NativeVersionAnnotation], tc.chartVersion, tc.version)
+		if _, ann := encodedText(t, out); ann[render.ChartVersionAnnotation] != tc.chartVersion || ann[metakeys.VersionAnnotation] != tc.version {
+			t.Errorf("%v: chart version %q, strategy version %q; want %s and %s", tc.args, ann[render.ChartVersionAnnotation], ann[metakeys.VersionAnnotation], tc.chartVersion, tc.version)
 		}
 	}
 
@@ -226,8 +227,8 @@ func TestEncodeHelmVersions(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("%v: exit %d: %s", args, code, errOut)
 		}
-		if _, ann := encodedText(t, out); ann[codec.NativeVersionAnnotation] != "v1" {
-			t.Errorf("%v: strategy version %q", args, ann[codec.NativeVersionAnnotation])
+		if _, ann := encodedText(t, out); ann[metakeys.VersionAnnotation] != "v1" {
+			t.Errorf("%v: strategy version %q", args, ann[metakeys.VersionAnnotation])
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -133,7 +134,7 @@ for that product. An artifact's product is set when it is published
 				signed.Annotations = map[string]string{}
 			}
 			if product != "" {
-				signed.Annotations[codec.NativeProductAnnotation] = product
+				signed.Annotations[metakeys.ProductAnnotation] = product
 			}
 			if err := trust.Sign(signed.Annotations, codec.Digest(text), signer); err != nil {
 				return err

@@ -16,6 +16,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -60,20 +61,20 @@ func TestSignAndVerify(t *testing.T) {
 	}
 	origCMs, _ := codec.ReadConfigMaps("orig", orig)
 	signed := cms[0]
-	sig := signed.Annotations[codec.NativeSignatureAnnotation]
-	if sig == "" || signed.Annotations[codec.NativeSignatureKeyAnnotation] == "" {
+	sig := signed.Annotations[metakeys.SignatureAnnotation]
+	if sig == "" || signed.Annotations[metakeys.SignatureKeyAnnotation] == "" {
 		t.Fatalf("no signature annotations: %v", signed.Annotations)
 	}
 	// The signature, its key, and the signed statement of the identity
 	// (pkg/trust.Sign).
-	if signed.Annotations[codec.NativeStatementAnnotation] == "" || signed.Annotations[codec.NativeStatementSignatureAnnotation] == "" {
+	if signed.Annotations[metakeys.StatementAnnotation] == "" || signed.Annotations[metakeys.StatementSignatureAnnotation] == "" {
 		t.Errorf("no signed statement: %v", signed.Annotations)
 	}
 	if signed.Data[codec.ManifestsKey] != origCMs[0].Data[codec.ManifestsKey] || len(signed.Annotations) != len(origCMs[0].Annotations)+4 {
 		t.Error("sign changed more than the four signature annotations")
 	}
 
-	if code, out, _ := run(t, nil, "inspect", signedPath); code != 0 || !strings.Contains(out, "by key "+signed.Annotations[codec.NativeSignatureKeyAnnotation]+" (not checked") {
+	if code, out, _ := run(t, nil, "inspect", signedPath); code != 0 || !strings.Contains(out, "by key "+signed.Annotations[metakeys.SignatureKeyAnnotation]+" (not checked") {
 		t.Errorf("inspect of a signed strategy: exit %d\n%s", code, out)
 	}
 
@@ -99,16 +100,16 @@ func TestSignAndVerify(t *testing.T) {
 	}
 	// The statement is what binds the signature to v1.9.0: without it a
 	// warning, with another version in it a failure.
-	stmt := signed.Annotations[codec.NativeStatementAnnotation]
+	stmt := signed.Annotations[metakeys.StatementAnnotation]
 	bare := signed.DeepCopy()
-	delete(bare.Annotations, codec.NativeStatementAnnotation)
-	delete(bare.Annotations, codec.NativeStatementSignatureAnnotation)
+	delete(bare.Annotations, metakeys.StatementAnnotation)
+	delete(bare.Annotations, metakeys.StatementSignatureAnnotation)
 	bareYAML, _ := codec.MarshalYAML(bare)
 	if code, out, _ := run(t, nil, "verify", writeFile(t, "bare.yaml", string(bareYAML)), "--key", pub); code != 0 || !strings.Contains(out, "WARN  statement: signed without a statement") {
 		t.Errorf("verify without a statement: exit %d\n%s", code, out)
 	}
 	other := signed.DeepCopy()
-	other.Annotations[codec.KubeVirtVersionAnnotation] = "v1.9.1"
+	other.Annotations[metakeys.KubeVirtVersionAnnotation] = "v1.9.1"
 	otherYAML, _ := codec.MarshalYAML(other)
 	if code, out, _ := run(t, nil, "verify", writeFile(t, "other.yaml", string(otherYAML)), "--key", pub); code != 1 || !strings.Contains(out, "FAIL  statement: signed identity does not match") {
 		t.Errorf("verify of a ConfigMap relabelled v1.9.1 (statement %s): exit %d\n%s", stmt, code, out)
@@ -221,10 +222,10 @@ func TestSignForAProduct(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := cms[0].Annotations
-	if a[codec.NativeProductAnnotation] != "kubevirt" {
-		t.Errorf("product annotation %q, want kubevirt", a[codec.NativeProductAnnotation])
+	if a[metakeys.ProductAnnotation] != "kubevirt" {
+		t.Errorf("product annotation %q, want kubevirt", a[metakeys.ProductAnnotation])
 	}
-	st, _, err := trust.VerifyStatement(a[codec.NativeStatementAnnotation], a[codec.NativeStatementSignatureAnnotation], ring)
+	st, _, err := trust.VerifyStatement(a[metakeys.StatementAnnotation], a[metakeys.StatementSignatureAnnotation], ring)
 	if err != nil || st.Product != "kubevirt" {
 		t.Errorf("signed statement %+v (%v), want product kubevirt", st, err)
 	}

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // Status is what the status command reports of an Installation or a KubeVirt
@@ -236,7 +236,7 @@ func (c *cluster) kubevirtStatus(ctx context.Context, name string) (*Status, err
 				Reason: fmt.Sprint(m["reason"]), Message: fmt.Sprint(m["message"])})
 		}
 	}
-	pods, err := c.kube.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: "kubevirt.io"})
+	pods, err := c.kube.CoreV1().Pods(c.namespace).List(ctx, metav1.ListOptions{LabelSelector: metakeys.KubeVirtLabel})
 	if err != nil {
 		return nil, fmt.Errorf("list kubevirt pods in namespace %s: %w", c.namespace, err)
 	}
@@ -250,7 +250,7 @@ func kubevirtComponents(pods []corev1.Pod, version, registry, id string) []v1alp
 	byName := map[string]*v1alpha1.ComponentStatus{}
 	for i := range pods {
 		p := &pods[i]
-		comp := p.Labels["kubevirt.io"]
+		comp := p.Labels[metakeys.KubeVirtLabel]
 		if comp == "" || p.DeletionTimestamp != nil {
 			continue
 		}
@@ -261,7 +261,7 @@ func kubevirtComponents(pods []corev1.Pod, version, registry, id string) []v1alp
 		}
 		cs.Desired++
 		a := p.Annotations
-		if a[codec.KubeVirtVersionAnnotation] == version && a[codec.KubeVirtRegistryAnnotation] == registry && a[codec.KubeVirtIdentifierAnnotation] == id {
+		if a[metakeys.KubeVirtVersionAnnotation] == version && a[metakeys.KubeVirtRegistryAnnotation] == registry && a[metakeys.KubeVirtIdentifierAnnotation] == id {
 			cs.Updated++
 		}
 		for _, cond := range p.Status.Conditions {

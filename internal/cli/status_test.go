@@ -13,7 +13,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // TestClusterStatusWatch plays the operator's part by writing status, and
@@ -125,9 +125,9 @@ func TestClusterStatusKubeVirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, target := range []bool{true, false} {
-		ann := map[string]string{codec.KubeVirtVersionAnnotation: "v1.8.4", codec.KubeVirtRegistryAnnotation: "quay.io/kubevirt", codec.KubeVirtIdentifierAnnotation: "old"}
+		ann := map[string]string{metakeys.KubeVirtVersionAnnotation: "v1.8.4", metakeys.KubeVirtRegistryAnnotation: "quay.io/kubevirt", metakeys.KubeVirtIdentifierAnnotation: "old"}
 		if target {
-			ann = map[string]string{codec.KubeVirtVersionAnnotation: "v1.9.0", codec.KubeVirtRegistryAnnotation: "quay.io/kubevirt", codec.KubeVirtIdentifierAnnotation: id}
+			ann = map[string]string{metakeys.KubeVirtVersionAnnotation: "v1.9.0", metakeys.KubeVirtRegistryAnnotation: "quay.io/kubevirt", metakeys.KubeVirtIdentifierAnnotation: id}
 		}
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "virt-api-" + string(rune('a'+i)), Namespace: ns, Labels: map[string]string{"kubevirt.io": "virt-api"}, Annotations: ann},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "quay.io/kubevirt/virt-api:v1.9.0"}}}}

@@ -10,9 +10,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 )
 
@@ -36,7 +36,7 @@ func TestUninstallRunsNoHooksFromATamperedRevision(t *testing.T) {
 		attack: func(t *testing.T, a *historyAttack, cm *corev1.ConfigMap) {
 			a.put(t, cm)
 			a.editHistory(t, func(revs []history.Revision) []history.Revision {
-				record(t, revs, 2).Digest = cm.Annotations[codec.NativeDigestAnnotation]
+				record(t, revs, 2).Digest = cm.Annotations[metakeys.DigestAnnotation]
 				return revs
 			})
 		},
@@ -67,7 +67,7 @@ func uninstallTamperedHooks(t *testing.T, attack func(*testing.T, *historyAttack
 	hook := func(name, phase string) string {
 		return fmt.Sprintf("---\n{\"apiVersion\":\"rbac.authorization.k8s.io/v1\",\"kind\":\"ClusterRoleBinding\",\"metadata\":{\"name\":%q,\"annotations\":{%q:%q}},"+
 			"\"roleRef\":{\"apiGroup\":\"rbac.authorization.k8s.io\",\"kind\":\"ClusterRole\",\"name\":\"cluster-admin\"},"+
-			"\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"mallory\",\"namespace\":%q}]}\n", name, plan.HookAnnotation, phase, a.ns)
+			"\"subjects\":[{\"kind\":\"ServiceAccount\",\"name\":\"mallory\",\"namespace\":%q}]}\n", name, metakeys.HelmHookAnnotation, phase, a.ns)
 	}
 	text := append(a.text(t, 2), hook(a.crb, string(plan.PreDelete))+hook(post, string(plan.PostDelete))...)
 	attack(t, a, a.revisionCM(t, revisionName(a.owner, 2), text, a.identity(2)))

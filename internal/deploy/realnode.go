@@ -10,6 +10,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -57,12 +58,12 @@ func placeOnRealNode(objs []*unstructured.Unstructured, rn *RealNode) error {
 		if selector == nil {
 			selector = map[string]string{}
 		}
-		selector[localcluster.RealNodeLabel] = "true"
+		selector[metakeys.RealNodeLabel] = "true"
 		if err := unstructured.SetNestedStringMap(o.Object, selector, append(spec, "nodeSelector")...); err != nil {
 			return fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 		}
 		tolerations, _, _ := unstructured.NestedSlice(o.Object, append(spec, "tolerations")...)
-		tolerations = append(tolerations, map[string]any{"key": localcluster.RealNodeTaint, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
+		tolerations = append(tolerations, map[string]any{"key": metakeys.RealNodeTaint, "operator": "Equal", "value": "true", "effect": "NoSchedule"})
 		if err := unstructured.SetNestedSlice(o.Object, tolerations, append(spec, "tolerations")...); err != nil {
 			return fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 		}
@@ -83,8 +84,8 @@ func placeOnRealNode(objs []*unstructured.Unstructured, rn *RealNode) error {
 			args, _ := m["args"].([]any)
 			m["args"] = append(args,
 				"--dump-pod-env=KUBERNETES_SERVICE_HOST="+host+",KUBERNETES_SERVICE_PORT="+port,
-				"--dump-pod-node-selector="+localcluster.RealNodeLabel+"=true",
-				"--dump-pod-tolerations="+localcluster.RealNodeTaint+"=true:NoSchedule")
+				"--dump-pod-node-selector="+metakeys.RealNodeLabel+"=true",
+				"--dump-pod-tolerations="+metakeys.RealNodeTaint+"=true:NoSchedule")
 			containers[i] = m
 			return unstructured.SetNestedSlice(o.Object, containers, append(spec, "containers")...)
 		}

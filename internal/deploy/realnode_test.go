@@ -19,7 +19,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/images"
 	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // realImage is the operator image the test builds with internal/images
@@ -81,7 +81,7 @@ func TestDeployOnRealNode(t *testing.T) {
 	// Job once the strategy is stored).
 	var dumpPod *corev1.Pod
 	waitInstallation(ctx, t, cl, in, "v1.1.0", func(ctx context.Context) {
-		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: loader.DumpJobLabel})
+		pods, err := env.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: metakeys.DumpJobLabel})
 		if err != nil {
 			return
 		}

@@ -48,15 +48,10 @@ const (
 // reverse order.
 var Components = []string{Etcd, KubeAPIServer, KubeControllerManager, KubeScheduler, Kwok}
 
-// BehaviourLabel is the pod label that selects a kwok test behaviour; see
-// the Behaviour constants. Pods without it (or with another value) become
-// Running and Ready at once, and Job pods then Succeed.
-const BehaviourLabel = "installstrategy.io/test-behaviour"
-
-// Behaviour is a value of BehaviourLabel.
+// Behaviour is a value of metakeys.TestBehaviourLabel.
 type Behaviour string
 
-// Test behaviours of kwok-simulated pods, selected with BehaviourLabel.
+// Test behaviours of kwok-simulated pods, selected with metakeys.TestBehaviourLabel.
 const (
 	// BehaviourFail: the containers start, then exit 1 about a second
 	// later, and the pod ends in phase Failed.
@@ -74,15 +69,11 @@ const (
 	// again (lastState still the exit 1), and so on.
 	BehaviourFlapping Behaviour = "flapping"
 	// BehaviourAwaitResult: a Job's pod runs until it carries the
-	// annotation TerminationMessageAnnotation, then succeeds with that
+	// annotation metakeys.TestTerminationMessageAnnotation, then succeeds with that
 	// annotation as its containers' termination message (what a real dump
 	// Job container writes to /dev/termination-log).
 	BehaviourAwaitResult Behaviour = "await-result"
 )
-
-// TerminationMessageAnnotation on a pod with BehaviourAwaitResult is the
-// termination message its containers end with.
-const TerminationMessageAnnotation = "installstrategy.io/test-termination-message"
 
 // ControlPlaneLabel and ControlPlaneTaint mark the first node as a control
 // plane node; the taint has effect NoSchedule and an empty value.

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -414,7 +415,7 @@ func fakeNode(i int) *corev1.Node {
 				"kubernetes.io/os":       "linux",
 				"kubernetes.io/arch":     "amd64",
 				"type":                   "kwok",
-				FakeNodeLabel:            "true",
+				metakeys.FakeNodeLabel:   "true",
 			},
 		},
 		Status: corev1.NodeStatus{Capacity: FakeNodeResources.DeepCopy(), Allocatable: FakeNodeResources.DeepCopy()},

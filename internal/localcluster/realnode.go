@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/installstrategy/installstrategy/internal/ociimage"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // The real node: one kubelet with containerd and runc beside the kwok nodes,
@@ -43,16 +44,6 @@ import (
 // (an iptables DNAT rule; the bridge alone has route_localnet, so nothing
 // else reaches loopback from it).
 const (
-	// RealNodeLabel (value "true") marks the real node; RealNodeTaint
-	// (same key and value, NoSchedule) keeps every pod that does not
-	// tolerate it away from it.
-	RealNodeLabel = "installstrategy.io/real-node"
-	RealNodeTaint = "installstrategy.io/real-node"
-	// FakeNodeLabel (value "true") marks every kwok node. With a real
-	// node, pods and DaemonSets that tolerate its taint without choosing
-	// their node get it as node selector (realnodepolicy.go), so they stay
-	// on the fake nodes.
-	FakeNodeLabel = "installstrategy.io/fake-node"
 	// RealNodeAPIPort is the port on the bridge's host address that the
 	// kernel forwards (DNAT) to the API server on loopback, for pods that
 	// are not hostNetwork.
@@ -233,7 +224,7 @@ func (u *upper) startRealNode(ctx context.Context) error {
 	vars := map[string]any{
 		"Root": d.containerd, "Sock": d.sock, "Runc": runc, "CNI": d.cni, "Bridge": bridgeName(rn.Slot),
 		"PodCIDR": podCIDR(rn.Slot), "Gateway": rn.APIHost, "Node": rn.Name, "KubeletPort": kubeletPort,
-		"HealthzPort": healthzPort, "Kubelet": d.kubelet, "Etc": d.etc, "Taint": RealNodeTaint, "Pause": PauseImage,
+		"HealthzPort": healthzPort, "Kubelet": d.kubelet, "Etc": d.etc, "Taint": metakeys.RealNodeTaint, "Pause": PauseImage,
 	}
 	files := map[string]string{
 		filepath.Join(d.containerd, "config.toml"):                 containerdConfig,
@@ -301,7 +292,7 @@ exec "$@"`
 		"--root-dir="+d.kubelet,
 		"--cert-dir="+filepath.Join(d.kubelet, "pki"),
 		"--hostname-override="+rn.Name,
-		"--node-labels="+RealNodeLabel+"=true",
+		"--node-labels="+metakeys.RealNodeLabel+"=true",
 	)
 	if err != nil {
 		return err
@@ -324,7 +315,7 @@ exec "$@"`
 		return err
 	}
 	u.logf("real node %s Ready %s after the kubelet started (%s in all); pods that tolerate %s=true:NoSchedule and select %s=true land there",
-		rn.Name, time.Since(s).Round(10*time.Millisecond), time.Since(begin).Round(10*time.Millisecond), RealNodeTaint, RealNodeLabel)
+		rn.Name, time.Since(s).Round(10*time.Millisecond), time.Since(begin).Round(10*time.Millisecond), metakeys.RealNodeTaint, metakeys.RealNodeLabel)
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // TestRealNode runs real containers on the test cluster's real node: a pod
@@ -80,7 +81,7 @@ func TestRealNode(t *testing.T) {
 // TestRealNodeKeepsProductsOff: with a real node, a DaemonSet and a Pod
 // that tolerate every taint (as node-exporter and CNI agents do) stay on
 // the fake nodes (the admission policies of realnodepolicy.go give them
-// the node selector FakeNodeLabel=true, on create and on update, beside
+// the node selector metakeys.FakeNodeLabel=true, on create and on update, beside
 // their own selector), while a DaemonSet that tolerates every taint and
 // selects the real node runs there only and keeps its selector as written.
 func TestRealNodeKeepsProductsOff(t *testing.T) {
@@ -130,16 +131,16 @@ func TestRealNodeKeepsProductsOff(t *testing.T) {
 	}
 	fake := 0
 	for _, n := range nodes.Items {
-		if n.Labels[localcluster.FakeNodeLabel] == "true" {
+		if n.Labels[metakeys.FakeNodeLabel] == "true" {
 			fake++
 		}
-		if n.Name == rn.Name && n.Labels[localcluster.FakeNodeLabel] != "" {
-			t.Errorf("the real node carries %s", localcluster.FakeNodeLabel)
+		if n.Name == rn.Name && n.Labels[metakeys.FakeNodeLabel] != "" {
+			t.Errorf("the real node carries %s", metakeys.FakeNodeLabel)
 		}
 	}
 
 	ds := daemonSet("everywhere", map[string]string{"kubernetes.io/os": "linux"})
-	want := map[string]string{"kubernetes.io/os": "linux", localcluster.FakeNodeLabel: "true"}
+	want := map[string]string{"kubernetes.io/os": "linux", metakeys.FakeNodeLabel: "true"}
 	if got := ds.Spec.Template.Spec.NodeSelector; !maps.Equal(got, want) {
 		t.Errorf("DaemonSet everywhere: node selector %v, want %v", got, want)
 	}
@@ -155,12 +156,12 @@ func TestRealNodeKeepsProductsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := updated.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{localcluster.FakeNodeLabel: "true"}) {
-		t.Errorf("DaemonSet everywhere after an update without a node selector: %v, want only %s=true", got, localcluster.FakeNodeLabel)
+	if got := updated.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{metakeys.FakeNodeLabel: "true"}) {
+		t.Errorf("DaemonSet everywhere after an update without a node selector: %v, want only %s=true", got, metakeys.FakeNodeLabel)
 	}
 
-	asks := daemonSet("asks", map[string]string{localcluster.RealNodeLabel: "true"})
-	if got := asks.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{localcluster.RealNodeLabel: "true"}) {
+	asks := daemonSet("asks", map[string]string{metakeys.RealNodeLabel: "true"})
+	if got := asks.Spec.Template.Spec.NodeSelector; !maps.Equal(got, map[string]string{metakeys.RealNodeLabel: "true"}) {
 		t.Errorf("DaemonSet asks: node selector %v, want it as written", got)
 	}
 	asks = e.WaitDaemonSetRolledOut(ctx, t, ns, "asks")
@@ -178,8 +179,8 @@ func TestRealNodeKeepsProductsOff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pod.Spec.NodeSelector[localcluster.FakeNodeLabel] != "true" {
-		t.Errorf("a Pod that tolerates every taint: node selector %v, want %s=true", pod.Spec.NodeSelector, localcluster.FakeNodeLabel)
+	if pod.Spec.NodeSelector[metakeys.FakeNodeLabel] != "true" {
+		t.Errorf("a Pod that tolerates every taint: node selector %v, want %s=true", pod.Spec.NodeSelector, metakeys.FakeNodeLabel)
 	}
 	pod = e.WaitPod(ctx, t, ns, pod.Name, "Ready", testenv.PodReady)
 	if pod.Spec.NodeName == rn.Name {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -23,7 +24,7 @@ import (
 // affinity, taints), so the node has to be left out by the template:
 // two MutatingAdmissionPolicies give every DaemonSet template (created or
 // updated) and every Pod (created) that tolerates the real node's taint
-// without choosing its node the node selector FakeNodeLabel=true, which
+// without choosing its node the node selector metakeys.FakeNodeLabel=true, which
 // every kwok node carries and the real node does not. See
 // docs/NOTES.md, "Product pods stay off the real node".
 
@@ -38,7 +39,7 @@ const (
 // realNodeConditions are the CEL conditions under which a policy changes
 // the pod spec SPEC: it tolerates the real node's taint (a toleration of
 // every taint included) and chooses no node itself (no node name, no node
-// selector or required node affinity on RealNodeLabel or FakeNodeLabel).
+// selector or required node affinity on metakeys.RealNodeLabel or metakeys.FakeNodeLabel).
 var realNodeConditions = []admissionregistrationv1.MatchCondition{
 	{Name: "tolerates-the-real-node", Expression: `has(SPEC.tolerations) && SPEC.tolerations.exists(t,
   (!has(t.effect) || t.effect == "" || t.effect == "NoSchedule") &&
@@ -52,7 +53,7 @@ var realNodeConditions = []admissionregistrationv1.MatchCondition{
     has(term.matchExpressions) && term.matchExpressions.exists(e, e.key == "REALLABEL" || e.key == "FAKELABEL")))`},
 }
 
-// realNodeMutation adds FakeNodeLabel=true to the node selector at PATH of
+// realNodeMutation adds metakeys.FakeNodeLabel=true to the node selector at PATH of
 // SPEC. The node selector is an atomic map, so a JSON patch adds the one
 // key (an apply configuration would replace the whole map).
 const realNodeMutation = `has(SPEC.nodeSelector) ?
@@ -62,7 +63,7 @@ const realNodeMutation = `has(SPEC.nodeSelector) ?
 // realNodePolicies returns the two policies and their bindings.
 func realNodePolicies() ([]*admissionregistrationv1.MutatingAdmissionPolicy, []*admissionregistrationv1.MutatingAdmissionPolicyBinding) {
 	policy := func(name, spec, path, resource string, ops ...admissionregistrationv1.OperationType) *admissionregistrationv1.MutatingAdmissionPolicy {
-		r := strings.NewReplacer("SPEC", spec, "PATH", path, "REALTAINT", RealNodeTaint, "REALLABEL", RealNodeLabel, "FAKELABEL", FakeNodeLabel)
+		r := strings.NewReplacer("SPEC", spec, "PATH", path, "REALTAINT", metakeys.RealNodeTaint, "REALLABEL", metakeys.RealNodeLabel, "FAKELABEL", metakeys.FakeNodeLabel)
 		var conds []admissionregistrationv1.MatchCondition
 		for _, c := range realNodeConditions {
 			conds = append(conds, admissionregistrationv1.MatchCondition{Name: c.Name, Expression: r.Replace(c.Expression)})
@@ -107,7 +108,7 @@ func realNodePolicies() ([]*admissionregistrationv1.MutatingAdmissionPolicy, []*
 
 // keepProductsOffRealNode creates the policies and waits until the API
 // server applies them: a dry-run DaemonSet and Pod that tolerate every
-// taint come back with FakeNodeLabel in their node selector.
+// taint come back with metakeys.FakeNodeLabel in their node selector.
 func (u *upper) keepProductsOffRealNode(ctx context.Context) error {
 	cs, err := clientFor(u.files.admin)
 	if err != nil {
@@ -132,7 +133,7 @@ func (u *upper) keepProductsOffRealNode(ctx context.Context) error {
 		return err
 	}
 	u.logf("real node: DaemonSets and pods that tolerate its taint without choosing their node get the node selector %s=true (MutatingAdmissionPolicies %s, %s)",
-		FakeNodeLabel, RealNodePolicyDaemonSets, RealNodePolicyPods)
+		metakeys.FakeNodeLabel, RealNodePolicyDaemonSets, RealNodePolicyPods)
 	return nil
 }
 
@@ -155,15 +156,15 @@ func realNodePoliciesMissing(ctx context.Context, cs kubernetes.Interface) strin
 	switch {
 	case err != nil:
 		return "dry-run DaemonSet: " + err.Error()
-	case ds.Spec.Template.Spec.NodeSelector[FakeNodeLabel] != "true":
-		return "a DaemonSet that tolerates every taint is not given " + FakeNodeLabel + "=true yet"
+	case ds.Spec.Template.Spec.NodeSelector[metakeys.FakeNodeLabel] != "true":
+		return "a DaemonSet that tolerates every taint is not given " + metakeys.FakeNodeLabel + "=true yet"
 	}
 	pod, err := cs.CoreV1().Pods("default").Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "real-node-policy-probe"}, Spec: spec}, dry)
 	switch {
 	case err != nil:
 		return "dry-run Pod: " + err.Error()
-	case pod.Spec.NodeSelector[FakeNodeLabel] != "true":
-		return "a Pod that tolerates every taint is not given " + FakeNodeLabel + "=true yet"
+	case pod.Spec.NodeSelector[metakeys.FakeNodeLabel] != "true":
+		return "a Pod that tolerates every taint is not given " + metakeys.FakeNodeLabel + "=true yet"
 	}
 	return ""
 }

@@ -11,11 +11,12 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
 
 // RunDumpJob does the work of a dump Job in namespace, which kwok cannot
-// (it runs no container): it waits for a Job with loader.DumpJobLabel,
+// (it runs no container): it waits for a Job with metakeys.DumpJobLabel,
 // reads the configuration the loader gave it (identity.EnvVar) and runs the
 // operator's dump mode with it, as the container would, publishing the
 // strategy through the store with the test's (admin) client. Then it ends
@@ -45,7 +46,7 @@ func (e *Env) WaitDumpJob(ctx context.Context, t testing.TB, namespace string) (
 	var job *batchv1.Job
 	var cfgJSON string
 	WaitFor(ctx, t, "a dump Job in "+namespace, func(ctx context.Context) (bool, string, error) {
-		jobs, err := e.Kube.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{LabelSelector: loader.DumpJobLabel})
+		jobs, err := e.Kube.BatchV1().Jobs(namespace).List(ctx, metav1.ListOptions{LabelSelector: metakeys.DumpJobLabel})
 		if err != nil {
 			return false, "", err
 		}

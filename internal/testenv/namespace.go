@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
-
-// TestNamespaceLabel marks the namespaces made by Namespace.
-const TestNamespaceLabel = "installstrategy.io/test"
 
 var notDNS = regexp.MustCompile(`[^a-z0-9-]+`)
 
@@ -33,7 +31,7 @@ func (e *Env) Namespace(ctx context.Context, t testing.TB) string {
 	ns, err := e.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: "t-" + prefix + "-",
-			Labels:       map[string]string{TestNamespaceLabel: "true"},
+			Labels:       map[string]string{metakeys.TestNamespaceLabel: "true"},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/internal/localcluster"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // RealNode returns the real node of the local test cluster (kubelet,
@@ -41,6 +42,6 @@ func OnRealNode(spec *corev1.PodSpec) {
 	if spec.NodeSelector == nil {
 		spec.NodeSelector = map[string]string{}
 	}
-	spec.NodeSelector[localcluster.RealNodeLabel] = "true"
-	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: localcluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule})
+	spec.NodeSelector[metakeys.RealNodeLabel] = "true"
+	spec.Tolerations = append(spec.Tolerations, corev1.Toleration{Key: metakeys.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule})
 }

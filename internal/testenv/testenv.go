@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/installstrategy/installstrategy/internal/localcluster"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // KubeconfigEnv names the environment variable with the kubeconfig of the
@@ -50,7 +51,7 @@ const ToolsDirEnv = "TOOLS_DIR"
 
 // BehaviourLabel is the pod label that selects a simulated failure on the
 // fake nodes.
-const BehaviourLabel = localcluster.BehaviourLabel
+const BehaviourLabel = metakeys.TestBehaviourLabel
 
 // Behaviour is a value of BehaviourLabel.
 type Behaviour = localcluster.Behaviour
@@ -78,7 +79,7 @@ const (
 )
 
 // TerminationMessageAnnotation: see BehaviourAwaitResult.
-const TerminationMessageAnnotation = localcluster.TerminationMessageAnnotation
+const TerminationMessageAnnotation = metakeys.TestTerminationMessageAnnotation
 
 // BehaviourLabels returns the pod labels that select b.
 func BehaviourLabels(b Behaviour) map[string]string {

@@ -16,18 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/installstrategy/installstrategy/pkg/certs"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
-
-// VirtOperatorManager is the managed-by value KubeVirt's virt-operator
-// labels objects with.
-const VirtOperatorManager = "virt-operator"
-
-// VirtOperatorFieldManager is its field manager: its client's user agent,
-// the binary's name (virt-operator in its image; a local build of
-// /work/shared/tools/virtoperator is named virt-operator-v1.9.0, and that
-// is what the takeover of a real run met).
-const VirtOperatorFieldManager = "virt-operator-v1.9.0"
 
 // AsVirtOperator returns the objects of a KubeVirt strategy as KubeVirt
 // v1.9.0's virt-operator writes them for a KubeVirt CR with an empty spec
@@ -85,7 +76,7 @@ func AsVirtOperator(tb testing.TB, s *strategy.Strategy) []*unstructured.Unstruc
 				}
 			} else {
 				setDefault(pod, "nodeSelector", "kubernetes.io/os", "linux")
-				if u.GetLabels()["kubevirt.io/supports-migration-cn-types"] == "true" {
+				if u.GetLabels()[metakeys.KubeVirtMigrationCNTypesLabel] == "true" {
 					appendArgs(pod, "--migration-cn-types", "migration")
 					unattachSecret(pod, "kubevirt-virt-handler-certs")
 				}
@@ -181,9 +172,9 @@ func (e *Env) CreateAsVirtOperator(ctx context.Context, t testing.TB, s *strateg
 			ri := e.Dynamic.Resource(m.Resource)
 			var res *unstructured.Unstructured
 			if m.Scope.Name() == meta.RESTScopeNameNamespace {
-				res, err = ri.Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{FieldManager: VirtOperatorFieldManager})
+				res, err = ri.Namespace(u.GetNamespace()).Create(ctx, u, metav1.CreateOptions{FieldManager: metakeys.KubeVirtFieldManager})
 			} else {
-				res, err = ri.Create(ctx, u, metav1.CreateOptions{FieldManager: VirtOperatorFieldManager})
+				res, err = ri.Create(ctx, u, metav1.CreateOptions{FieldManager: metakeys.KubeVirtFieldManager})
 			}
 			if apierrors.IsAlreadyExists(err) && u.GetKind() == "ConfigMap" {
 				continue // the CA ConfigMaps are in the strategy twice
@@ -216,23 +207,23 @@ func injectVirtOperatorMetadata(u *unstructured.Unstructured, path []string, id 
 	if labels == nil {
 		labels = map[string]string{}
 	}
-	labels["app.kubernetes.io/component"] = "kubevirt"
-	labels["app.kubernetes.io/managed-by"] = VirtOperatorManager
+	labels[metakeys.AppComponentLabel] = "kubevirt"
+	labels[metakeys.ManagedByLabel] = metakeys.KubeVirtManagedBy
 	_ = unstructured.SetNestedStringMap(u.Object, labels, lp...)
 	ap := append(slices.Clone(path), "metadata", "annotations")
 	ann, _, _ := unstructured.NestedStringMap(u.Object, ap...)
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann["kubevirt.io/install-strategy-version"] = id.Version
-	ann["kubevirt.io/install-strategy-registry"] = id.Registry
-	ann["kubevirt.io/install-strategy-identifier"] = id.Identifier
+	ann[metakeys.KubeVirtVersionAnnotation] = id.Version
+	ann[metakeys.KubeVirtRegistryAnnotation] = id.Registry
+	ann[metakeys.KubeVirtIdentifierAnnotation] = id.Identifier
 	if generation {
-		ann["kubevirt.io/generation"] = "1"
+		ann[metakeys.KubeVirtGenerationAnnotation] = "1"
 	}
 	if customized {
 		// The hash of an empty customizeComponents.
-		ann["kubevirt.io/customizer-identifier"] = "bf21a9e8fbc5a3846fb05b4fa0859e0917b2202f"
+		ann[metakeys.KubeVirtCustomizerAnnotation] = "bf21a9e8fbc5a3846fb05b4fa0859e0917b2202f"
 	}
 	_ = unstructured.SetNestedStringMap(u.Object, ann, ap...)
 }
@@ -322,7 +313,7 @@ func (e *Env) DeleteUnowned(ctx context.Context, t testing.TB, created []*unstru
 			t.Error(err)
 			continue
 		}
-		if live == nil || live.GetUID() != u.GetUID() || live.GetLabels()["app.kubernetes.io/managed-by"] != VirtOperatorManager {
+		if live == nil || live.GetUID() != u.GetUID() || live.GetLabels()[metakeys.ManagedByLabel] != metakeys.KubeVirtManagedBy {
 			continue
 		}
 		m, err := mapper.RESTMapping(u.GroupVersionKind().GroupKind(), u.GroupVersionKind().Version)

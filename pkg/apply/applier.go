@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -128,7 +129,7 @@ func (a *Applier) cacheSaw(k cacheKey, rv string) bool {
 // become known).
 func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) *Applier {
 	if opts.FieldManager == "" {
-		opts.FieldManager = DefaultFieldManager
+		opts.FieldManager = metakeys.FieldManager
 	}
 	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool), seen: new(sync.Map), distrust: new(atomic.Int64)}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -82,7 +83,7 @@ func (a *Applier) applyOnce(ctx context.Context, obj *unstructured.Unstructured)
 		// spec nobody wrote: virt-operator's required control-plane
 		// affinity beside the strategy's tolerations (an atomic list,
 		// replaced) schedules nowhere.
-		if live, err = a.takeFields(ctx, ri, live, live.GetLabels()[ManagedByLabel]); err != nil {
+		if live, err = a.takeFields(ctx, ri, live, live.GetLabels()[metakeys.ManagedByLabel]); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
 	}
@@ -169,7 +170,7 @@ func (a *Applier) writeDecided(ctx context.Context, ri dynamic.ResourceInterface
 	if res.Adopted && !a.opts.DryRun {
 		// The object is ours now: fields other appliers set are ours too,
 		// so a later strategy that drops one removes it.
-		if res.Object, err = a.takeFields(ctx, ri, out, live.GetLabels()[ManagedByLabel]); err != nil {
+		if res.Object, err = a.takeFields(ctx, ri, out, live.GetLabels()[metakeys.ManagedByLabel]); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
 		a.Wrote(res.Object)

@@ -18,6 +18,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -95,8 +96,8 @@ func TestApplyCreateSkipUnchangedAndRepairDrift(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !testOwner.Owns(live.Labels) || live.Annotations[apply.VersionAnnotation] != "v1.0.0" ||
-		live.Spec.Template.Annotations[apply.IdentifierAnnotation] != "abc" || live.Spec.Template.Annotations[apply.RegistryAnnotation] != "example.com/r" {
+	if !testOwner.Owns(live.Labels) || live.Annotations[metakeys.InstallStrategyVersionAnnotation] != "v1.0.0" ||
+		live.Spec.Template.Annotations[metakeys.InstallStrategyIdentifierAnnotation] != "abc" || live.Spec.Template.Annotations[metakeys.InstallStrategyRegistryAnnotation] != "example.com/r" {
 		t.Errorf("identity not injected: labels %v annotations %v template annotations %v", live.Labels, live.Annotations, live.Spec.Template.Annotations)
 	}
 
@@ -135,7 +136,7 @@ func TestApplyCreateSkipUnchangedAndRepairDrift(t *testing.T) {
 		t.Errorf("reason %q", res.Reason)
 	}
 	live, _ = env.Kube.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
-	if live.Spec.Template.Annotations[apply.VersionAnnotation] != "v1.1.0" {
+	if live.Spec.Template.Annotations[metakeys.InstallStrategyVersionAnnotation] != "v1.1.0" {
 		t.Errorf("template annotations %v", live.Spec.Template.Annotations)
 	}
 }
@@ -145,7 +146,7 @@ func TestApplyConflictWithUnmanagedObject(t *testing.T) {
 	ctx := t.Context()
 	env := testenv.New(t)
 	ns := env.Namespace(ctx, t)
-	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns, Labels: map[string]string{apply.ManagedByLabel: "someone-else"}}, Data: map[string]string{"a": "theirs"}}
+	theirs := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "settings", Namespace: ns, Labels: map[string]string{metakeys.ManagedByLabel: "someone-else"}}, Data: map[string]string{"a": "theirs"}}
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, theirs, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestAdoptTakesFieldOwnership(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range live.ManagedFields {
-		if f.Manager != apply.DefaultFieldManager {
+		if f.Manager != metakeys.FieldManager {
 			t.Errorf("field manager %s still owns fields after adoption", f.Manager)
 		}
 	}
@@ -253,7 +254,7 @@ func TestAdoptWritingTheTemplateLeavesNoPreviousPlacement(t *testing.T) {
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(deployment(t, ns, "controller", "example.com/r/controller:v1").Object, theirs); err != nil {
 		t.Fatal(err)
 	}
-	theirs.Labels = map[string]string{apply.ManagedByLabel: "virt-operator"}
+	theirs.Labels = map[string]string{metakeys.ManagedByLabel: "virt-operator"}
 	theirs.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
 		{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
 	theirs.Spec.Template.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
@@ -371,10 +372,10 @@ func TestPrepareLeavePodTemplates(t *testing.T) {
 			t.Fatal(err)
 		}
 		tmpl, _, _ := unstructured.NestedStringMap(got.Object, "spec", "template", "metadata", "annotations")
-		if (tmpl[apply.VersionAnnotation] == "v1") == leave {
+		if (tmpl[metakeys.InstallStrategyVersionAnnotation] == "v1") == leave {
 			t.Errorf("LeavePodTemplates %v: pod template annotations %v", leave, tmpl)
 		}
-		if got.GetAnnotations()[apply.VersionAnnotation] != "v1" {
+		if got.GetAnnotations()[metakeys.InstallStrategyVersionAnnotation] != "v1" {
 			t.Errorf("LeavePodTemplates %v: object annotations %v", leave, got.GetAnnotations())
 		}
 	}
@@ -408,7 +409,7 @@ func TestPrepareLeavesTheStrategyObjectAlone(t *testing.T) {
 			"data": map[string]any{"a": "YQ=="}, "stringData": map[string]any{"b": "b"},
 		}},
 		{Object: map[string]any{
-			"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "apps", "annotations": map[string]any{apply.ImplicitAnnotation: "true"}},
+			"apiVersion": "v1", "kind": "Namespace", "metadata": map[string]any{"name": "apps", "annotations": map[string]any{metakeys.ImplicitAnnotation: "true"}},
 		}},
 	}
 	owner := inventory.Owner{Namespace: "apps", Name: "web", Kind: inventory.KindPlugin}
@@ -424,7 +425,7 @@ func TestPrepareLeavesTheStrategyObjectAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got.GetAnnotations()[apply.AppliedHashAnnotation] == "" && obj.GetKind() != "Namespace" {
+			if got.GetAnnotations()[metakeys.AppliedHashAnnotation] == "" && obj.GetKind() != "Namespace" {
 				t.Errorf("%s: prepared without the applied hash", obj.GetKind())
 			}
 			// An adopted object: its live copy, unlabelled, with the
@@ -446,7 +447,7 @@ func TestPrepareLeavesTheStrategyObjectAlone(t *testing.T) {
 		t.Errorf("prepared Deployment keeps server fields: %v", got.Object)
 	}
 	tmplAnn, _, _ := unstructured.NestedStringMap(got.Object, "spec", "template", "metadata", "annotations")
-	if tmplAnn[apply.VersionAnnotation] != "v1" || tmplAnn["a"] != "b" {
+	if tmplAnn[metakeys.InstallStrategyVersionAnnotation] != "v1" || tmplAnn["a"] != "b" {
 		t.Errorf("prepared pod template annotations %v", tmplAnn)
 	}
 	sec, _ := apply.Prepare(objs[2], id, owner)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"golang.org/x/sync/errgroup"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -20,13 +21,11 @@ import (
 	"k8s.io/utils/ptr"
 	crcache "sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/installstrategy/installstrategy/pkg/inventory"
 )
 
 // Cache serves live reads of objects from informers instead of the API
 // server. It holds only objects that carry the managed-by label
-// (ManagedByLabel=inventory.ManagedBy), so a miss does not mean that the
+// (metakeys.ManagedByLabel=metakeys.ManagedBy), so a miss does not mean that the
 // object does not exist: the applier then asks the API server. A hit may
 // lag behind the API server by the watch's delay; the applier only uses it
 // to decide whether to write (a server-side apply is right whatever it
@@ -122,7 +121,7 @@ var ErrNotSynced = errors.New("informer not synced yet")
 // ManagedSelector selects the objects an installstrategy installation
 // wrote.
 func ManagedSelector() labels.Selector {
-	return labels.SelectorFromSet(labels.Set{ManagedByLabel: inventory.ManagedBy})
+	return labels.SelectorFromSet(labels.Set{metakeys.ManagedByLabel: metakeys.ManagedBy})
 }
 
 // NewInformerCache returns an informer cache of the objects written by any

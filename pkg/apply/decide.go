@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"strings"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -55,7 +56,7 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 	}
 	claim := ClaimOf(live, a.opts.Owner)
 	adopting := claim == inventory.ClaimNone && a.adoptable(strategy.RefOf(obj), live)
-	kept := claim == inventory.ClaimOurs && live.GetAnnotations()[KeptTemplateAnnotation] == h
+	kept := claim == inventory.ClaimOurs && live.GetAnnotations()[metakeys.KeptTemplateAnnotation] == h
 	if !adopting && !kept {
 		return prepared, nil
 	}
@@ -71,7 +72,7 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 	// The applied hash stays the strategy's: it is a property of the
 	// strategy, not of what the previous installer left.
 	ann := out.GetAnnotations()
-	ann[KeptTemplateAnnotation] = h
+	ann[metakeys.KeptTemplateAnnotation] = h
 	out.SetAnnotations(ann)
 	return out, nil
 }
@@ -80,7 +81,7 @@ func (a *Applier) keepTemplate(obj, prepared, live *unstructured.Unstructured) (
 // written as the strategy has it (not kept, see keepTemplate).
 func writesTemplate(prepared *unstructured.Unstructured) bool {
 	info, _ := kinds.Lookup(prepared.GroupVersionKind().GroupKind())
-	_, kept := prepared.GetAnnotations()[KeptTemplateAnnotation]
+	_, kept := prepared.GetAnnotations()[metakeys.KeptTemplateAnnotation]
 	return info.PodTemplate != nil && !kept
 }
 
@@ -96,9 +97,9 @@ func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing 
 	}
 	want, _, _ := unstructured.NestedMap(strip(obj).Object, info.PodTemplate...)
 	if ann, ok, _ := unstructured.NestedStringMap(want, "metadata", "annotations"); ok {
-		delete(ann, VersionAnnotation)
-		delete(ann, RegistryAnnotation)
-		delete(ann, IdentifierAnnotation)
+		delete(ann, metakeys.InstallStrategyVersionAnnotation)
+		delete(ann, metakeys.InstallStrategyRegistryAnnotation)
+		delete(ann, metakeys.InstallStrategyIdentifierAnnotation)
 		_ = unstructured.SetNestedStringMap(want, ann, "metadata", "annotations")
 	}
 	have, found, _ := unstructured.NestedMap(live.Object, info.PodTemplate...)
@@ -117,7 +118,7 @@ func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing 
 // strategy's objects live in but that it does not define) never is.
 func (a *Applier) shared(obj, live *unstructured.Unstructured) bool {
 	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
-	implicit := obj.GetAnnotations()[ImplicitAnnotation] != ""
+	implicit := obj.GetAnnotations()[metakeys.ImplicitAnnotation] != ""
 	return info.MergeIntoExisting && ClaimOf(live, a.opts.Owner) == inventory.ClaimNone && (!a.adoptable(strategy.RefOf(obj), live) || implicit)
 }
 
@@ -130,7 +131,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		return res
 	}
 	claim := ClaimOf(live, a.opts.Owner)
-	_, owned := prepared.GetAnnotations()[AppliedHashAnnotation]
+	_, owned := prepared.GetAnnotations()[metakeys.AppliedHashAnnotation]
 	released := claim == inventory.ClaimOther && a.released(res.Ref, live)
 	switch {
 	case released:
@@ -161,7 +162,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	switch {
 	case res.Adopted:
 		res.Reason = "adopted" + fromWhom(live)
-		if _, kept := prepared.GetAnnotations()[KeptTemplateAnnotation]; kept {
+		if _, kept := prepared.GetAnnotations()[metakeys.KeptTemplateAnnotation]; kept {
 			res.Reason += "; pod template kept (it holds the strategy's)"
 		} else if workload, missing := templateHeld(prepared, live); workload && missing != "" {
 			res.Reason += "; pod template written, replacing the pods: the live one does not hold the strategy's " + missing
@@ -172,7 +173,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		res.Reason = "taken over from installation " + inventory.OtherOwner(live.GetLabels()) + ", which no longer exists"
 	case claim == inventory.ClaimLegacy || claim == inventory.ClaimLegacyShared:
 		res.Reason = "relabelled for installation " + a.opts.Owner.String() + " (written by an older installstrategy)"
-	case live.GetAnnotations()[AppliedHashAnnotation] != prepared.GetAnnotations()[AppliedHashAnnotation]:
+	case live.GetAnnotations()[metakeys.AppliedHashAnnotation] != prepared.GetAnnotations()[metakeys.AppliedHashAnnotation]:
 		res.Reason = "strategy changed"
 	default:
 		res.Reason = "drift at " + changes[0].Path
@@ -192,7 +193,7 @@ func (a *Applier) released(ref strategy.ObjectRef, live *unstructured.Unstructur
 // field managers.
 func fromWhom(live *unstructured.Unstructured) string {
 	var parts []string
-	if by := live.GetLabels()[ManagedByLabel]; by != "" {
+	if by := live.GetLabels()[metakeys.ManagedByLabel]; by != "" {
 		parts = append(parts, "managed-by "+by)
 	}
 	seen := map[string]bool{}

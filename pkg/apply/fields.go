@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,7 +79,7 @@ func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface
 // (server-side appliers, kubectl, Helm, the manager named by live's
 // managed-by label) and not a subresource's.
 func InheritsFields(f metav1.ManagedFieldsEntry, live *unstructured.Unstructured) bool {
-	return f.Subresource == "" && installerManager(f, live.GetLabels()[ManagedByLabel])
+	return f.Subresource == "" && installerManager(f, live.GetLabels()[metakeys.ManagedByLabel])
 }
 
 // installerManager reports field managers of tools that install manifests:

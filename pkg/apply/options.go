@@ -2,6 +2,7 @@ package apply
 
 import (
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -135,7 +136,7 @@ func (e *ConflictError) Error() string {
 }
 
 func (a *Applier) conflictOf(ref strategy.ObjectRef, live *unstructured.Unstructured, claim inventory.Claim) *ConflictError {
-	e := &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[ManagedByLabel]}
+	e := &ConflictError{Ref: ref, ManagedBy: live.GetLabels()[metakeys.ManagedByLabel]}
 	switch {
 	case claim == inventory.ClaimOther:
 		e.Installation = inventory.OtherOwner(live.GetLabels())

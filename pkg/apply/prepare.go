@@ -20,44 +20,14 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
-)
-
-// Labels and annotations the applier writes on every object it manages
-// (the installation's labels are pkg/inventory's).
-const (
-	// ManagedByLabel names the writer of an object.
-	ManagedByLabel = inventory.ManagedByLabel
-	// DefaultFieldManager is the server-side apply field manager when
-	// Options.FieldManager is "".
-	DefaultFieldManager = "installstrategy"
-	// VersionAnnotation records the target version an object was applied for
-	// (on the object and its pod template).
-	VersionAnnotation = "installstrategy.io/install-strategy-version"
-	// RegistryAnnotation records the target registry.
-	RegistryAnnotation = "installstrategy.io/install-strategy-registry"
-	// IdentifierAnnotation records the target deployment identifier.
-	IdentifierAnnotation = "installstrategy.io/install-strategy-identifier"
-	// ImplicitAnnotation marks an object the reconciler adds to a strategy
-	// (a Namespace its objects live in that it does not define): created
-	// as the installation's when absent, never adopted when it exists.
-	ImplicitAnnotation = "installstrategy.io/implicit"
-	// AppliedHashAnnotation holds the hash of what was last applied; with the
-	// managed-by label it marks an object as written by the reconciler.
-	AppliedHashAnnotation = "installstrategy.io/applied-hash"
-	// KeptTemplateAnnotation, on a workload, says that its live pod template
-	// was kept in place of the strategy's, because it already held the
-	// strategy's when the workload was adopted (see Applier.Prepare); its
-	// value is the hash of the template that was not written (the
-	// strategy's, with the identity annotations), so that the template is
-	// kept only while the strategy and the identity stay the same.
-	KeptTemplateAnnotation = "installstrategy.io/kept-pod-template"
 )
 
 // Prepare returns the object as the applier writes it: without status and
 // creation timestamps, with the owner's labels (pkg/inventory) and the
 // identity annotations on the object and on its pod template, and with the
-// AppliedHashAnnotation over all of that. obj is not modified; the result
+// metakeys.AppliedHashAnnotation over all of that. obj is not modified; the result
 // shares obj's values below its top level and its metadata, so it must
 // not be changed in place below them (copy it first, as the fallback
 // update does).
@@ -78,7 +48,7 @@ func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 	}
 	u.SetLabels(labels)
 	ann := identityAnnotations(u.GetAnnotations(), id)
-	delete(ann, AppliedHashAnnotation)
+	delete(ann, metakeys.AppliedHashAnnotation)
 	u.SetAnnotations(ann)
 
 	info, _ := kinds.Lookup(u.GroupVersionKind().GroupKind())
@@ -105,7 +75,7 @@ func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 	if err != nil {
 		return nil, fmt.Errorf("prepare %s: %w", strategy.RefOf(obj), err)
 	}
-	ann[AppliedHashAnnotation] = h
+	ann[metakeys.AppliedHashAnnotation] = h
 	u.SetAnnotations(ann)
 	return u, nil
 }
@@ -117,8 +87,8 @@ func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 // so the object is never taken for ours and never deleted.
 func PrepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	u := strip(obj)
-	if ann := u.GetAnnotations(); ann[ImplicitAnnotation] != "" {
-		delete(ann, ImplicitAnnotation)
+	if ann := u.GetAnnotations(); ann[metakeys.ImplicitAnnotation] != "" {
+		delete(ann, metakeys.ImplicitAnnotation)
 		u.SetAnnotations(ann)
 	}
 	return u
@@ -187,9 +157,9 @@ func identityAnnotations(ann map[string]string, id strategy.Identity) map[string
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[VersionAnnotation] = id.Version
-	ann[RegistryAnnotation] = id.Registry
-	ann[IdentifierAnnotation] = id.Identifier
+	ann[metakeys.InstallStrategyVersionAnnotation] = id.Version
+	ann[metakeys.InstallStrategyRegistryAnnotation] = id.Registry
+	ann[metakeys.InstallStrategyIdentifierAnnotation] = id.Identifier
 	return ann
 }
 
@@ -206,12 +176,12 @@ func hashOf(u *unstructured.Unstructured) (string, error) {
 
 // ClaimOf says whom a live object belongs to, seen from owner: its labels
 // (inventory.Owner.ClaimOf), where the legacy claims also need the
-// AppliedHashAnnotation (an older installstrategy wrote both; strategy
+// metakeys.AppliedHashAnnotation (an older installstrategy wrote both; strategy
 // ConfigMaps of pkg/store carry the managed-by value but no applied hash).
 func ClaimOf(live *unstructured.Unstructured, owner inventory.Owner) inventory.Claim {
 	c := owner.ClaimOf(live.GetLabels())
 	if c == inventory.ClaimLegacy || c == inventory.ClaimLegacyShared {
-		if _, ok := live.GetAnnotations()[AppliedHashAnnotation]; !ok {
+		if _, ok := live.GetAnnotations()[metakeys.AppliedHashAnnotation]; !ok {
 			return inventory.ClaimNone
 		}
 	}
@@ -220,7 +190,7 @@ func ClaimOf(live *unstructured.Unstructured, owner inventory.Owner) inventory.C
 
 // IsOurs reports whether a live object is the owner's to update and to
 // delete: it carries the owner's labels, or the labels an older
-// installstrategy wrote for this owner, and the AppliedHashAnnotation.
+// installstrategy wrote for this owner, and the metakeys.AppliedHashAnnotation.
 // (An object labelled by hand is still deleted only when it is in the
 // owner's inventory too; see pkg/reconcile.)
 func IsOurs(live *unstructured.Unstructured, owner inventory.Owner) bool {
@@ -229,16 +199,16 @@ func IsOurs(live *unstructured.Unstructured, owner inventory.Owner) bool {
 	} else if c != inventory.ClaimOurs {
 		return false
 	}
-	_, ok := live.GetAnnotations()[AppliedHashAnnotation]
+	_, ok := live.GetAnnotations()[metakeys.AppliedHashAnnotation]
 	return ok
 }
 
 // TemplateIdentity returns the identity a live workload's pod template was
 // applied for: the identity annotations of the template, or, when the
 // applier kept the template of an adopted workload
-// (KeptTemplateAnnotation), the workload's own, which the same write set.
+// (metakeys.KeptTemplateAnnotation), the workload's own, which the same write set.
 func TemplateIdentity(live *unstructured.Unstructured) strategy.Identity {
-	if _, kept := live.GetAnnotations()[KeptTemplateAnnotation]; kept {
+	if _, kept := live.GetAnnotations()[metakeys.KeptTemplateAnnotation]; kept {
 		return IdentityOf(live)
 	}
 	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
@@ -246,11 +216,11 @@ func TemplateIdentity(live *unstructured.Unstructured) strategy.Identity {
 		return strategy.Identity{}
 	}
 	ann, _, _ := unstructured.NestedStringMap(live.Object, append(append([]string{}, info.PodTemplate...), "metadata", "annotations")...)
-	return strategy.Identity{Version: ann[VersionAnnotation], Registry: ann[RegistryAnnotation], Identifier: ann[IdentifierAnnotation]}
+	return strategy.Identity{Version: ann[metakeys.InstallStrategyVersionAnnotation], Registry: ann[metakeys.InstallStrategyRegistryAnnotation], Identifier: ann[metakeys.InstallStrategyIdentifierAnnotation]}
 }
 
 // IdentityOf returns the identity annotations of a live object.
 func IdentityOf(live *unstructured.Unstructured) strategy.Identity {
 	ann := live.GetAnnotations()
-	return strategy.Identity{Version: ann[VersionAnnotation], Registry: ann[RegistryAnnotation], Identifier: ann[IdentifierAnnotation]}
+	return strategy.Identity{Version: ann[metakeys.InstallStrategyVersionAnnotation], Registry: ann[metakeys.InstallStrategyRegistryAnnotation], Identifier: ann[metakeys.InstallStrategyIdentifierAnnotation]}
 }

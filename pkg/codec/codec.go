@@ -14,6 +14,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -21,58 +22,12 @@ import (
 const (
 	ManifestsKey = "manifests"
 
-	KubeVirtStrategyLabel        = "kubevirt.io/install-strategy"
-	KubeVirtVersionAnnotation    = "kubevirt.io/install-strategy-version"
-	KubeVirtRegistryAnnotation   = "kubevirt.io/install-strategy-registry"
-	KubeVirtIdentifierAnnotation = "kubevirt.io/install-strategy-identifier"
-	KubeVirtEncodingAnnotation   = "kubevirt.io/install-strategy-cm-encoding"
-	KubeVirtManagedBy            = "virt-operator"
-	KubeVirtGenerateName         = "kubevirt-install-strategy-"
+	KubeVirtGenerateName = "kubevirt-install-strategy-"
 )
 
 // Keys of the native form.
 const (
-	NativeStrategyLabel         = "installstrategy.io/strategy"
-	NativeVersionAnnotation     = "installstrategy.io/version"
-	NativeRegistryAnnotation    = "installstrategy.io/registry"
-	NativeIdentifierAnnotation  = "installstrategy.io/identifier"
-	NativeEncodingAnnotation    = "installstrategy.io/encoding"
-	NativeDigestAnnotation      = "installstrategy.io/digest"
-	NativeDecodedSizeAnnotation = "installstrategy.io/decoded-size"
-	// NativeProductAnnotation names the product a strategy is of, e.g.
-	// "kubevirt": OCI artifacts and signed statements carry it, so a
-	// strategy signed for one product is not taken for another's.
-	NativeProductAnnotation = "installstrategy.io/product"
-	// NativeChunksAnnotation marks the head of a strategy stored in chunk
-	// ConfigMaps (see pkg/store); its text is not in the head itself.
-	NativeChunksAnnotation = "installstrategy.io/chunks"
-	// NativeSignatureAnnotation is a signature over the digest of the
-	// decoded text: base64 of an ASN.1 ECDSA P-256 signature over its
-	// SHA-256, cosign's keyed blob signature (see pkg/trust). It may be on
-	// a KubeVirt-form ConfigMap too.
-	NativeSignatureAnnotation = "installstrategy.io/signature"
-	// NativeSignatureKeyAnnotation is the id of the key that made the
-	// signature: "sha256:" of the public key's PKIX DER.
-	NativeSignatureKeyAnnotation = "installstrategy.io/signature-key"
-	// NativeIdentitySignatureAnnotation is a signature, by the same key,
-	// over IdentityDigest: it binds a signed text to the namespace and
-	// identity it is stored for, so a signed strategy copied under another
-	// identifier or into another namespace does not verify. The operator's
-	// store writes and requires it.
-	NativeIdentitySignatureAnnotation = "installstrategy.io/signature-identity"
-	// NativeStatementAnnotation is a signed statement of what the strategy
-	// is (pkg/trust.Statement as JSON: product, version, registry,
-	// identifier, text digest), and NativeStatementSignatureAnnotation its
-	// signature by the key of NativeSignatureKeyAnnotation (base64 ASN.1
-	// ECDSA over the SHA-256 of the annotation's bytes). Unlike the
-	// identity signature it names no namespace, so a release can be
-	// signed offline; the operator requires it of signed configMap
-	// sources, so a signed older release put under the named ConfigMap is
-	// seen as what it is.
-	NativeStatementAnnotation          = "installstrategy.io/statement"
-	NativeStatementSignatureAnnotation = "installstrategy.io/statement-signature"
-	NativeManagedBy                    = "installstrategy"
-	NativeGenerateName                 = "installstrategy-"
+	NativeGenerateName = "installstrategy-"
 )
 
 // Encoding names.
@@ -80,9 +35,6 @@ const (
 	EncodingGzipBase64 = "gzip+base64"
 	EncodingPlain      = "plain"
 )
-
-// ManagedByLabel is the standard label naming the writer of an object.
-const ManagedByLabel = "app.kubernetes.io/managed-by"
 
 // DefaultMaxDecodedBytes bounds the decoded manifests text unless told
 // otherwise: 64 MiB, sixteen times KubeVirt v1.9.0's strategy.
@@ -184,7 +136,7 @@ func Digest(text []byte) string {
 }
 
 // IdentityDigest is the "sha256:" digest that an identity signature (see
-// NativeIdentitySignatureAnnotation) covers: the namespace, the identity and
+// metakeys.IdentitySignatureAnnotation) covers: the namespace, the identity and
 // the digest of the text, one per line after a version tag.
 func IdentityDigest(namespace string, id strategy.Identity, digest string) string {
 	return Digest([]byte(fmt.Sprintf("installstrategy.io/identity-signature/v1\nnamespace=%s\nidentifier=%s\nversion=%s\nregistry=%s\ndigest=%s\n",
@@ -196,21 +148,21 @@ func IdentityDigest(namespace string, id strategy.Identity, digest string) strin
 func DescribeConfigMap(cm *corev1.ConfigMap) Info {
 	a := cm.Annotations
 	info := Info{Name: cm.Name, GenerateName: cm.GenerateName, Namespace: cm.Namespace, EncodedBytes: len(cm.Data[ManifestsKey]),
-		Signature: a[NativeSignatureAnnotation], SignatureKey: a[NativeSignatureKeyAnnotation], IdentitySignature: a[NativeIdentitySignatureAnnotation],
-		Statement: a[NativeStatementAnnotation], StatementSignature: a[NativeStatementSignatureAnnotation]}
+		Signature: a[metakeys.SignatureAnnotation], SignatureKey: a[metakeys.SignatureKeyAnnotation], IdentitySignature: a[metakeys.IdentitySignatureAnnotation],
+		Statement: a[metakeys.StatementAnnotation], StatementSignature: a[metakeys.StatementSignatureAnnotation]}
 	if isNative(cm) {
 		info.Format = FormatNative
-		info.Identity = strategy.Identity{Version: a[NativeVersionAnnotation], Registry: a[NativeRegistryAnnotation], Identifier: a[NativeIdentifierAnnotation]}
-		info.Encoding = a[NativeEncodingAnnotation]
-		info.Digest = a[NativeDigestAnnotation]
-		if n, err := strconv.Atoi(a[NativeDecodedSizeAnnotation]); err == nil {
+		info.Identity = strategy.Identity{Version: a[metakeys.VersionAnnotation], Registry: a[metakeys.RegistryAnnotation], Identifier: a[metakeys.IdentifierAnnotation]}
+		info.Encoding = a[metakeys.EncodingAnnotation]
+		info.Digest = a[metakeys.DigestAnnotation]
+		if n, err := strconv.Atoi(a[metakeys.DecodedSizeAnnotation]); err == nil {
 			info.DecodedBytes = n
 		}
 	} else {
 		info.Format = FormatKubeVirt
-		info.Identity = strategy.Identity{Version: a[KubeVirtVersionAnnotation], Registry: a[KubeVirtRegistryAnnotation], Identifier: a[KubeVirtIdentifierAnnotation]}
+		info.Identity = strategy.Identity{Version: a[metakeys.KubeVirtVersionAnnotation], Registry: a[metakeys.KubeVirtRegistryAnnotation], Identifier: a[metakeys.KubeVirtIdentifierAnnotation]}
 		// KubeVirt only checks that the annotation is present.
-		if _, ok := a[KubeVirtEncodingAnnotation]; ok {
+		if _, ok := a[metakeys.KubeVirtEncodingAnnotation]; ok {
 			info.Encoding = EncodingGzipBase64
 		}
 	}
@@ -221,8 +173,8 @@ func DescribeConfigMap(cm *corev1.ConfigMap) Info {
 }
 
 func isNative(cm *corev1.ConfigMap) bool {
-	_, label := cm.Labels[NativeStrategyLabel]
-	_, digest := cm.Annotations[NativeDigestAnnotation]
+	_, label := cm.Labels[metakeys.StrategyLabel]
+	_, digest := cm.Annotations[metakeys.DigestAnnotation]
 	return label || digest
 }
 
@@ -254,8 +206,8 @@ func Decode(cm *corev1.ConfigMap, opts DecodeOptions) ([]byte, Info, error) {
 	}
 	raw, ok := cm.Data[ManifestsKey]
 	if !ok {
-		if _, chunked := cm.Annotations[NativeChunksAnnotation]; chunked {
-			return fail("configmap", -1, fmt.Errorf("this is %w (annotation %s): its text is in the chunk ConfigMaps, which only the store reads from the cluster", ErrChunkedHead, NativeChunksAnnotation))
+		if _, chunked := cm.Annotations[metakeys.ChunksAnnotation]; chunked {
+			return fail("configmap", -1, fmt.Errorf("this is %w (annotation %s): its text is in the chunk ConfigMaps, which only the store reads from the cluster", ErrChunkedHead, metakeys.ChunksAnnotation))
 		}
 		return fail("configmap", -1, fmt.Errorf("data has no %q key", ManifestsKey))
 	}
@@ -293,11 +245,11 @@ func Decode(cm *corev1.ConfigMap, opts DecodeOptions) ([]byte, Info, error) {
 	info.DecodedBytes = len(text)
 	if info.Digest != "" {
 		if got := Digest(text); got != info.Digest {
-			return fail("digest", -1, fmt.Errorf("%w: annotation %s says %s, text hashes to %s", ErrDigestMismatch, NativeDigestAnnotation, info.Digest, got))
+			return fail("digest", -1, fmt.Errorf("%w: annotation %s says %s, text hashes to %s", ErrDigestMismatch, metakeys.DigestAnnotation, info.Digest, got))
 		}
 		info.DigestVerified = true
 	} else if info.Format == FormatNative {
-		return fail("digest", -1, fmt.Errorf("native strategy ConfigMap has no %s annotation", NativeDigestAnnotation))
+		return fail("digest", -1, fmt.Errorf("native strategy ConfigMap has no %s annotation", metakeys.DigestAnnotation))
 	}
 	return text, info, nil
 }

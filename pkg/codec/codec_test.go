@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -180,7 +181,7 @@ func cmWith(manifests string, annotations map[string]string) *corev1.ConfigMap {
 	return cm
 }
 
-var kvEnc = map[string]string{KubeVirtEncodingAnnotation: EncodingGzipBase64, KubeVirtVersionAnnotation: "v1"}
+var kvEnc = map[string]string{metakeys.KubeVirtEncodingAnnotation: EncodingGzipBase64, metakeys.KubeVirtVersionAnnotation: "v1"}
 
 func TestDecodeErrors(t *testing.T) {
 	good := base64.StdEncoding.EncodeToString(gz([]byte(smallText)))
@@ -190,10 +191,10 @@ func TestDecodeErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	tampered := native.DeepCopy()
-	tampered.Annotations[NativeDigestAnnotation] = Digest([]byte("other"))
+	tampered.Annotations[metakeys.DigestAnnotation] = Digest([]byte("other"))
 	noDigest := native.DeepCopy()
-	delete(noDigest.Annotations, NativeDigestAnnotation)
-	noDigest.Labels[NativeStrategyLabel] = ""
+	delete(noDigest.Annotations, metakeys.DigestAnnotation)
+	noDigest.Labels[metakeys.StrategyLabel] = ""
 
 	cases := []struct {
 		name   string
@@ -212,10 +213,10 @@ func TestDecodeErrors(t *testing.T) {
 		{"plain over the limit", cmWith(smallText, nil), 10, "limit", -1, "exceeds the limit"},
 		{"unsupported encoding", func() *corev1.ConfigMap {
 			c := native.DeepCopy()
-			c.Annotations[NativeEncodingAnnotation] = "zstd"
+			c.Annotations[metakeys.EncodingAnnotation] = "zstd"
 			return c
 		}(), 0, "configmap", -1, `unsupported encoding "zstd"`},
-		{"chunk head", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{NativeChunksAnnotation: "[]"}}}, 0, "configmap", -1, "head of a strategy stored in chunks"},
+		{"chunk head", &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{metakeys.ChunksAnnotation: "[]"}}}, 0, "configmap", -1, "head of a strategy stored in chunks"},
 		{"digest edited", tampered, 0, "digest", -1, "digest mismatch"},
 		{"digest removed", noDigest, 0, "digest", -1, "has no installstrategy.io/digest"},
 	}
@@ -241,8 +242,8 @@ func TestDecodeTolerates(t *testing.T) {
 	}
 	for name, cm := range map[string]*corev1.ConfigMap{
 		"wrapped base64":       cmWith(wrapped.String(), kvEnc),
-		"legacy plain":         cmWith(smallText, map[string]string{KubeVirtVersionAnnotation: "v1"}),
-		"empty encoding value": cmWith(enc, map[string]string{KubeVirtEncodingAnnotation: ""}),
+		"legacy plain":         cmWith(smallText, map[string]string{metakeys.KubeVirtVersionAnnotation: "v1"}),
+		"empty encoding value": cmWith(enc, map[string]string{metakeys.KubeVirtEncodingAnnotation: ""}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			text, _, err := Decode(cm, DecodeOptions{})
@@ -321,7 +322,7 @@ func TestParseInputSkipsAndRefuses(t *testing.T) {
 	for name, data := range map[string]string{
 		"live configmap": live,
 		"live secret":    `{"apiVersion":"v1","kind":"Secret","metadata":{"name":"s","namespace":"ns","creationTimestamp":"2026-01-01T00:00:00Z"}}`,
-		"chunk":          `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","labels":{"` + NativeChunkLabel + `":""}},"data":{"part":"H4sI"}}`,
+		"chunk":          `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c","namespace":"ns","labels":{"` + metakeys.ChunkLabel + `":""}},"data":{"part":"H4sI"}}`,
 	} {
 		_, err := ParseInput(name, []byte(data), strategy.ParseOptions{})
 		var ns *NotStrategyError

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -122,29 +123,29 @@ func wrapEncoded(data, digest string, size int64, f Format, opts EncodeOptions) 
 		if cm.Name == "" {
 			cm.GenerateName = KubeVirtGenerateName
 		}
-		cm.Labels = map[string]string{ManagedByLabel: KubeVirtManagedBy, KubeVirtStrategyLabel: ""}
+		cm.Labels = map[string]string{metakeys.ManagedByLabel: metakeys.KubeVirtManagedBy, metakeys.KubeVirtStrategyLabel: ""}
 		cm.Annotations = map[string]string{
-			KubeVirtVersionAnnotation:  id.Version,
-			KubeVirtRegistryAnnotation: id.Registry,
-			KubeVirtEncodingAnnotation: EncodingGzipBase64,
+			metakeys.KubeVirtVersionAnnotation:  id.Version,
+			metakeys.KubeVirtRegistryAnnotation: id.Registry,
+			metakeys.KubeVirtEncodingAnnotation: EncodingGzipBase64,
 		}
 		if id.Identifier != "" {
-			cm.Annotations[KubeVirtIdentifierAnnotation] = id.Identifier
+			cm.Annotations[metakeys.KubeVirtIdentifierAnnotation] = id.Identifier
 		}
 	} else {
 		if cm.Name == "" {
 			cm.GenerateName = NativeGenerateName
 		}
-		cm.Labels = map[string]string{ManagedByLabel: NativeManagedBy, NativeStrategyLabel: ""}
+		cm.Labels = map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.StrategyLabel: ""}
 		cm.Annotations = map[string]string{
-			NativeVersionAnnotation:     id.Version,
-			NativeRegistryAnnotation:    id.Registry,
-			NativeEncodingAnnotation:    EncodingGzipBase64,
-			NativeDigestAnnotation:      digest,
-			NativeDecodedSizeAnnotation: strconv.FormatInt(size, 10),
+			metakeys.VersionAnnotation:     id.Version,
+			metakeys.RegistryAnnotation:    id.Registry,
+			metakeys.EncodingAnnotation:    EncodingGzipBase64,
+			metakeys.DigestAnnotation:      digest,
+			metakeys.DecodedSizeAnnotation: strconv.FormatInt(size, 10),
 		}
 		if id.Identifier != "" {
-			cm.Annotations[NativeIdentifierAnnotation] = id.Identifier
+			cm.Annotations[metakeys.IdentifierAnnotation] = id.Identifier
 		}
 	}
 	return cm

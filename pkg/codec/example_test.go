@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -18,7 +19,7 @@ func ExampleEncodeText() {
 		fmt.Println(err)
 		return
 	}
-	fmt.Println(cm.GenerateName, cm.Annotations[codec.NativeDigestAnnotation] == codec.Digest(text))
+	fmt.Println(cm.GenerateName, cm.Annotations[metakeys.DigestAnnotation] == codec.Digest(text))
 
 	// Every read verifies the digest.
 	l, err := codec.LoadConfigMap("example", cm, codec.DecodeOptions{}, strategy.ParseOptions{})

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -80,13 +81,6 @@ func (e *NotStrategyError) Error() string {
 	}
 	return fmt.Sprintf("%s: not a strategy: %s%s", e.Source, first, more)
 }
-
-// Keys of a chunk ConfigMap of a strategy stored in chunks (pkg/store
-// writes them; its ChunkLabel and ChunkIndexAnnotation are these).
-const (
-	NativeChunkLabel           = "installstrategy.io/strategy-chunk"
-	NativeChunkIndexAnnotation = "installstrategy.io/chunk-index"
-)
 
 // ErrChunkedHead is wrapped by the error of decoding the head of a
 // strategy stored in chunks: its text is in the chunk ConfigMaps, which
@@ -173,7 +167,7 @@ func IsStrategyConfigMap(obj *unstructured.Unstructured) bool {
 	if obj.GetAPIVersion() != "v1" || obj.GetKind() != "ConfigMap" {
 		return false
 	}
-	if _, chunk := obj.GetLabels()[NativeChunkLabel]; chunk {
+	if _, chunk := obj.GetLabels()[metakeys.ChunkLabel]; chunk {
 		return false
 	}
 	return looksLikeStrategy(obj)
@@ -188,9 +182,9 @@ func skippedOf(d strategy.Document) Skipped {
 	}
 	switch {
 	case o.GetAPIVersion() == "v1" && o.GetKind() == "ConfigMap":
-		if _, chunk := o.GetLabels()[NativeChunkLabel]; chunk {
+		if _, chunk := o.GetLabels()[metakeys.ChunkLabel]; chunk {
 			sk.Chunk = true
-			idx := o.GetAnnotations()[NativeChunkIndexAnnotation]
+			idx := o.GetAnnotations()[metakeys.ChunkIndexAnnotation]
 			sk.Reason = fmt.Sprintf("a chunk (index %s) of a strategy stored in chunks, not a strategy: its part is a slice of the encoded text, whose head lists the chunks", orUnknown(idx))
 			return sk
 		}
@@ -278,12 +272,12 @@ func looksLikeStrategy(obj *unstructured.Unstructured) bool {
 		return true
 	}
 	labels, annotations := obj.GetLabels(), obj.GetAnnotations()
-	for _, l := range []string{KubeVirtStrategyLabel, NativeStrategyLabel} {
+	for _, l := range []string{metakeys.KubeVirtStrategyLabel, metakeys.StrategyLabel} {
 		if _, ok := labels[l]; ok {
 			return true
 		}
 	}
-	for _, a := range []string{KubeVirtEncodingAnnotation, NativeEncodingAnnotation, NativeDigestAnnotation} {
+	for _, a := range []string{metakeys.KubeVirtEncodingAnnotation, metakeys.EncodingAnnotation, metakeys.DigestAnnotation} {
 		if _, ok := annotations[a]; ok {
 			return true
 		}

@@ -5,7 +5,7 @@
 // versions differ the way real upgrades do.
 //
 // Workloads carry their role (api, controller, handler) in the
-// RoleAnnotation, so the reconciler can order and place them from the
+// metakeys.RoleAnnotation, so the reconciler can order and place them from the
 // objects alone. The builder does not place pods on nodes: the
 // configuration's Placement is applied when the strategy is deployed, by
 // pkg/placement, the same way for every strategy whatever made it.
@@ -31,14 +31,10 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/podsec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
-
-// RoleAnnotation names the role of a workload in its product. The
-// reconciler orders rollouts by it: api first on create and last on update,
-// handler DaemonSets first (canary) on update.
-const RoleAnnotation = "installstrategy.io/role"
 
 // Role is the part a workload plays in its product.
 type Role string
@@ -51,14 +47,6 @@ const (
 	RoleController Role = "controller"
 	// RoleHandler runs on every node (virt-handler).
 	RoleHandler Role = "handler"
-)
-
-// Labels every object of a product carries.
-const (
-	PartOfLabel    = "app.kubernetes.io/part-of"
-	NameLabel      = "app.kubernetes.io/name"
-	ComponentLabel = "app.kubernetes.io/component"
-	VersionLabel   = "app.kubernetes.io/version"
 )
 
 // ImagePullPolicyProperty is the additional property that sets the pull
@@ -108,7 +96,7 @@ func (b *Builder) Image(component string) string { return b.cfg.Image(component)
 
 // Labels returns the labels of an object of the product named name.
 func (b *Builder) Labels(name string) map[string]string {
-	return map[string]string{PartOfLabel: b.opts.Product, NameLabel: name}
+	return map[string]string{metakeys.AppPartOfLabel: b.opts.Product, metakeys.AppNameLabel: name}
 }
 
 // scheme knows every type the builder converts.
@@ -365,7 +353,7 @@ func (b *Builder) ValidatingWebhook(w Webhook) *Builder {
 // Workload declares a Deployment or DaemonSet with one container.
 type Workload struct {
 	Name string
-	// Role is recorded in RoleAnnotation; it orders rollouts and chooses
+	// Role is recorded in metakeys.RoleAnnotation; it orders rollouts and chooses
 	// the placement pkg/placement applies: the configuration's Infra
 	// placement for api and controller, its Workloads placement for
 	// handler.
@@ -426,9 +414,9 @@ func (b *Builder) DaemonSet(w Workload) *Builder {
 
 func (b *Builder) workloadMeta(w Workload) metav1.ObjectMeta {
 	m := b.meta(w.Name, true)
-	m.Labels[ComponentLabel] = string(w.Role)
-	m.Labels[VersionLabel] = b.cfg.Version
-	m.Annotations = map[string]string{RoleAnnotation: string(w.Role)}
+	m.Labels[metakeys.AppComponentLabel] = string(w.Role)
+	m.Labels[metakeys.AppVersionLabel] = b.cfg.Version
+	m.Annotations = map[string]string{metakeys.RoleAnnotation: string(w.Role)}
 	switch w.Role {
 	case RoleAPI, RoleController, RoleHandler:
 	default:
@@ -448,8 +436,8 @@ func (b *Builder) podTemplate(w Workload) (corev1.PodTemplateSpec, *metav1.Label
 	}
 	labels := b.Labels(w.Name)
 	sel := &metav1.LabelSelector{MatchLabels: maps.Clone(labels)}
-	labels[ComponentLabel] = string(w.Role)
-	labels[VersionLabel] = b.cfg.Version
+	labels[metakeys.AppComponentLabel] = string(w.Role)
+	labels[metakeys.AppVersionLabel] = b.cfg.Version
 
 	env := slices.Clone(w.Env)
 	for _, k := range slices.Sorted(maps.Keys(b.cfg.PassthroughEnvVars)) {

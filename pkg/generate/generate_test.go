@@ -14,6 +14,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -188,7 +189,7 @@ func TestSampleWorkloads(t *testing.T) {
 			if o == nil {
 				t.Fatal("missing")
 			}
-			if got := o.GetAnnotations()[generate.RoleAnnotation]; got != string(tt.role) {
+			if got := o.GetAnnotations()[metakeys.RoleAnnotation]; got != string(tt.role) {
 				t.Errorf("role annotation = %q, want %q", got, tt.role)
 			}
 			spec := podSpec(t, o)

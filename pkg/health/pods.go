@@ -3,6 +3,7 @@ package health
 import (
 	"context"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"sort"
 	"strings"
 	"time"
@@ -30,7 +31,7 @@ func (c *Checker) pods(ctx context.Context, live *unstructured.Unstructured, ns 
 		return Status{}, fmt.Errorf("list pods in %s: %w", ns, err)
 	}
 	sort.Slice(list.Items, func(i, j int) bool { return list.Items[i].Name < list.Items[j].Name })
-	_, kept := live.GetAnnotations()[apply.KeptTemplateAnnotation]
+	_, kept := live.GetAnnotations()[metakeys.KeptTemplateAnnotation]
 	var waiting []string
 	for i := range list.Items {
 		p := &list.Items[i]
@@ -65,7 +66,7 @@ func PodCarriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
 // AnnotationsCarry reports whether annotations (a pod's, a pod template's)
 // carry the identity.
 func AnnotationsCarry(a map[string]string, id strategy.Identity) bool {
-	return a[apply.VersionAnnotation] == id.Version && a[apply.RegistryAnnotation] == id.Registry && a[apply.IdentifierAnnotation] == id.Identifier
+	return a[metakeys.InstallStrategyVersionAnnotation] == id.Version && a[metakeys.InstallStrategyRegistryAnnotation] == id.Registry && a[metakeys.InstallStrategyIdentifierAnnotation] == id.Identifier
 }
 
 // templateCarries reports whether a live workload's pod template was

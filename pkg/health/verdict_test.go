@@ -1,6 +1,7 @@
 package health_test
 
 import (
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"strings"
 	"testing"
 	"time"
@@ -11,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
 )
 
@@ -23,7 +23,7 @@ import (
 var clock = time.Date(2026, 12, 6, 6, 0, 0, 0, time.UTC)
 
 func identityAnnotations() map[string]any {
-	return map[string]any{apply.VersionAnnotation: id.Version, apply.RegistryAnnotation: id.Registry, apply.IdentifierAnnotation: id.Identifier}
+	return map[string]any{metakeys.InstallStrategyVersionAnnotation: id.Version, metakeys.InstallStrategyRegistryAnnotation: id.Registry, metakeys.InstallStrategyIdentifierAnnotation: id.Identifier}
 }
 
 // rolledOut returns a workload of the fixture's identity whose status says
@@ -60,7 +60,7 @@ func pod(name string, carries bool, mutate func(*corev1.Pod)) runtime.Object {
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}},
 			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: metav1.NewTime(clock.Add(-time.Hour))}}}}}}
 	if carries {
-		p.Annotations = map[string]string{apply.VersionAnnotation: id.Version, apply.RegistryAnnotation: id.Registry, apply.IdentifierAnnotation: id.Identifier}
+		p.Annotations = map[string]string{metakeys.InstallStrategyVersionAnnotation: id.Version, metakeys.InstallStrategyRegistryAnnotation: id.Registry, metakeys.InstallStrategyIdentifierAnnotation: id.Identifier}
 	}
 	if mutate != nil {
 		mutate(p)

@@ -29,29 +29,9 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
-)
-
-// What Helm writes, and what Retire writes.
-const (
-	// SecretType is the type of Helm's release Secrets.
-	SecretType = "helm.sh/release.v1"
-	// ReleaseNameAnnotation and ReleaseNamespaceAnnotation are Helm's
-	// ownership annotations on every object of a release.
-	ReleaseNameAnnotation      = "meta.helm.sh/release-name"
-	ReleaseNamespaceAnnotation = "meta.helm.sh/release-namespace"
-	// ManagedBy is the value of the managed-by label
-	// (inventory.ManagedByLabel) Helm puts on every object of a release.
-	ManagedBy = "Helm"
-	// BackupType is the type of the Secret that keeps a retired release's
-	// Secrets, one data key per release Secret (its name), holding Helm's
-	// encoded release as it was.
-	BackupType = "installstrategy.io/helm-release-backup"
-	// BackupLabel on that Secret holds the release name.
-	BackupLabel = "installstrategy.io/helm-release"
-	// FieldManager writes the annotation removal.
-	FieldManager = "installstrategy-helm-adopt"
 )
 
 // Release is the deployed revision of a Helm release and the Secrets of
@@ -88,12 +68,12 @@ func Find(ctx context.Context, kube kubernetes.Interface, ns, name string) (*Rel
 	}
 	var secrets []corev1.Secret
 	for _, s := range list.Items {
-		if s.Type == SecretType {
+		if s.Type == metakeys.HelmReleaseSecretType {
 			secrets = append(secrets, s)
 		}
 	}
 	if len(secrets) == 0 {
-		return nil, fmt.Errorf("%s: no release secrets (type %s, sh.helm.release.v1.%s.vN) in namespace %s; a release kept by Helm's configmap or sql driver is not supported", what, SecretType, name, ns)
+		return nil, fmt.Errorf("%s: no release secrets (type %s, sh.helm.release.v1.%s.vN) in namespace %s; a release kept by Helm's configmap or sql driver is not supported", what, metakeys.HelmReleaseSecretType, name, ns)
 	}
 	sort.Slice(secrets, func(i, j int) bool { return version(secrets[i]) < version(secrets[j]) })
 	var deployed *release.Release
@@ -169,7 +149,7 @@ type RefusedError struct {
 
 func (e *RefusedError) Error() string {
 	return fmt.Sprintf("%s: %d objects of its manifest are not provably the release's, nothing taken over (Helm's own ownership check: label %s=%s and annotations %s, %s naming the release on the live object):\n  %s",
-		e.Release, len(e.Refused), inventory.ManagedByLabel, ManagedBy, ReleaseNameAnnotation, ReleaseNamespaceAnnotation, strings.Join(e.Refused, "\n  "))
+		e.Release, len(e.Refused), metakeys.ManagedByLabel, metakeys.HelmManagedBy, metakeys.HelmReleaseNameAnnotation, metakeys.HelmReleaseNamespaceAnnotation, strings.Join(e.Refused, "\n  "))
 }
 
 // Verify decides which objects of the release's manifest (objs, namespaced
@@ -215,10 +195,10 @@ func (r *Release) Verify(ctx context.Context, resolve Resolver, objs []*unstruct
 			refuse(why)
 			continue
 		}
-		a, by := live.GetAnnotations(), live.GetLabels()[inventory.ManagedByLabel]
-		if by != ManagedBy || a[ReleaseNameAnnotation] != r.Name || a[ReleaseNamespaceAnnotation] != r.Namespace {
+		a, by := live.GetAnnotations(), live.GetLabels()[metakeys.ManagedByLabel]
+		if by != metakeys.HelmManagedBy || a[metakeys.HelmReleaseNameAnnotation] != r.Name || a[metakeys.HelmReleaseNamespaceAnnotation] != r.Namespace {
 			refuse(fmt.Sprintf("not the release's: label %s=%q, annotations %s=%q, %s=%q",
-				inventory.ManagedByLabel, by, ReleaseNameAnnotation, a[ReleaseNameAnnotation], ReleaseNamespaceAnnotation, a[ReleaseNamespaceAnnotation]))
+				metakeys.ManagedByLabel, by, metakeys.HelmReleaseNameAnnotation, a[metakeys.HelmReleaseNameAnnotation], metakeys.HelmReleaseNamespaceAnnotation, a[metakeys.HelmReleaseNamespaceAnnotation]))
 			continue
 		}
 		owned[ref] = true
@@ -265,7 +245,7 @@ func (r *Release) retire(ctx context.Context, kube kubernetes.Interface, resolve
 			return nil, err
 		}
 	}
-	patch := []byte(`{"metadata":{"annotations":{"` + ReleaseNameAnnotation + `":null,"` + ReleaseNamespaceAnnotation + `":null}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + metakeys.HelmReleaseNameAnnotation + `":null,"` + metakeys.HelmReleaseNamespaceAnnotation + `":null}}}`)
 	var errs []error
 	for _, obj := range objs {
 		ref := strategy.RefOf(obj)
@@ -283,11 +263,11 @@ func (r *Release) retire(ctx context.Context, kube kubernetes.Interface, resolve
 			continue
 		}
 		a := live.GetAnnotations()
-		if a[ReleaseNameAnnotation] != r.Name || a[ReleaseNamespaceAnnotation] != r.Namespace {
+		if a[metakeys.HelmReleaseNameAnnotation] != r.Name || a[metakeys.HelmReleaseNamespaceAnnotation] != r.Namespace {
 			continue
 		}
 		if kube != nil {
-			if _, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: FieldManager}); err != nil {
+			if _, err := ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: metakeys.HelmAdoptFieldManager}); err != nil {
 				errs = append(errs, fmt.Errorf("remove helm's annotations from %s: %w", ref, err))
 				continue
 			}
@@ -319,15 +299,15 @@ func (r *Release) backup(ctx context.Context, kube kubernetes.Interface) error {
 		b = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: r.BackupName(), Namespace: r.Namespace,
-				Labels:      map[string]string{BackupLabel: r.Name},
-				Annotations: map[string]string{"installstrategy.io/helm-release-source": r.String()},
+				Labels:      map[string]string{metakeys.HelmReleaseLabel: r.Name},
+				Annotations: map[string]string{metakeys.HelmReleaseSourceAnnotation: r.String()},
 			},
-			Type: BackupType,
+			Type: metakeys.HelmReleaseBackupSecretType,
 			Data: map[string][]byte{},
 		}
 	case err != nil:
 		return fmt.Errorf("retire %s: get secret %s: %w", r, r.BackupName(), err)
-	case b.Type != BackupType:
+	case b.Type != metakeys.HelmReleaseBackupSecretType:
 		return fmt.Errorf("retire %s: secret %s exists and is not a helm release backup (type %s)", r, r.BackupName(), b.Type)
 	}
 	if b.Data == nil {
@@ -337,9 +317,9 @@ func (r *Release) backup(ctx context.Context, kube kubernetes.Interface) error {
 		b.Data[s.Name] = s.Data["release"]
 	}
 	if b.ResourceVersion == "" {
-		_, err = secrets.Create(ctx, b, metav1.CreateOptions{FieldManager: FieldManager})
+		_, err = secrets.Create(ctx, b, metav1.CreateOptions{FieldManager: metakeys.HelmAdoptFieldManager})
 	} else {
-		_, err = secrets.Update(ctx, b, metav1.UpdateOptions{FieldManager: FieldManager})
+		_, err = secrets.Update(ctx, b, metav1.UpdateOptions{FieldManager: metakeys.HelmAdoptFieldManager})
 	}
 	if err != nil {
 		return fmt.Errorf("retire %s: keep the release in secret %s: %w", r, r.BackupName(), err)

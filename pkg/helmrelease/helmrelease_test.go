@@ -17,6 +17,7 @@ import (
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	release "helm.sh/helm/v4/pkg/release/v1"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/render"
 )
 
@@ -36,7 +37,7 @@ func releaseSecret(t *testing.T, name string, version int, status, chartVersion 
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "sh.helm.release.v1." + name + ".v" + strconv.Itoa(version), Namespace: "apps",
 			Labels: map[string]string{"owner": "helm", "name": name, "status": status, "version": strconv.Itoa(version)}},
-		Type: SecretType,
+		Type: metakeys.HelmReleaseSecretType,
 		Data: map[string][]byte{"release": []byte(base64.StdEncoding.EncodeToString(buf.Bytes()))},
 	}
 }

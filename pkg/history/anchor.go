@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -27,11 +28,6 @@ import (
 // may update it, so a namespace editor cannot forge the anchor, while the
 // installer of a product with cluster-scoped objects (CRDs, ClusterRoles)
 // has the rights to write it anyway.
-
-// AnchorAnnotationPrefix starts the Namespace annotation that anchors the
-// revisions of one plugin installation; the rest is the installation's
-// name label value (inventory.Owner.NameValue).
-const AnchorAnnotationPrefix = "revisions.installstrategy.io/"
 
 // MaxAnchored is the most revisions one anchor keeps (the newest): every
 // installation of a namespace shares its Namespace object's 256 KiB of
@@ -63,7 +59,9 @@ type Anchor struct {
 
 // AnchorAnnotation is the Namespace annotation that anchors an owner's
 // revisions.
-func AnchorAnnotation(o inventory.Owner) string { return AnchorAnnotationPrefix + o.NameValue() }
+func AnchorAnnotation(o inventory.Owner) string {
+	return metakeys.AnchorAnnotationPrefix + o.NameValue()
+}
 
 // Find returns the anchored revision n, nil when the anchor has none.
 func (a *Anchor) Find(n int) *Anchored {
@@ -217,6 +215,6 @@ func (s *Store) patchAnchor(ctx context.Context, o inventory.Owner, resourceVers
 	if err != nil {
 		return err
 	}
-	_, err = s.kube.CoreV1().Namespaces().Patch(ctx, o.Namespace, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: inventory.ManagedBy})
+	_, err = s.kube.CoreV1().Namespaces().Patch(ctx, o.Namespace, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: metakeys.ManagedBy})
 	return err
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/alloctest"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -47,7 +48,7 @@ func FuzzOpenRevision(f *testing.F) {
 		for _, form := range []string{string(data), base64.StdEncoding.EncodeToString(data)} {
 			for _, digest := range []string{other, codec.Digest(data)} {
 				cm := base.DeepCopy()
-				cm.Annotations[codec.NativeDigestAnnotation] = digest
+				cm.Annotations[metakeys.DigestAnnotation] = digest
 				cm.Data[codec.ManifestsKey] = form
 				a := Anchored{Revision: 1, Digest: digest, Identity: id}
 				var v any
@@ -81,7 +82,7 @@ func TestOpenRevisionRefusesABomb(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := Anchored{Revision: 1, Digest: cm.Annotations[codec.NativeDigestAnnotation], Identity: id}
+	a := Anchored{Revision: 1, Digest: cm.Annotations[metakeys.DigestAnnotation], Identity: id}
 	if v, err := OpenRevision(cm, a, OpenOptions{}); err != nil || len(v.Strategy.Objects) != 1 || v.Strategy.Identity != id {
 		t.Fatalf("genuine revision: %v", err)
 	}
@@ -96,9 +97,9 @@ func TestOpenRevisionRefusesABomb(t *testing.T) {
 		t.Fatalf("bomb under the anchored digest: %v, %d bytes allocated", err, n)
 	}
 	for name, edit := range map[string]func(*corev1.ConfigMap){
-		"another digest recorded": func(c *corev1.ConfigMap) { c.Annotations[codec.NativeDigestAnnotation] = codec.Digest([]byte("x")) },
-		"another identity":        func(c *corev1.ConfigMap) { c.Annotations[codec.NativeVersionAnnotation] = "v9" },
-		"a chunked head":          func(c *corev1.ConfigMap) { c.Annotations[codec.NativeChunksAnnotation] = "[]" },
+		"another digest recorded": func(c *corev1.ConfigMap) { c.Annotations[metakeys.DigestAnnotation] = codec.Digest([]byte("x")) },
+		"another identity":        func(c *corev1.ConfigMap) { c.Annotations[metakeys.VersionAnnotation] = "v9" },
+		"a chunked head":          func(c *corev1.ConfigMap) { c.Annotations[metakeys.ChunksAnnotation] = "[]" },
 	} {
 		c := cm.DeepCopy()
 		edit(c)

@@ -22,12 +22,11 @@ import (
 	"k8s.io/client-go/util/retry"
 
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 const (
-	// Label marks history ConfigMaps.
-	Label = "installstrategy.io/history"
 	// RevisionsKey is the data key holding the revisions as JSON.
 	RevisionsKey = "revisions"
 	// NamePrefix starts every history ConfigMap's name; the rest is the
@@ -232,14 +231,14 @@ func (s *Store) write(ctx context.Context, h *History, cm *corev1.ConfigMap) err
 	o := h.Owner
 	if cm == nil {
 		labels := o.Labels()
-		labels[Label] = ""
+		labels[metakeys.HistoryLabel] = ""
 		cm = &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: ConfigMapName(o), Namespace: o.Namespace, Labels: labels,
-			Annotations: map[string]string{inventory.OwnerNameAnnotation: o.Name}}}
+			Annotations: map[string]string{metakeys.InstallationAnnotation: o.Name}}}
 		if s.OwnerReference != nil {
 			cm.OwnerReferences = []metav1.OwnerReference{*s.OwnerReference}
 		}
 		cm.Data = map[string]string{RevisionsKey: string(data)}
-		_, err = s.kube.CoreV1().ConfigMaps(o.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: inventory.ManagedBy})
+		_, err = s.kube.CoreV1().ConfigMaps(o.Namespace).Create(ctx, cm, metav1.CreateOptions{FieldManager: metakeys.ManagedBy})
 		return err
 	}
 	cm = cm.DeepCopy()
@@ -247,7 +246,7 @@ func (s *Store) write(ctx context.Context, h *History, cm *corev1.ConfigMap) err
 		cm.Data = map[string]string{}
 	}
 	cm.Data[RevisionsKey] = string(data)
-	_, err = s.kube.CoreV1().ConfigMaps(o.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: inventory.ManagedBy})
+	_, err = s.kube.CoreV1().ConfigMaps(o.Namespace).Update(ctx, cm, metav1.UpdateOptions{FieldManager: metakeys.ManagedBy})
 	return err
 }
 
@@ -265,13 +264,13 @@ func (s *Store) Delete(ctx context.Context, o inventory.Owner) error {
 // hold: what the store's GC keeps, and what no installation's trimming
 // may delete while another still names it.
 func (s *Store) Referenced(ctx context.Context, namespace string) ([]Revision, error) {
-	list, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: Label})
+	list, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: metakeys.HistoryLabel})
 	if err != nil {
 		return nil, fmt.Errorf("list histories in namespace %s: %w", namespace, err)
 	}
 	var out []Revision
 	for i := range list.Items {
-		h, err := decode(inventory.Owner{Namespace: namespace, Name: list.Items[i].Annotations[inventory.OwnerNameAnnotation]}, &list.Items[i])
+		h, err := decode(inventory.Owner{Namespace: namespace, Name: list.Items[i].Annotations[metakeys.InstallationAnnotation]}, &list.Items[i])
 		if err != nil {
 			return nil, err
 		}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -36,7 +37,7 @@ func OpenRevision(cm *corev1.ConfigMap, a Anchored, opts OpenOptions) (*trust.Ve
 	if info.Identity != a.Identity {
 		return nil, fmt.Errorf("%s records identity %s, the anchor %s", where, describe(info.Identity), describe(a.Identity))
 	}
-	if _, chunked := cm.Annotations[codec.NativeChunksAnnotation]; chunked {
+	if _, chunked := cm.Annotations[metakeys.ChunksAnnotation]; chunked {
 		return nil, fmt.Errorf("%s is the head of chunks: a revision is kept whole", where)
 	}
 	v, err := trust.Gate{Policy: trust.Policy{Pinned: a.Digest}, Decode: opts.Decode}.Open(cm)

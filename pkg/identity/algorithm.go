@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // Algorithm computes the identifier of a configuration.
@@ -55,7 +57,7 @@ var (
 	// Two things of Config have no place in KubeVirt's config. A component
 	// image under a key KubeVirt does not know is an error. A non-empty
 	// Placement is hashed as one more additional property,
-	// PlacementProperty, holding its canonical JSON (a configuration that
+	// metakeys.PlacementProperty, holding its canonical JSON (a configuration that
 	// already has that property is an error); a configuration without
 	// placement, which every KubeVirt configuration is, hashes exactly as
 	// KubeVirt does.
@@ -154,10 +156,6 @@ func (native) Identifier(c *Config) (string, error) {
 
 // kubeVirt implements the KubeVirt algorithm (see the variable).
 type kubeVirt struct{}
-
-// PlacementProperty is the additional property under which the KubeVirt
-// algorithm hashes a configuration's Placement.
-const PlacementProperty = "installstrategy.io/placement"
 
 // kubeVirtField is a field of KubeVirt's deployment config between
 // KubeVirtVersion and AdditionalProperties, with its JSON key.
@@ -274,8 +272,8 @@ func kubeVirtString(c *Config) (string, error) {
 		delete(props, "imagePrefix")
 	}
 	if !c.Placement.IsZero() {
-		if _, ok := props[PlacementProperty]; ok {
-			return "", errors.New("kubevirt identifier: the config has both a placement and an additional property " + PlacementProperty)
+		if _, ok := props[metakeys.PlacementProperty]; ok {
+			return "", errors.New("kubevirt identifier: the config has both a placement and an additional property " + metakeys.PlacementProperty)
 		}
 		p := Config{Placement: c.Placement}
 		text, err := p.JSON()
@@ -285,7 +283,7 @@ func kubeVirtString(c *Config) (string, error) {
 		if props == nil {
 			props = map[string]string{}
 		}
-		props[PlacementProperty] = string(text)
+		props[metakeys.PlacementProperty] = string(text)
 	}
 	var b strings.Builder
 	field := func(name, value string) { b.WriteString(name); b.WriteString(value) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // TestKubeVirtVectors checks the KubeVirt algorithm against the deployment
@@ -203,7 +204,7 @@ func TestKubeVirtRefuses(t *testing.T) {
 	}{
 		{"unknown component image", func(c *identity.Config) { c.ComponentImages = map[string]string{"sample-api": "x"} }, `component images ["sample-api"]`},
 		{"placement property clash", func(c *identity.Config) {
-			c.AdditionalProperties = map[string]string{identity.PlacementProperty: "x"}
+			c.AdditionalProperties = map[string]string{metakeys.PlacementProperty: "x"}
 			c.Placement = &identity.Placement{Workloads: &identity.NodePlacement{NodeSelector: map[string]string{"a": "b"}}}
 		}, "both a placement and an additional property"},
 	}

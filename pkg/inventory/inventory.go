@@ -14,19 +14,12 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // Keys of the inventory ConfigMap.
 const (
-	// InventoryLabel marks inventory ConfigMaps.
-	InventoryLabel = "installstrategy.io/inventory"
-	// OwnerKindAnnotation records who drives the installation
-	// (KindInstallation or KindPlugin).
-	OwnerKindAnnotation = "installstrategy.io/owner-kind"
-	// OwnerNameAnnotation records the installation's full name (the name
-	// label may hold a hash).
-	OwnerNameAnnotation = "installstrategy.io/installation"
 	// ObjectsKey is the data key holding the entries as JSON.
 	ObjectsKey = "objects"
 	// ObjectsGzipKey is the binaryData key holding the entries as gzip'd
@@ -38,15 +31,6 @@ const (
 	// inventory stores them compressed (ObjectsGzipKey); at or below it
 	// they stay readable with kubectl (ObjectsKey).
 	CompressAbove = 256 << 10
-	// ReleasedAnnotation marks the inventory of an installation that was
-	// uninstalled but kept its CRDs: it still lists them (a later uninstall
-	// can remove them), but it no longer holds the product's cluster-scoped
-	// objects against another installation (see Store.Holder).
-	ReleasedAnnotation = "installstrategy.io/released"
-	// HooksRanAnnotation records the strategy whose Helm hooks ran last
-	// (Inventory.HooksRan): a reconcile of the same strategy runs them no
-	// more.
-	HooksRanAnnotation = "installstrategy.io/hooks-ran"
 	// NamePrefix starts every inventory ConfigMap's name.
 	NamePrefix = "installstrategy-inventory-"
 )
@@ -72,10 +56,10 @@ type Inventory struct {
 	// Version is the target version recorded with the last write.
 	Version string
 	// Released is true for an installation uninstalled with its CRDs
-	// kept (ReleasedAnnotation); any other write clears it.
+	// kept (metakeys.ReleasedAnnotation); any other write clears it.
 	Released bool
 	// HooksRan names the strategy whose hooks ran last
-	// (HooksRanAnnotation); "" when none did.
+	// (metakeys.HooksRanAnnotation); "" when none did.
 	HooksRan string
 	// resourceVersion of the ConfigMap read, "" for a new inventory.
 	resourceVersion string
@@ -172,15 +156,15 @@ func (s *Store) Get(ctx context.Context, o Owner) (*Inventory, error) {
 }
 
 func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
-	if k := cm.Annotations[OwnerKindAnnotation]; k != o.kind() {
+	if k := cm.Annotations[metakeys.OwnerKindAnnotation]; k != o.kind() {
 		return nil, &OwnerKindError{Owner: o, Kind: k}
 	}
 	inv := New(o)
 	inv.resourceVersion = cm.ResourceVersion
 	inv.ownerRefs = cm.OwnerReferences
-	inv.Version = cm.Annotations[VersionAnnotation]
-	_, inv.Released = cm.Annotations[ReleasedAnnotation]
-	inv.HooksRan = cm.Annotations[HooksRanAnnotation]
+	inv.Version = cm.Annotations[metakeys.VersionAnnotation]
+	_, inv.Released = cm.Annotations[metakeys.ReleasedAnnotation]
+	inv.HooksRan = cm.Annotations[metakeys.HooksRanAnnotation]
 	data, key := cm.Data[ObjectsKey], "data."+ObjectsKey
 	if gz, ok := cm.BinaryData[ObjectsGzipKey]; ok {
 		key = "binaryData." + ObjectsGzipKey
@@ -208,14 +192,6 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 // without limit.
 const maxObjectsJSON = 32 << 20
 
-// VersionAnnotation records the version of the strategy last recorded.
-const VersionAnnotation = "installstrategy.io/version"
-
-// CertificateHashAnnotation is put on the pod template of a workload that
-// mounts certificates the reconciler issues: a hash of them, so a renewed
-// certificate rolls the workload's pods.
-const CertificateHashAnnotation = "installstrategy.io/certificate-hash"
-
 // Write stores an inventory: creates it, or updates the one read (a
 // concurrent change is a conflict error). Nothing is written when the
 // stored inventory already holds the same entries and version.
@@ -234,11 +210,11 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 		return nil
 	}
 	labels := o.Labels()
-	labels[InventoryLabel] = ""
+	labels[metakeys.InventoryLabel] = ""
 	cm := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: ConfigMapName(o), Namespace: o.Namespace, Labels: labels,
-			Annotations:     map[string]string{OwnerKindAnnotation: o.kind(), OwnerNameAnnotation: o.Name, VersionAnnotation: inv.Version},
+			Annotations:     map[string]string{metakeys.OwnerKindAnnotation: o.kind(), metakeys.InstallationAnnotation: o.Name, metakeys.VersionAnnotation: inv.Version},
 			ResourceVersion: inv.resourceVersion,
 			OwnerReferences: inv.ownerRefs,
 		},
@@ -253,17 +229,17 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 		cm.Data = map[string]string{ObjectsKey: string(data)}
 	}
 	if inv.Released {
-		cm.Annotations[ReleasedAnnotation] = "true"
+		cm.Annotations[metakeys.ReleasedAnnotation] = "true"
 	}
 	if inv.HooksRan != "" {
-		cm.Annotations[HooksRanAnnotation] = inv.HooksRan
+		cm.Annotations[metakeys.HooksRanAnnotation] = inv.HooksRan
 	}
 	if s.OwnerReference != nil && len(cm.OwnerReferences) == 0 {
 		cm.OwnerReferences = []metav1.OwnerReference{*s.OwnerReference}
 	}
 	fm := s.FieldManager
 	if fm == "" {
-		fm = ManagedBy
+		fm = metakeys.ManagedBy
 	}
 	var out *corev1.ConfigMap
 	if inv.resourceVersion == "" {
@@ -298,14 +274,14 @@ func (s *Store) Delete(ctx context.Context, o Owner) error {
 // List returns every inventory in a namespace ("" for all), with the owners
 // their annotations name.
 func (s *Store) List(ctx context.Context, namespace string) ([]*Inventory, error) {
-	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: InventoryLabel})
+	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: metakeys.InventoryLabel})
 	if err != nil {
 		return nil, fmt.Errorf("list inventories: %w", err)
 	}
 	var out []*Inventory
 	for i := range l.Items {
 		cm := &l.Items[i]
-		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[OwnerNameAnnotation], Kind: cm.Annotations[OwnerKindAnnotation]}
+		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[metakeys.InstallationAnnotation], Kind: cm.Annotations[metakeys.OwnerKindAnnotation]}
 		inv, err := decode(o, cm)
 		if err != nil {
 			return nil, err
@@ -316,27 +292,27 @@ func (s *Store) List(ctx context.Context, namespace string) ([]*Inventory, error
 }
 
 // Holder returns the installation whose inventory the installation labels
-// of an object name (NameLabel and NamespaceLabel, as Owner.Labels writes
+// of an object name (NameLabel and metakeys.InstallationNamespaceLabel, as Owner.Labels writes
 // them): ok is false when no such inventory exists — the installation is
 // gone (uninstalled, or its Installation deleted) and no longer holds what
 // it left labelled as its own, such as the CRDs an uninstall keeps. An
 // inventory an uninstall left for its kept CRDs (Inventory.Released) holds
 // nothing either.
 func (s *Store) Holder(ctx context.Context, labels map[string]string) (owner Owner, ok bool, err error) {
-	ns, name := labels[NamespaceLabel], labels[NameLabel]
+	ns, name := labels[metakeys.InstallationNamespaceLabel], labels[metakeys.InstallationLabel]
 	if ns == "" || name == "" {
 		return Owner{}, false, nil
 	}
-	sel := fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s", ManagedByLabel, ManagedBy, NameLabel, name, NamespaceLabel, ns, InventoryLabel)
+	sel := fmt.Sprintf("%s=%s,%s=%s,%s=%s,%s", metakeys.ManagedByLabel, metakeys.ManagedBy, metakeys.InstallationLabel, name, metakeys.InstallationNamespaceLabel, ns, metakeys.InventoryLabel)
 	l, err := s.kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 	if err != nil {
 		return Owner{}, false, fmt.Errorf("inventory of installation %s/%s: %w", ns, name, err)
 	}
 	for _, cm := range l.Items {
-		if _, released := cm.Annotations[ReleasedAnnotation]; released || cm.DeletionTimestamp != nil {
+		if _, released := cm.Annotations[metakeys.ReleasedAnnotation]; released || cm.DeletionTimestamp != nil {
 			continue
 		}
-		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[OwnerNameAnnotation], Kind: cm.Annotations[OwnerKindAnnotation]}
+		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[metakeys.InstallationAnnotation], Kind: cm.Annotations[metakeys.OwnerKindAnnotation]}
 		if o.Name == "" {
 			o.Name = name
 		}

@@ -1,17 +1,16 @@
 package inventory
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
+)
 
 // Resource policies: an object whose annotations say "keep" is never
 // deleted by prune or uninstall. Helm's annotation is honoured for every
-// strategy (a chart's rendering keeps it), and ResourcePolicyAnnotation
+// strategy (a chart's rendering keeps it), and metakeys.ResourcePolicyAnnotation
 // says the same for strategies from any source.
 const (
-	// ResourcePolicyAnnotation is installstrategy's own resource policy
-	// annotation; its only policy is KeepPolicy.
-	ResourcePolicyAnnotation = "installstrategy.io/resource-policy"
-	// HelmResourcePolicyAnnotation is Helm's ("helm.sh/resource-policy").
-	HelmResourcePolicyAnnotation = "helm.sh/resource-policy"
 	// KeepPolicy keeps the object when prune or uninstall would delete it.
 	KeepPolicy = "keep"
 )
@@ -22,7 +21,7 @@ const (
 // space and case do not matter (Helm's upgrade compares exactly; keeping
 // on "Keep" too is the safe reading of both).
 func KeptBy(annotations map[string]string) string {
-	for _, key := range []string{ResourcePolicyAnnotation, HelmResourcePolicyAnnotation} {
+	for _, key := range []string{metakeys.ResourcePolicyAnnotation, metakeys.HelmResourcePolicyAnnotation} {
 		v, ok := annotations[key]
 		if ok && strings.EqualFold(strings.TrimSpace(v), KeepPolicy) {
 			return key + "=" + v

@@ -13,21 +13,8 @@ import (
 	"encoding/hex"
 	"fmt"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"k8s.io/apimachinery/pkg/util/validation"
-)
-
-// The labels every applied object carries.
-const (
-	// ManagedByLabel is the standard label naming the tool that wrote an
-	// object.
-	ManagedByLabel = "app.kubernetes.io/managed-by"
-	// ManagedBy is its value on every object an installation applies.
-	ManagedBy = "installstrategy"
-	// NameLabel holds the installation's name (or, when the name is not a
-	// valid label value, a hash of it; see Owner.NameValue).
-	NameLabel = "installstrategy.io/installation"
-	// NamespaceLabel holds the installation's namespace.
-	NamespaceLabel = "installstrategy.io/installation-namespace"
 )
 
 // The owner kinds: who drives an installation.
@@ -94,17 +81,17 @@ func (o Owner) NameValue() string {
 
 // Labels returns the labels that mark the owner's objects.
 func (o Owner) Labels() map[string]string {
-	return map[string]string{ManagedByLabel: ManagedBy, NameLabel: o.NameValue(), NamespaceLabel: o.Namespace}
+	return map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.InstallationLabel: o.NameValue(), metakeys.InstallationNamespaceLabel: o.Namespace}
 }
 
 // Selector returns a label selector matching the owner's objects.
 func (o Owner) Selector() string {
-	return fmt.Sprintf("%s=%s,%s=%s,%s=%s", ManagedByLabel, ManagedBy, NameLabel, o.NameValue(), NamespaceLabel, o.Namespace)
+	return fmt.Sprintf("%s=%s,%s=%s,%s=%s", metakeys.ManagedByLabel, metakeys.ManagedBy, metakeys.InstallationLabel, o.NameValue(), metakeys.InstallationNamespaceLabel, o.Namespace)
 }
 
 // Owns reports whether labels mark an object of this owner.
 func (o Owner) Owns(labels map[string]string) bool {
-	return labels[ManagedByLabel] == ManagedBy && labels[NameLabel] == o.NameValue() && labels[NamespaceLabel] == o.Namespace
+	return labels[metakeys.ManagedByLabel] == metakeys.ManagedBy && labels[metakeys.InstallationLabel] == o.NameValue() && labels[metakeys.InstallationNamespaceLabel] == o.Namespace
 }
 
 // Claim is what the labels of a live object say about who it belongs to,
@@ -137,18 +124,18 @@ const (
 // The caller checks the applied-hash annotation (pkg/apply) for the legacy
 // claims: legacy labels alone, without it, are not ours.
 func (o Owner) ClaimOf(labels map[string]string) Claim {
-	by := labels[ManagedByLabel]
-	_, hasName := labels[NameLabel]
+	by := labels[metakeys.ManagedByLabel]
+	_, hasName := labels[metakeys.InstallationLabel]
 	switch {
 	case hasName && o.Owns(labels):
 		return ClaimOurs
-	case hasName && by == ManagedBy:
+	case hasName && by == metakeys.ManagedBy:
 		return ClaimOther
 	case by == LegacyManagedBy(o.Namespace, o.Name) && o.kind() == KindInstallation:
 		return ClaimLegacy
-	case by == ManagedBy && o.kind() == KindPlugin:
+	case by == metakeys.ManagedBy && o.kind() == KindPlugin:
 		return ClaimLegacyShared
-	case by == ManagedBy:
+	case by == metakeys.ManagedBy:
 		return ClaimNone
 	case isLegacyManagedBy(by):
 		return ClaimOther
@@ -159,10 +146,10 @@ func (o Owner) ClaimOf(labels map[string]string) Claim {
 // OtherOwner describes the installation that labels name, for messages:
 // "namespace/name" (the name label's value), or the legacy managed-by value.
 func OtherOwner(labels map[string]string) string {
-	if n, ok := labels[NameLabel]; ok {
-		return labels[NamespaceLabel] + "/" + n
+	if n, ok := labels[metakeys.InstallationLabel]; ok {
+		return labels[metakeys.InstallationNamespaceLabel] + "/" + n
 	}
-	return labels[ManagedByLabel]
+	return labels[metakeys.ManagedByLabel]
 }
 
 // LegacyManagedBy is the managed-by value the operator of installstrategy
@@ -183,8 +170,8 @@ func LegacyManagedBy(namespace, name string) string {
 // or the managed-by value an older operator wrote for one
 // (LegacyManagedBy).
 func ByAnInstallation(labels map[string]string) bool {
-	_, hasName := labels[NameLabel]
-	return hasName && labels[ManagedByLabel] == ManagedBy || isLegacyManagedBy(labels[ManagedByLabel])
+	_, hasName := labels[metakeys.InstallationLabel]
+	return hasName && labels[metakeys.ManagedByLabel] == metakeys.ManagedBy || isLegacyManagedBy(labels[metakeys.ManagedByLabel])
 }
 
 func isLegacyManagedBy(v string) bool {

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -21,12 +22,12 @@ func TestClaimOf(t *testing.T) {
 		{"another installation's", op, other.Labels(), ClaimOther},
 		{"same name, other namespace", plugin, other.Labels(), ClaimOther},
 		{"nobody's", op, nil, ClaimNone},
-		{"Helm's", op, map[string]string{ManagedByLabel: "Helm"}, ClaimNone},
-		{"the operator's older value, its own", op, map[string]string{ManagedByLabel: "installstrategy.ns.sample"}, ClaimLegacy},
-		{"the operator's older value, another's", op, map[string]string{ManagedByLabel: "installstrategy.ns.other"}, ClaimOther},
-		{"the plugin's older shared value, seen by the plugin", plugin, map[string]string{ManagedByLabel: "installstrategy"}, ClaimLegacyShared},
-		{"the plugin's older shared value, seen by an Installation", op, map[string]string{ManagedByLabel: "installstrategy"}, ClaimNone},
-		{"an operator's older value seen by the plugin", plugin, map[string]string{ManagedByLabel: "installstrategy.ns.sample"}, ClaimOther},
+		{"Helm's", op, map[string]string{metakeys.ManagedByLabel: "Helm"}, ClaimNone},
+		{"the operator's older value, its own", op, map[string]string{metakeys.ManagedByLabel: "installstrategy.ns.sample"}, ClaimLegacy},
+		{"the operator's older value, another's", op, map[string]string{metakeys.ManagedByLabel: "installstrategy.ns.other"}, ClaimOther},
+		{"the plugin's older shared value, seen by the plugin", plugin, map[string]string{metakeys.ManagedByLabel: "installstrategy"}, ClaimLegacyShared},
+		{"the plugin's older shared value, seen by an Installation", op, map[string]string{metakeys.ManagedByLabel: "installstrategy"}, ClaimNone},
+		{"an operator's older value seen by the plugin", plugin, map[string]string{metakeys.ManagedByLabel: "installstrategy.ns.sample"}, ClaimOther},
 	}
 	for _, c := range cases {
 		if got := c.owner.ClaimOf(c.labels); got != c.want {
@@ -78,10 +79,10 @@ func TestByAnInstallation(t *testing.T) {
 		want   bool
 	}{
 		{Owner{Namespace: "ns", Name: "i"}.Labels(), true},
-		{map[string]string{ManagedByLabel: LegacyManagedBy("ns", "i")}, true},
-		{map[string]string{ManagedByLabel: ManagedBy}, false},
-		{map[string]string{ManagedByLabel: "installstrategy."}, false},
-		{map[string]string{ManagedByLabel: "Helm", NameLabel: "i"}, false},
+		{map[string]string{metakeys.ManagedByLabel: LegacyManagedBy("ns", "i")}, true},
+		{map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy}, false},
+		{map[string]string{metakeys.ManagedByLabel: "installstrategy."}, false},
+		{map[string]string{metakeys.ManagedByLabel: "Helm", metakeys.InstallationLabel: "i"}, false},
 		{nil, false},
 	} {
 		if got := ByAnInstallation(tt.labels); got != tt.want {

@@ -6,21 +6,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // The marks of Kubernetes' own objects (see SystemObject).
 const (
-	// BootstrappingLabel marks the objects the API server creates for
-	// itself (the RBAC defaults: cluster-admin, admin, edit, view, the
-	// system: roles and bindings), and which it reconciles at each start.
-	BootstrappingLabel = "kubernetes.io/bootstrapping"
 	// SystemPrefix starts the names Kubernetes reserves for itself
 	// (system:masters, system:aggregate-to-admin, system:node...).
 	SystemPrefix = "system:"
-	// APIServerManager is the field manager of the API server's own
-	// writes (its bootstrap objects).
-	APIServerManager = "kube-apiserver"
 )
 
 // systemNamespaces are the namespaces Kubernetes keeps for itself.
@@ -43,7 +37,7 @@ var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true,
 func SystemObject(ref strategy.ObjectRef, live *unstructured.Unstructured) string {
 	switch {
 	case APIServerBootstrapped(live):
-		return fmt.Sprintf("the API server's own: label %s=%s", BootstrappingLabel, live.GetLabels()[BootstrappingLabel])
+		return fmt.Sprintf("the API server's own: label %s=%s", metakeys.BootstrappingLabel, live.GetLabels()[metakeys.BootstrappingLabel])
 	case strings.HasPrefix(ref.Name, SystemPrefix):
 		return "its name starts with " + SystemPrefix
 	case ref.Group == "" && ref.Kind == "Namespace" && systemNamespaces[ref.Name]:
@@ -70,16 +64,16 @@ func TakeoverNeedsConsent(ref strategy.ObjectRef, live *unstructured.Unstructure
 	return ""
 }
 
-// APIServerBootstrapped reports whether live carries BootstrappingLabel as
+// APIServerBootstrapped reports whether live carries metakeys.BootstrappingLabel as
 // the API server's own objects do: written by the API server
-// (APIServerManager) or by nobody the server recorded. A product may put
+// (metakeys.APIServerFieldManager) or by nobody the server recorded. A product may put
 // the label on its own objects (KubeVirt's kubevirt.io:default does): those
 // its own operator wrote are not the API server's.
 func APIServerBootstrapped(live *unstructured.Unstructured) bool {
 	if live == nil {
 		return false
 	}
-	if _, ok := live.GetLabels()[BootstrappingLabel]; !ok {
+	if _, ok := live.GetLabels()[metakeys.BootstrappingLabel]; !ok {
 		return false
 	}
 	fields := live.GetManagedFields()
@@ -87,7 +81,7 @@ func APIServerBootstrapped(live *unstructured.Unstructured) bool {
 		return true
 	}
 	for _, f := range fields {
-		if f.Manager == APIServerManager && f.Subresource == "" {
+		if f.Manager == metakeys.APIServerFieldManager && f.Subresource == "" {
 			return true
 		}
 	}

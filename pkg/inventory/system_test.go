@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -28,7 +29,7 @@ func TestSystemObject(t *testing.T) {
 	crb := func(name string) strategy.ObjectRef {
 		return strategy.ObjectRef{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding", Name: name}
 	}
-	boot := map[string]string{BootstrappingLabel: "rbac-defaults"}
+	boot := map[string]string{metakeys.BootstrappingLabel: "rbac-defaults"}
 	inKubeSystem := strategy.ObjectRef{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding", Namespace: "kube-system", Name: "virt-template-apiserver-auth-reader"}
 	cases := []struct {
 		name           string
@@ -36,11 +37,11 @@ func TestSystemObject(t *testing.T) {
 		live           *unstructured.Unstructured
 		system, strict bool
 	}{
-		{"api server's binding", crb("cluster-admin"), liveObject(boot, APIServerManager), true, true},
+		{"api server's binding", crb("cluster-admin"), liveObject(boot, metakeys.APIServerFieldManager), true, true},
 		{"bootstrapping label, nobody recorded", crb("cluster-admin"), liveObject(boot), true, true},
 		{"api server status only", crb("x"), func() *unstructured.Unstructured {
 			u := liveObject(boot)
-			u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: APIServerManager, Subresource: "status"}, {Manager: "virt-operator"}})
+			u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: metakeys.APIServerFieldManager, Subresource: "status"}, {Manager: "virt-operator"}})
 			return u
 		}(), false, false},
 		{"a product's bootstrapping label", crb("kubevirt.io:default"), liveObject(boot, "virt-operator", "installstrategy"), false, false},
@@ -88,8 +89,8 @@ func TestDeletionNeedsConsent(t *testing.T) {
 		{"created system: role", Entry{ObjectRef: role}, liveObject(nil, "installstrategy"), nil, false},
 		{"adopted system: role", Entry{ObjectRef: role, Adopted: true}, liveObject(nil, "installstrategy"), nil, true},
 		{"adopted system: role, named", Entry{ObjectRef: role, Adopted: true}, liveObject(nil, "installstrategy"), named, false},
-		{"api server's, inventory says created", Entry{ObjectRef: admin}, liveObject(map[string]string{BootstrappingLabel: "rbac-defaults"}, APIServerManager, "installstrategy"), nil, true},
-		{"api server's, named", Entry{ObjectRef: admin, Adopted: true}, liveObject(map[string]string{BootstrappingLabel: "rbac-defaults"}, APIServerManager), named, false},
+		{"api server's, inventory says created", Entry{ObjectRef: admin}, liveObject(map[string]string{metakeys.BootstrappingLabel: "rbac-defaults"}, metakeys.APIServerFieldManager, "installstrategy"), nil, true},
+		{"api server's, named", Entry{ObjectRef: admin, Adopted: true}, liveObject(map[string]string{metakeys.BootstrappingLabel: "rbac-defaults"}, metakeys.APIServerFieldManager), named, false},
 		{"adopted ordinary", Entry{ObjectRef: strategy.ObjectRef{Kind: "ConfigMap", Namespace: "a", Name: "b"}, Adopted: true}, liveObject(nil), nil, false},
 	} {
 		if got := DeletionNeedsConsent(c.e, c.live, c.consent) != ""; got != c.kept {

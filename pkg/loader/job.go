@@ -22,6 +22,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/podsec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -67,7 +68,7 @@ func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*
 	case err != nil:
 		return nil, fmt.Errorf("dump strategy %s: get job %s/%s: %w", id.Identifier, ns, name, err)
 	}
-	if got := job.Annotations[IdentifierAnnotation]; got != id.Identifier {
+	if got := job.Annotations[metakeys.IdentifierAnnotation]; got != id.Identifier {
 		return nil, fmt.Errorf("dump strategy %s: job %s/%s belongs to identifier %q", id.Identifier, ns, name, got)
 	}
 	if err := l.believe(ctx, req, id, job, st); err != nil {
@@ -531,7 +532,7 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 	if err != nil {
 		return nil, err
 	}
-	labels := map[string]string{codec.ManagedByLabel: codec.NativeManagedBy, DumpJobLabel: ""}
+	labels := map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.DumpJobLabel: ""}
 	podLabels := maps.Clone(labels)
 	maps.Copy(podLabels, l.opts.PodLabels)
 
@@ -569,9 +570,9 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jobName(id.Identifier), Namespace: cfg.Namespace, Labels: labels,
 			Annotations: map[string]string{
-				IdentifierAnnotation:           id.Identifier,
-				codec.NativeVersionAnnotation:  id.Version,
-				codec.NativeRegistryAnnotation: id.Registry,
+				metakeys.IdentifierAnnotation: id.Identifier,
+				metakeys.VersionAnnotation:    id.Version,
+				metakeys.RegistryAnnotation:   id.Registry,
 			},
 		},
 		Spec: batchv1.JobSpec{
@@ -635,7 +636,7 @@ func withReadOnlyRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
 // with Options.ClusterRules, a ClusterRole of them bound to the account.
 func (l *Loader) ensureRBAC(ctx context.Context, ns string) error {
 	name := l.opts.ServiceAccount
-	meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{codec.ManagedByLabel: codec.NativeManagedBy}}
+	meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy}}
 	var errs []error
 	create := func(what string, err error) {
 		if err != nil && !apierrors.IsAlreadyExists(err) {

@@ -36,10 +36,6 @@ const DumpFlag = "--dump-install-strategy"
 
 // Labels and annotations of the dump Jobs and their RBAC.
 const (
-	// DumpJobLabel marks dump Jobs and their pods.
-	DumpJobLabel = "installstrategy.io/dump-job"
-	// IdentifierAnnotation on a dump Job is the identifier it dumps.
-	IdentifierAnnotation = "installstrategy.io/identifier"
 	// JobNamePrefix starts the name of every dump Job; the first
 	// JobNameIDLength characters of the identifier follow.
 	JobNamePrefix = "installstrategy-dump-"

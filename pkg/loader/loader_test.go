@@ -31,6 +31,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -153,7 +154,7 @@ func TestLoadFromStoreAndCache(t *testing.T) {
 	res.Strategy.Objects = res.Strategy.Objects[1:]
 
 	// The store no longer matters: the cache answers.
-	if err := f.env.Kube.CoreV1().ConfigMaps(f.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel}); err != nil {
+	if err := f.env.Kube.CoreV1().ConfigMaps(f.ns).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: metakeys.StrategyLabel}); err != nil {
 		t.Fatal(err)
 	}
 	again, err := f.loader.Load(ctx, req)
@@ -410,7 +411,7 @@ func checkJob(t *testing.T, job *batchv1.Job, req loader.Request, id strategy.Id
 	}{
 		{"image", c.Image == req.Image},
 		{"args", slices.Equal(c.Args, []string{loader.DumpFlag})},
-		{"annotation", job.Annotations[loader.IdentifierAnnotation] == id.Identifier},
+		{"annotation", job.Annotations[metakeys.IdentifierAnnotation] == id.Identifier},
 		{"runAsNonRoot", spec.SecurityContext != nil && spec.SecurityContext.RunAsNonRoot != nil && *spec.SecurityContext.RunAsNonRoot},
 		{"seccomp", spec.SecurityContext != nil && spec.SecurityContext.SeccompProfile != nil && spec.SecurityContext.SeccompProfile.Type == corev1.SeccompProfileTypeRuntimeDefault},
 		{"no privilege escalation", c.SecurityContext != nil && c.SecurityContext.AllowPrivilegeEscalation != nil && !*c.SecurityContext.AllowPrivilegeEscalation},
@@ -626,7 +627,7 @@ func TestCorruptNotDumped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm.Annotations[codec.NativeDigestAnnotation] = codec.Digest(nil)
+	cm.Annotations[metakeys.DigestAnnotation] = codec.Digest(nil)
 	if _, err := f.env.Kube.CoreV1().ConfigMaps(f.ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/alloctest"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -143,7 +144,7 @@ func manifestOf(layer v1.Descriptor, textDigest string) []byte {
 	cd, _ := config.Digest()
 	m, _ := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, ArtifactType: oci.ArtifactType,
 		Config: v1.Descriptor{MediaType: oci.ConfigMediaType, Size: 2, Digest: cd}, Layers: []v1.Descriptor{layer},
-		Annotations: map[string]string{codec.NativeProductAnnotation: "sample", codec.NativeVersionAnnotation: "v1", codec.NativeDigestAnnotation: textDigest}})
+		Annotations: map[string]string{metakeys.ProductAnnotation: "sample", metakeys.VersionAnnotation: "v1", metakeys.DigestAnnotation: textDigest}})
 	return m
 }
 

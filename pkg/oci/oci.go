@@ -35,8 +35,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
-
-	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // Media types of a strategy artifact.
@@ -200,27 +199,27 @@ const (
 
 func (m Meta) annotations() map[string]string {
 	a := map[string]string{
-		codec.NativeProductAnnotation:     m.Product,
-		codec.NativeVersionAnnotation:     m.Version,
-		codec.NativeDigestAnnotation:      m.Digest,
-		codec.NativeDecodedSizeAnnotation: strconv.Itoa(m.DecodedBytes),
-		ociVersionAnnotation:              m.Version,
-		ociTitleAnnotation:                m.Product,
+		metakeys.ProductAnnotation:     m.Product,
+		metakeys.VersionAnnotation:     m.Version,
+		metakeys.DigestAnnotation:      m.Digest,
+		metakeys.DecodedSizeAnnotation: strconv.Itoa(m.DecodedBytes),
+		ociVersionAnnotation:           m.Version,
+		ociTitleAnnotation:             m.Product,
 	}
 	if m.Registry != "" {
-		a[codec.NativeRegistryAnnotation] = m.Registry
+		a[metakeys.RegistryAnnotation] = m.Registry
 	}
 	if m.Identifier != "" {
-		a[codec.NativeIdentifierAnnotation] = m.Identifier
+		a[metakeys.IdentifierAnnotation] = m.Identifier
 	}
 	return a
 }
 
 func metaOf(a map[string]string) Meta {
-	n, _ := strconv.Atoi(a[codec.NativeDecodedSizeAnnotation])
-	return Meta{Product: a[codec.NativeProductAnnotation], Version: a[codec.NativeVersionAnnotation],
-		Registry: a[codec.NativeRegistryAnnotation], Identifier: a[codec.NativeIdentifierAnnotation],
-		Digest: a[codec.NativeDigestAnnotation], DecodedBytes: n}
+	n, _ := strconv.Atoi(a[metakeys.DecodedSizeAnnotation])
+	return Meta{Product: a[metakeys.ProductAnnotation], Version: a[metakeys.VersionAnnotation],
+		Registry: a[metakeys.RegistryAnnotation], Identifier: a[metakeys.IdentifierAnnotation],
+		Digest: a[metakeys.DigestAnnotation], DecodedBytes: n}
 }
 
 // DefaultProduct is the product a repository's artifacts are taken to be

@@ -19,6 +19,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature/payload"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -40,8 +41,8 @@ func SignatureTag(digest string) string { return strings.Replace(digest, ":", "-
 // statementKeys are the payload's optional keys of a trust.Statement's
 // fields (the artifact annotations' keys).
 var statementKeys = struct{ product, version, registry, identifier, digest string }{
-	codec.NativeProductAnnotation, codec.NativeVersionAnnotation, codec.NativeRegistryAnnotation,
-	codec.NativeIdentifierAnnotation, codec.NativeDigestAnnotation,
+	metakeys.ProductAnnotation, metakeys.VersionAnnotation, metakeys.RegistryAnnotation,
+	metakeys.IdentifierAnnotation, metakeys.DigestAnnotation,
 }
 
 // StatementOf is the statement an artifact's annotations claim.

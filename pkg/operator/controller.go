@@ -38,9 +38,9 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -373,7 +373,7 @@ func (r *Reconciler) strategyConfigMapChanged() predicate.Predicate {
 // namespace and digest (its name may be generated, its UID is not known
 // before the write); "" for one without a digest.
 func createKey(o client.Object) string {
-	d := o.GetAnnotations()[codec.NativeDigestAnnotation]
+	d := o.GetAnnotations()[metakeys.DigestAnnotation]
 	if d == "" {
 		return ""
 	}
@@ -432,8 +432,8 @@ func (o *ownEvents) seen(key string) bool {
 
 func isStrategyConfigMap(o client.Object) bool {
 	l := o.GetLabels()
-	_, native := l[codec.NativeStrategyLabel]
-	_, kv := l[codec.KubeVirtStrategyLabel]
+	_, native := l[metakeys.StrategyLabel]
+	_, kv := l[metakeys.KubeVirtStrategyLabel]
 	return native || kv
 }
 

@@ -3,6 +3,7 @@ package operator
 import (
 	"fmt"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	batchv1 "k8s.io/api/batch/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
@@ -13,18 +14,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/source"
-
-	"github.com/installstrategy/installstrategy/pkg/loader"
 )
 
-// dumpJobWatch watches the dump Jobs (label loader.DumpJobLabel), through
+// dumpJobWatch watches the dump Jobs (label metakeys.DumpJobLabel), through
 // a cache of its own that holds nothing else, and reconciles the
 // installations of a Job's namespace when its status moves: a finished
 // dump is loaded at once, not at the loader's next look (its
 // RequeueAfter, seconds later, stays as the fallback). Other Jobs of the
 // cluster cost nothing.
 func (r *Reconciler) dumpJobWatch(mgr ctrl.Manager, h handler.EventHandler) (source.Source, error) {
-	sel, err := labels.Parse(loader.DumpJobLabel)
+	sel, err := labels.Parse(metakeys.DumpJobLabel)
 	if err != nil {
 		return nil, fmt.Errorf("dump job cache: %w", err)
 	}

@@ -11,8 +11,7 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
-	"github.com/installstrategy/installstrategy/pkg/codec"
-	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -50,7 +49,7 @@ func TestOwnStrategyWritesQueueNoReconcile(t *testing.T) {
 	p := r.strategyConfigMapChanged()
 	cm := func(uid, digest string) *corev1.ConfigMap {
 		return &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", UID: k8stypes.UID("uid-" + uid),
-			Labels: map[string]string{codec.NativeStrategyLabel: ""}, Annotations: map[string]string{codec.NativeDigestAnnotation: digest}}}
+			Labels: map[string]string{metakeys.StrategyLabel: ""}, Annotations: map[string]string{metakeys.DigestAnnotation: digest}}}
 	}
 	ours, theirs := cm("1", "sha256:ours"), cm("2", "sha256:theirs")
 	r.own.expect(createKey(ours))
@@ -93,7 +92,7 @@ func TestWorkloadDriftDuringRollout(t *testing.T) {
 		u.SetNamespace("ns")
 		u.SetName(name)
 		u.SetGeneration(gen)
-		u.SetLabels(map[string]string{codec.ManagedByLabel: inventory.ManagedBy, inventory.NameLabel: "i"})
+		u.SetLabels(map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.InstallationLabel: "i"})
 		return u
 	}
 	ref := func(name string) strategy.ObjectRef {

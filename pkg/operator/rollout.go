@@ -183,14 +183,14 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(e.Action)).Inc()
 		case reconcile.EventPruned:
 			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(apply.ActionDelete)).Inc()
-			r.event(in, corev1.EventTypeNormal, "Pruned", "Prune", "deleted %s", e.Ref)
+			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonPruned, "Prune", "deleted %s", e.Ref)
 		case reconcile.EventKept:
-			r.event(in, corev1.EventTypeNormal, "Kept", "Prune", "kept %s: %s", e.Ref, e.Reason)
+			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonKept, "Prune", "kept %s: %s", e.Ref, e.Reason)
 		case reconcile.EventCanary:
-			r.event(in, corev1.EventTypeNormal, "Canary", "Rollout", "%s: %s", e.Ref, e.Reason)
+			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonCanary, "Rollout", "%s: %s", e.Ref, e.Reason)
 		case reconcile.EventStaleCache:
 			s.log.Info("stale cache", "step", e.Step, "object", e.Ref.String(), "reason", e.Reason)
-			r.event(in, corev1.EventTypeWarning, "StaleCache", "Rollout", "%s: %s", e.Ref, e.Reason)
+			r.event(in, corev1.EventTypeWarning, v1alpha1.ReasonStaleCache, "Rollout", "%s: %s", e.Ref, e.Reason)
 		case reconcile.EventStepStarted:
 			s.log.V(1).Info("step started", "step", e.Step)
 		case reconcile.EventStepReady:

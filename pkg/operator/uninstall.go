@@ -17,13 +17,12 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
-	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
-	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -66,7 +65,7 @@ type workload struct {
 // of its own CRDs): the uninstall removes those, they are not workloads.
 func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner, max int) ([]workload, error) {
 	var crds []unstructured.Unstructured
-	for _, sel := range []string{owner.Selector(), codec.ManagedByLabel + "=" + inventory.LegacyManagedBy(owner.Namespace, owner.Name)} {
+	for _, sel := range []string{owner.Selector(), metakeys.ManagedByLabel + "=" + inventory.LegacyManagedBy(owner.Namespace, owner.Name)} {
 		l, err := r.dyn.Resource(crdResource).List(ctx, metav1.ListOptions{LabelSelector: sel})
 		if err != nil {
 			return nil, fmt.Errorf("list crds: %w", err)
@@ -188,7 +187,7 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 		r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
 	}
 	if len(kept) > 0 {
-		r.event(in, corev1.EventTypeNormal, "Kept", "Uninstall", "kept %d objects: %s", len(kept), strings.Join(kept, "; "))
+		r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonKept, "Uninstall", "kept %d objects: %s", len(kept), strings.Join(kept, "; "))
 	}
 	if err != nil {
 		return false, err
@@ -220,7 +219,7 @@ func (r *Reconciler) stageDeleteStrategies(ctx context.Context, s *State) (bool,
 	}
 	bg := metav1.DeletePropagationBackground
 	if err := r.kube.BatchV1().Jobs(in.Namespace).DeleteCollection(ctx, metav1.DeleteOptions{PropagationPolicy: &bg},
-		metav1.ListOptions{LabelSelector: loader.DumpJobLabel}); err != nil && !apierrors.IsNotFound(err) {
+		metav1.ListOptions{LabelSelector: metakeys.DumpJobLabel}); err != nil && !apierrors.IsNotFound(err) {
 		errs = append(errs, fmt.Errorf("delete dump jobs: %w", err))
 	}
 	return false, errors.Join(errs...)
@@ -292,21 +291,28 @@ func (r *Reconciler) appliedStrategy(ctx context.Context, in *v1alpha1.Installat
 		digest string
 		err    error
 	)
+	var sl sourceLoad
 	switch in.Spec.StrategySourceType() {
 	case v1alpha1.StrategySourceConfigMap:
-		var v *trust.Verified
-		if v, _, err = r.loadConfigMap(ctx, in); err == nil {
-			loaded, digest = v.Strategy, v.Digest
-		}
-	case v1alpha1.StrategySourceOCI, v1alpha1.StrategySourceHelm:
-		var l *remoteLoaded
-		if l, err = r.loadRemote(ctx, in); err == nil {
-			loaded, digest = l.strategy, l.digest
-		}
+		sl, err = r.configMapSource(ctx, in)
+	case v1alpha1.StrategySourceOCI:
+		sl, err = r.ociSource(ctx, in)
+	case v1alpha1.StrategySourceHelm:
+		sl, err = r.helmSource(ctx, in)
 	default:
 		var l *store.Loaded
 		if l, err = r.store.Load(ctx, in.Namespace, observedIdentity(in)); err == nil {
 			loaded, digest = l.Strategy, l.Digest
+		}
+	}
+	if err == nil && sl.Source != nil {
+		var l *source.Loaded
+		if l, err = sl.load(ctx); err == nil {
+			if l.Strategy == nil {
+				err = errors.New("the source is not ready")
+			} else {
+				loaded, digest = l.Strategy, l.Digest
+			}
 		}
 	}
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -144,9 +145,9 @@ func TestApplyPlacesByRole(t *testing.T) {
 	deploy := mustInfo(t, "apps", "Deployment")
 	ds := mustInfo(t, "apps", "DaemonSet")
 	annotated := workload(deploy, "agent", map[string]any{})
-	annotated.SetAnnotations(map[string]string{generate.RoleAnnotation: string(generate.RoleHandler)})
+	annotated.SetAnnotations(map[string]string{metakeys.RoleAnnotation: string(generate.RoleHandler)})
 	apiDS := workload(ds, "api-ds", map[string]any{})
-	apiDS.SetAnnotations(map[string]string{generate.RoleAnnotation: string(generate.RoleAPI)})
+	apiDS.SetAnnotations(map[string]string{metakeys.RoleAnnotation: string(generate.RoleAPI)})
 	named := workload(deploy, "my-handler", map[string]any{})
 	kv := workload(ds, "virt-handler", map[string]any{})
 	s := &strategy.Strategy{Objects: []*unstructured.Unstructured{annotated, apiDS, named, kv}}
@@ -352,7 +353,7 @@ func TestApplySampleProduct(t *testing.T) {
 		}
 		n++
 		want := spec.Placement.Infra
-		if o.GetAnnotations()[generate.RoleAnnotation] == string(generate.RoleHandler) {
+		if o.GetAnnotations()[metakeys.RoleAnnotation] == string(generate.RoleHandler) {
 			want = spec.Placement.Workloads
 		}
 		checkPlaced(t, podSpecOf(t, o), want, spec.ImagePullSecrets)

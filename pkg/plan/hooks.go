@@ -9,20 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
-)
-
-// Helm's hook annotations, as a chart's templates write them and a
-// strategy rendered from a chart keeps them (pkg/render).
-const (
-	// HookAnnotation lists the events a hook runs on (comma separated).
-	HookAnnotation = "helm.sh/hook"
-	// HookWeightAnnotation orders the hooks of one event (an integer,
-	// lower first; anything else counts as 0, as in Helm).
-	HookWeightAnnotation = "helm.sh/hook-weight"
-	// HookDeletePolicyAnnotation lists when a hook's object is deleted
-	// (HookBeforeCreation, HookSucceeded, HookFailed).
-	HookDeletePolicyAnnotation = "helm.sh/hook-delete-policy"
 )
 
 // HookPhase is a Helm hook event a reconcile runs.
@@ -43,7 +31,7 @@ const (
 // HookPhases are every phase a reconcile or an uninstall runs.
 var HookPhases = []HookPhase{PreInstall, PostInstall, PreUpgrade, PostUpgrade, PreRollback, PostRollback, PreDelete, PostDelete}
 
-// Hook delete policies (HookDeletePolicyAnnotation).
+// Hook delete policies (metakeys.HelmHookDeletePolicyAnnotation).
 const (
 	// HookBeforeCreation deletes the hook's previous object before it is
 	// created again; the policy of a hook that names none.
@@ -61,7 +49,7 @@ type Hook struct {
 	// Phases are the phases it runs in (events other than HookPhases, such
 	// as Helm's test events, are left out: a hook may run in none).
 	Phases []HookPhase
-	// Weight orders the hooks of a phase (HookWeightAnnotation).
+	// Weight orders the hooks of a phase (metakeys.HelmHookWeightAnnotation).
 	Weight int
 	// DeletePolicies are its delete policies; never empty (a hook that
 	// names none has HookBeforeCreation).
@@ -78,9 +66,9 @@ func (h Hook) String() string {
 	return fmt.Sprintf("%s (weight %d, delete policy %s)", h.Ref(), h.Weight, strings.Join(h.DeletePolicies, ","))
 }
 
-// IsHook reports whether obj is a hook: it carries HookAnnotation.
+// IsHook reports whether obj is a hook: it carries metakeys.HelmHookAnnotation.
 func IsHook(obj *unstructured.Unstructured) bool {
-	_, ok := obj.GetAnnotations()[HookAnnotation]
+	_, ok := obj.GetAnnotations()[metakeys.HelmHookAnnotation]
 	return ok
 }
 
@@ -90,14 +78,14 @@ func IsHook(obj *unstructured.Unstructured) bool {
 func HookOf(obj *unstructured.Unstructured) Hook {
 	a := obj.GetAnnotations()
 	h := Hook{Object: obj}
-	for _, e := range strings.Split(a[HookAnnotation], ",") {
+	for _, e := range strings.Split(a[metakeys.HelmHookAnnotation], ",") {
 		p := HookPhase(strings.TrimSpace(e))
 		if slices.Contains(HookPhases, p) && !slices.Contains(h.Phases, p) {
 			h.Phases = append(h.Phases, p)
 		}
 	}
-	h.Weight, _ = strconv.Atoi(strings.TrimSpace(a[HookWeightAnnotation]))
-	for _, p := range strings.Split(a[HookDeletePolicyAnnotation], ",") {
+	h.Weight, _ = strconv.Atoi(strings.TrimSpace(a[metakeys.HelmHookWeightAnnotation]))
+	for _, p := range strings.Split(a[metakeys.HelmHookDeletePolicyAnnotation], ",") {
 		if p = strings.TrimSpace(p); p != "" && !slices.Contains(h.DeletePolicies, p) {
 			h.DeletePolicies = append(h.DeletePolicies, p)
 		}

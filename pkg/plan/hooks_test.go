@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -40,9 +41,9 @@ func TestPhaseHooksInHelmsOrder(t *testing.T) {
 		case "Role":
 			api = "rbac.authorization.k8s.io/v1"
 		}
-		ann := map[string]string{plan.HookAnnotation: events}
+		ann := map[string]string{metakeys.HelmHookAnnotation: events}
 		if weight != "" {
-			ann[plan.HookWeightAnnotation] = weight
+			ann[metakeys.HelmHookWeightAnnotation] = weight
 		}
 		return hookObj(api, kind, name, ann)
 	}
@@ -92,11 +93,11 @@ func TestPhaseHooksInHelmsOrder(t *testing.T) {
 // A hook's delete policies are Helm's: listed ones, else
 // before-hook-creation.
 func TestHookDeletePolicies(t *testing.T) {
-	h := plan.HookOf(hookObj("batch/v1", "Job", "j", map[string]string{plan.HookAnnotation: "post-install", plan.HookDeletePolicyAnnotation: "hook-succeeded, hook-failed"}))
+	h := plan.HookOf(hookObj("batch/v1", "Job", "j", map[string]string{metakeys.HelmHookAnnotation: "post-install", metakeys.HelmHookDeletePolicyAnnotation: "hook-succeeded, hook-failed"}))
 	if !reflect.DeepEqual(h.DeletePolicies, []string{plan.HookSucceeded, plan.HookFailed}) || h.Deletes(plan.HookBeforeCreation) {
 		t.Errorf("policies %v", h.DeletePolicies)
 	}
-	d := plan.HookOf(hookObj("batch/v1", "Job", "j", map[string]string{plan.HookAnnotation: "post-install"}))
+	d := plan.HookOf(hookObj("batch/v1", "Job", "j", map[string]string{metakeys.HelmHookAnnotation: "post-install"}))
 	if !reflect.DeepEqual(d.DeletePolicies, []string{plan.HookBeforeCreation}) {
 		t.Errorf("default policies %v", d.DeletePolicies)
 	}
@@ -110,8 +111,8 @@ func TestHookDeletePolicies(t *testing.T) {
 // says why.
 func TestPlanHooks(t *testing.T) {
 	_, hooks := plan.SplitHooks(&strategy.Strategy{Objects: []*unstructured.Unstructured{
-		hookObj("batch/v1", "Job", "b", map[string]string{plan.HookAnnotation: "pre-install", plan.HookWeightAnnotation: "5"}),
-		hookObj("batch/v1", "Job", "a", map[string]string{plan.HookAnnotation: "pre-install,post-install", plan.HookWeightAnnotation: "7"}),
+		hookObj("batch/v1", "Job", "b", map[string]string{metakeys.HelmHookAnnotation: "pre-install", metakeys.HelmHookWeightAnnotation: "5"}),
+		hookObj("batch/v1", "Job", "a", map[string]string{metakeys.HelmHookAnnotation: "pre-install,post-install", metakeys.HelmHookWeightAnnotation: "7"}),
 	}})
 	p := &plan.Plan{Hooks: plan.PlanHooks(hooks, plan.HookInstall, "")}
 	var b strings.Builder

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"sort"
 	"strings"
 	"sync"
@@ -246,7 +247,7 @@ func CompletedJob(inv *inventory.Inventory, prepared *unstructured.Unstructured)
 	}
 	info, _ := kinds.Lookup(prepared.GroupVersionKind().GroupKind())
 	e := inv.Entries[strategy.RefOf(prepared)]
-	return info.Health == kinds.HealthJob && e.Hash != "" && e.Hash == prepared.GetAnnotations()[apply.AppliedHashAnnotation]
+	return info.Health == kinds.HealthJob && e.Hash != "" && e.Hash == prepared.GetAnnotations()[metakeys.AppliedHashAnnotation]
 }
 
 // Prunable lists what prune would delete: the objects of the inventory
@@ -380,7 +381,7 @@ func LegacyObjects(ctx context.Context, a Cluster) ([]strategy.ObjectRef, error)
 		search = append(search, kind{info.GroupKind, info.Version})
 		known[info.GroupKind] = true
 	}
-	crds, err := a.List(ctx, crdGroupKind, "v1", apply.ManagedByLabel+"="+managedBy)
+	crds, err := a.List(ctx, crdGroupKind, "v1", metakeys.ManagedByLabel+"="+managedBy)
 	if err != nil {
 		return nil, err
 	}
@@ -407,7 +408,7 @@ func LegacyObjects(ctx context.Context, a Cluster) ([]strategy.ObjectRef, error)
 	g.SetLimit(8)
 	for _, k := range search {
 		g.Go(func() error {
-			objs, err := a.List(gctx, k.gk, k.version, apply.ManagedByLabel+"="+managedBy)
+			objs, err := a.List(gctx, k.gk, k.version, metakeys.ManagedByLabel+"="+managedBy)
 			if err != nil {
 				return err
 			}

@@ -3,6 +3,7 @@ package plan_test
 import (
 	"context"
 	"errors"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"strings"
 	"sync"
 	"testing"
@@ -179,7 +180,7 @@ func TestObserveDecidesEachWriteWithoutACluster(t *testing.T) {
 	theirs := cm("theirs", "1")
 	other := inventory.Owner{Namespace: "ops", Name: "other", Kind: inventory.KindPlugin}
 	theirs.SetLabels(other.Labels())
-	theirs.SetAnnotations(map[string]string{apply.AppliedHashAnnotation: "x"})
+	theirs.SetAnnotations(map[string]string{metakeys.AppliedHashAnnotation: "x"})
 	snap.live[strategy.RefOf(theirs)] = theirs
 
 	dry := &dryRuns{s: snap, refuse: map[string]error{"refused": errors.New("admission webhook denied the request")}}
@@ -248,7 +249,7 @@ func TestObserveDoesNotRerunACompletedJob(t *testing.T) {
 		hash string
 		want apply.Action
 	}{
-		{prepared.GetAnnotations()[apply.AppliedHashAnnotation], apply.ActionUnchanged},
+		{prepared.GetAnnotations()[metakeys.AppliedHashAnnotation], apply.ActionUnchanged},
 		{"another-strategy", apply.ActionCreate},
 	} {
 		inv := inventory.New(owner)
@@ -272,7 +273,7 @@ func TestPrunableDecidesWhatIsDeletedAndWhatIsKept(t *testing.T) {
 	snap := newSnapshot(owner)
 	kept := object("v1", "ConfigMap", "app", "kept", nil)
 	keptOurs := snap.ours(t, kept)
-	keptOurs.SetAnnotations(map[string]string{apply.AppliedHashAnnotation: "h", inventory.HelmResourcePolicyAnnotation: "keep"})
+	keptOurs.SetAnnotations(map[string]string{metakeys.AppliedHashAnnotation: "h", metakeys.HelmResourcePolicyAnnotation: "keep"})
 	foreign := object("v1", "ConfigMap", "app", "relabelled", nil)
 	for _, o := range []*unstructured.Unstructured{
 		snap.ours(t, object("v1", "Namespace", "", "app", nil)),
@@ -344,10 +345,10 @@ func TestPrunableDecidesWhatIsDeletedAndWhatIsKept(t *testing.T) {
 func TestLegacyObjectsNeedTheAppliedHash(t *testing.T) {
 	inst := inventory.Owner{Namespace: "ops", Name: "demo", Kind: inventory.KindInstallation}
 	snap := newSnapshot(inst)
-	legacy := map[string]string{apply.ManagedByLabel: inventory.LegacyManagedBy(inst.Namespace, inst.Name)}
+	legacy := map[string]string{metakeys.ManagedByLabel: inventory.LegacyManagedBy(inst.Namespace, inst.Name)}
 	withHash := object("apps/v1", "Deployment", "app", "old", nil)
 	withHash.SetLabels(legacy)
-	withHash.SetAnnotations(map[string]string{apply.AppliedHashAnnotation: "h"})
+	withHash.SetAnnotations(map[string]string{metakeys.AppliedHashAnnotation: "h"})
 	labelOnly := object("v1", "ConfigMap", "app", "stored-strategy", nil)
 	labelOnly.SetLabels(legacy)
 	for _, o := range []*unstructured.Unstructured{withHash, labelOnly} {

@@ -18,6 +18,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -53,7 +54,7 @@ func ChoosePath(target, observed string) Path {
 }
 
 // DefaultRoles maps workload names to roles for strategies whose workloads
-// carry no generate.RoleAnnotation: KubeVirt's components.
+// carry no metakeys.RoleAnnotation: KubeVirt's components.
 var DefaultRoles = map[string]generate.Role{
 	"virt-api":                        generate.RoleAPI,
 	"virt-controller":                 generate.RoleController,
@@ -65,11 +66,11 @@ var DefaultRoles = map[string]generate.Role{
 	"virt-handler":                    generate.RoleHandler,
 }
 
-// RoleOf returns the role of a workload: its generate.RoleAnnotation, else
+// RoleOf returns the role of a workload: its metakeys.RoleAnnotation, else
 // its name in roles (DefaultRoles when nil), else handler for DaemonSets and
 // controller for every other workload kind.
 func RoleOf(obj *unstructured.Unstructured, roles map[string]generate.Role) generate.Role {
-	if r := obj.GetAnnotations()[generate.RoleAnnotation]; r != "" {
+	if r := obj.GetAnnotations()[metakeys.RoleAnnotation]; r != "" {
 		return generate.Role(r)
 	}
 	if roles == nil {

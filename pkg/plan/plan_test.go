@@ -12,6 +12,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -50,7 +51,7 @@ func TestRoleOf(t *testing.T) {
 		u.SetKind(kind)
 		u.SetName(name)
 		if role != "" {
-			u.SetAnnotations(map[string]string{generate.RoleAnnotation: role})
+			u.SetAnnotations(map[string]string{metakeys.RoleAnnotation: role})
 		}
 		return u
 	}
@@ -126,17 +127,17 @@ func TestPrintFoldsIdentityAnnotations(t *testing.T) {
 	ann := func(key string) string { return ".metadata.annotations." + key }
 	p := &plan.Plan{Target: strategy.Identity{Version: "v2"}, Observed: strategy.Identity{Version: "v1"}, Path: plan.PathUpdate, Steps: []plan.Step{{Name: "workloads/api", Items: []plan.Item{
 		{Ref: strategy.ObjectRef{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "api"}, Action: apply.ActionUpdate, Changes: []apply.Change{
-			{Path: ann(apply.AppliedHashAnnotation), Live: "aaa", Desired: "bbb"},
-			{Path: ann(apply.VersionAnnotation), Live: "v1", Desired: "v2"},
-			{Path: ".spec.template.metadata.annotations." + apply.VersionAnnotation, Live: "v1", Desired: "v2"},
+			{Path: ann(metakeys.AppliedHashAnnotation), Live: "aaa", Desired: "bbb"},
+			{Path: ann(metakeys.InstallStrategyVersionAnnotation), Live: "v1", Desired: "v2"},
+			{Path: ".spec.template.metadata.annotations." + metakeys.InstallStrategyVersionAnnotation, Live: "v1", Desired: "v2"},
 			{Path: ".spec.template.spec.containers[0].image", Live: "r/api:v1", Desired: "r/api:v2"},
 		}},
 		{Ref: strategy.ObjectRef{Kind: "ConfigMap", Namespace: "ns", Name: "c"}, Action: apply.ActionUpdate, Changes: []apply.Change{
-			{Path: ann(apply.AppliedHashAnnotation), Live: "aaa", Desired: "ccc"},
+			{Path: ann(metakeys.AppliedHashAnnotation), Live: "aaa", Desired: "ccc"},
 		}},
 		{Ref: strategy.ObjectRef{Kind: "ConfigMap", Namespace: "ns", Name: "d"}, Action: apply.ActionUpdate, Changes: []apply.Change{
 			{Path: ".data.mode", Live: nil, Desired: "fast"},
-			{Path: ann(apply.AppliedHashAnnotation), Live: "aaa", Desired: "ddd"},
+			{Path: ann(metakeys.AppliedHashAnnotation), Live: "aaa", Desired: "ddd"},
 		}},
 	}}}}
 	var buf bytes.Buffer

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // Print writes the plan as a table: one line per object with its step,
@@ -112,7 +113,7 @@ func bookkeeping(path string) (string, bool) {
 		return "", false
 	}
 	switch key := path[i+len(".annotations."):]; key {
-	case apply.VersionAnnotation, apply.RegistryAnnotation, apply.IdentifierAnnotation, apply.AppliedHashAnnotation, apply.KeptTemplateAnnotation:
+	case metakeys.InstallStrategyVersionAnnotation, metakeys.InstallStrategyRegistryAnnotation, metakeys.InstallStrategyIdentifierAnnotation, metakeys.AppliedHashAnnotation, metakeys.KeptTemplateAnnotation:
 		return key, true
 	}
 	return "", false
@@ -131,9 +132,9 @@ func IsBookkeeping(path string) bool {
 // whether field changes were listed beside them.
 func identitySummary(changes []apply.Change, withFields bool) string {
 	names := []struct{ key, name string }{
-		{apply.VersionAnnotation, "version"},
-		{apply.RegistryAnnotation, "registry"},
-		{apply.IdentifierAnnotation, "identifier"},
+		{metakeys.InstallStrategyVersionAnnotation, "version"},
+		{metakeys.InstallStrategyRegistryAnnotation, "registry"},
+		{metakeys.InstallStrategyIdentifierAnnotation, "identifier"},
 	}
 	var parts []string
 	for _, n := range names {

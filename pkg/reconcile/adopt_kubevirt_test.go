@@ -14,7 +14,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
-	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -136,7 +136,7 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 		}
 	}
 	// virt-operator's certificates are kept, and its CA is in the bundle.
-	if now, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, "kubevirt-virt-api-certs", metav1.GetOptions{}); err != nil || !bytes.Equal(now.Data["tls.crt"], cert.Data["tls.crt"]) || now.Annotations[reconcile.KeptCertificateAnnotation] == "" {
+	if now, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, "kubevirt-virt-api-certs", metav1.GetOptions{}); err != nil || !bytes.Equal(now.Data["tls.crt"], cert.Data["tls.crt"]) || now.Annotations[metakeys.KeptCertificateAnnotation] == "" {
 		t.Errorf("virt-api's certificate was replaced at the takeover: %v", err)
 	}
 	// virt-operator's fields are the installation's now.
@@ -145,7 +145,7 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, f := range d.ManagedFields {
-		if f.Manager == testenv.VirtOperatorFieldManager {
+		if f.Manager == metakeys.KubeVirtFieldManager {
 			t.Errorf("virt-controller still has fields of %s (%s)", f.Manager, f.Operation)
 		}
 	}
@@ -173,7 +173,7 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if h, ok, _ := unstructured.NestedString(d.Object, "spec", "template", "metadata", "annotations", inventory.CertificateHashAnnotation); ok {
+		if h, ok, _ := unstructured.NestedString(d.Object, "spec", "template", "metadata", "annotations", metakeys.CertificateHashAnnotation); ok {
 			t.Errorf("%s prepared first: certificate hash %s, though it mounts only kept certificates", strategy.RefOf(o), h)
 		}
 	}
@@ -203,7 +203,7 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 	if a := d.Spec.Template.Spec.Affinity; a != nil && a.NodeAffinity != nil {
 		t.Errorf("virt-controller keeps virt-operator's node affinity after the upgrade: %v", a.NodeAffinity)
 	}
-	if _, ok := d.Spec.Template.Annotations["kubevirt.io/install-strategy-version"]; ok || d.Annotations[apply.KeptTemplateAnnotation] != "" {
+	if _, ok := d.Spec.Template.Annotations["kubevirt.io/install-strategy-version"]; ok || d.Annotations[metakeys.KeptTemplateAnnotation] != "" {
 		t.Errorf("virt-controller's template after the upgrade: annotations %v, object annotations %v", d.Spec.Template.Annotations, d.Annotations)
 	}
 	if _, err := ke.run(s, next.Identity, reconcile.Options{}); err != nil {

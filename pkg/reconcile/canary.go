@@ -16,6 +16,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -73,7 +74,7 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(res.Object.Object, &ds); err != nil {
 		return res, fmt.Errorf("canary %s: %w", ref, err)
 	}
-	if _, kept := res.Object.GetAnnotations()[apply.KeptTemplateAnnotation]; !outdated || kept {
+	if _, kept := res.Object.GetAnnotations()[metakeys.KeptTemplateAnnotation]; !outdated || kept {
 		// A kept template (see apply.Applier.Prepare) was not written:
 		// its pods, which carry the previous installer's identity
 		// annotations, are not replaced, and there is no canary.

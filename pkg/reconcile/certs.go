@@ -18,6 +18,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/certs"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -86,11 +87,6 @@ type certState struct {
 	candidates [][]byte
 	read       bool
 }
-
-// KeptCertificateAnnotation, on a TLS Secret of a strategy, holds the hash
-// of the certificate it kept from the installer it was adopted from (see
-// certState.keepAdopted).
-const KeptCertificateAnnotation = "installstrategy.io/kept-certificate"
 
 // PreviousCAKey is the key of the CA Secret that keeps the CA certificate
 // the current one replaced, while it is still valid.
@@ -201,7 +197,7 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 			}
 		default:
 			return certs.Pair{}, fmt.Errorf("ca secret %s/%s exists and is not installation %s's (managed-by %q, installation %q); not overwritten",
-				ns, c.opts.CASecret, c.r.opts.Owner, live.Labels[apply.ManagedByLabel], inventory.OtherOwner(live.Labels))
+				ns, c.opts.CASecret, c.r.opts.Owner, live.Labels[metakeys.ManagedByLabel], inventory.OtherOwner(live.Labels))
 		}
 		p := certs.Pair{Cert: live.Data[certs.CertKey], Key: live.Data[certs.KeyKey]}
 		// A serving certificate never outlives its CA, so a CA inside the
@@ -272,7 +268,7 @@ func (c *certState) secret(ctx context.Context, o *unstructured.Unstructured) (*
 		if ann == nil {
 			ann = map[string]string{}
 		}
-		ann[KeptCertificateAnnotation] = hex.EncodeToString(sum[:16])
+		ann[metakeys.KeptCertificateAnnotation] = hex.EncodeToString(sum[:16])
 		out.SetAnnotations(ann)
 	}
 	out.Object["data"] = map[string]any{
@@ -333,7 +329,7 @@ func (c *certState) workload(ctx context.Context, o *unstructured.Unstructured, 
 	if ann == nil {
 		ann = map[string]string{}
 	}
-	ann[inventory.CertificateHashAnnotation] = hex.EncodeToString(h.Sum(nil))[:16]
+	ann[metakeys.CertificateHashAnnotation] = hex.EncodeToString(h.Sum(nil))[:16]
 	if err := unstructured.SetNestedStringMap(out.Object, ann, path...); err != nil {
 		return nil, fmt.Errorf("%s: %w", strategy.RefOf(o), err)
 	}
@@ -390,7 +386,7 @@ func (c *certState) choosePair(ctx context.Context, ns, name string) (certs.Pair
 // (certs.RenewalOwn) and its issuer is known — in a live TLS Secret or CA
 // bundle of the strategy (virt-operator keeps its CA in the kubevirt-ca
 // Secret and the webhooks' bundles) — so that the takeover restarts no pod
-// to load a new one; KeptCertificateAnnotation records it, and it stays on
+// to load a new one; metakeys.KeptCertificateAnnotation records it, and it stays on
 // later runs until it is due, then one of ours replaces it (and the pods
 // mounting it restart, as for any renewal).
 func (c *certState) keepAdopted(ctx context.Context, live *corev1.Secret, p certs.Pair) ([]byte, error) {
@@ -398,7 +394,7 @@ func (c *certState) keepAdopted(ctx context.Context, live *corev1.Secret, p cert
 	sum := sha256.Sum256(p.Cert)
 	fp := hex.EncodeToString(sum[:16])
 	adopting := claim == inventory.ClaimNone && c.r.opts.Adopt == apply.AdoptAll
-	if !adopting && (claim != inventory.ClaimOurs || live.Annotations[KeptCertificateAnnotation] != fp) {
+	if !adopting && (claim != inventory.ClaimOurs || live.Annotations[metakeys.KeptCertificateAnnotation] != fp) {
 		return nil, nil
 	}
 	if certs.RenewalOwn(p, c.opts.Now()) != "" {

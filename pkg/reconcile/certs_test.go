@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -79,9 +79,9 @@ func TestCertificatesRotateBeforeExpiry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hash := d.Spec.Template.Annotations[inventory.CertificateHashAnnotation]
+	hash := d.Spec.Template.Annotations[metakeys.CertificateHashAnnotation]
 	if hash == "" {
-		t.Fatalf("sample-api's pod template has no %s", inventory.CertificateHashAnnotation)
+		t.Fatalf("sample-api's pod template has no %s", metakeys.CertificateHashAnnotation)
 	}
 	testenv.WaitFor(ctx, t, "a ReplicaSet of sample-api with the renewed certificate", func(ctx context.Context) (bool, string, error) {
 		rss, err := se.env.Kube.AppsV1().ReplicaSets(se.ns).List(ctx, metav1.ListOptions{})
@@ -91,7 +91,7 @@ func TestCertificatesRotateBeforeExpiry(t *testing.T) {
 		var seen []string
 		for _, rs := range rss.Items {
 			if len(rs.OwnerReferences) == 1 && rs.OwnerReferences[0].Name == "sample-api" {
-				h := rs.Spec.Template.Annotations[inventory.CertificateHashAnnotation]
+				h := rs.Spec.Template.Annotations[metakeys.CertificateHashAnnotation]
 				seen = append(seen, rs.Name+"="+h)
 				if h == hash {
 					return true, "", nil

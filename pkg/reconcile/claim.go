@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -77,7 +78,7 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 			continue
 		}
 		l := live.GetLabels()
-		h := holder{l[inventory.NamespaceLabel], l[inventory.NameLabel]}
+		h := holder{l[metakeys.InstallationNamespaceLabel], l[metakeys.InstallationLabel]}
 		if h.name == "" {
 			continue // legacy labels
 		}

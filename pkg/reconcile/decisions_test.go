@@ -1,6 +1,7 @@
 package reconcile
 
 import (
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"slices"
 	"strings"
 	"testing"
@@ -131,7 +132,7 @@ func TestDaemonSetsRollOutFirstOnUpdate(t *testing.T) {
 
 func canaryPod(name string, id strategy.Identity, mutate func(*corev1.Pod)) *corev1.Pod {
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{
-		apply.VersionAnnotation: id.Version, apply.RegistryAnnotation: id.Registry, apply.IdentifierAnnotation: id.Identifier}},
+		metakeys.InstallStrategyVersionAnnotation: id.Version, metakeys.InstallStrategyRegistryAnnotation: id.Registry, metakeys.InstallStrategyIdentifierAnnotation: id.Identifier}},
 		Status: corev1.PodStatus{Phase: corev1.PodPending}}
 	if mutate != nil {
 		mutate(p)

@@ -19,6 +19,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -32,7 +33,7 @@ import (
 // honoured. Hook objects are not the release's: the inventory does not
 // record them, so prune and uninstall do not delete them (their delete
 // policy does), as Helm leaves them. A reconcile of the strategy whose
-// hooks already ran (inventory.HooksRanAnnotation) runs none again.
+// hooks already ran (metakeys.HooksRanAnnotation) runs none again.
 
 // hookKey names a strategy's hooks for the inventory's record: its
 // identity and its hook objects.
@@ -223,7 +224,7 @@ func (r *run) hookAction() plan.HookAction {
 // they run.
 func (r *run) hooksDone(key string) string {
 	if r.inv.Exists() && !r.inv.Released && r.inv.HooksRan == key {
-		return "the hooks of this strategy ran (" + inventory.HooksRanAnnotation + ")"
+		return "the hooks of this strategy ran (" + metakeys.HooksRanAnnotation + ")"
 	}
 	return ""
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -23,12 +24,12 @@ import (
 // asHook marks o as a Helm hook of events, with a weight and delete
 // policies when given.
 func asHook(o *unstructured.Unstructured, events, weight, policies string) *unstructured.Unstructured {
-	ann := map[string]string{plan.HookAnnotation: events}
+	ann := map[string]string{metakeys.HelmHookAnnotation: events}
 	if weight != "" {
-		ann[plan.HookWeightAnnotation] = weight
+		ann[metakeys.HelmHookWeightAnnotation] = weight
 	}
 	if policies != "" {
-		ann[plan.HookDeletePolicyAnnotation] = policies
+		ann[metakeys.HelmHookDeletePolicyAnnotation] = policies
 	}
 	o.SetAnnotations(ann)
 	return o

@@ -13,6 +13,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -36,11 +37,11 @@ func TestUninstallKeepsResourcePolicyKeep(t *testing.T) {
 	ns := env.Namespace(ctx, t)
 	group := ns + ".keep.installstrategy.test"
 	s := gizmoStrategy(ns, group)
-	annotate(s.Objects[0], inventory.HelmResourcePolicyAnnotation, "keep")
-	s.Objects[1] = annotate(s.Objects[1], inventory.HelmResourcePolicyAnnotation, "delete")
+	annotate(s.Objects[0], metakeys.HelmResourcePolicyAnnotation, "keep")
+	s.Objects[1] = annotate(s.Objects[1], metakeys.HelmResourcePolicyAnnotation, "delete")
 	s.Objects = append(s.Objects,
-		annotate(widgetCRD(t, s.Objects[0], group), inventory.ResourcePolicyAnnotation, " Keep "),
-		annotate(configMapObject(ns, "kept"), inventory.ResourcePolicyAnnotation, "keep"))
+		annotate(widgetCRD(t, s.Objects[0], group), metakeys.ResourcePolicyAnnotation, " Keep "),
+		annotate(configMapObject(ns, "kept"), metakeys.ResourcePolicyAnnotation, "keep"))
 	owner := inventory.Owner{Namespace: ns, Name: "keep"}
 	if _, err := reconcile.Run(ctx, env.Config, s, reconcile.Options{Owner: owner, StageDeadline: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func TestPruneKeepsResourcePolicyKeep(t *testing.T) {
 	}
 	keptRef := strategy.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: "kept"}
 	droppedRef := strategy.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: "dropped"}
-	run("v1", configMapObject(ns, "stays"), annotate(configMapObject(ns, "kept"), inventory.HelmResourcePolicyAnnotation, "keep"), configMapObject(ns, "dropped"))
+	run("v1", configMapObject(ns, "stays"), annotate(configMapObject(ns, "kept"), metakeys.HelmResourcePolicyAnnotation, "keep"), configMapObject(ns, "dropped"))
 	res := run("v2", configMapObject(ns, "stays"))
 	if !slices.Contains(res.Pruned, droppedRef) || slices.Contains(res.Pruned, keptRef) || !slices.Contains(res.Kept, keptRef) {
 		t.Fatalf("pruned %v, kept %v", res.Pruned, res.Kept)

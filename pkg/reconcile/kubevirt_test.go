@@ -13,6 +13,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -129,7 +130,7 @@ func TestKubeVirtInstallsOnVanillaCluster(t *testing.T) {
 	}
 	withCert := 0
 	for _, sec := range secrets.Items {
-		if sec.Type == "kubernetes.io/tls" && len(sec.Data["tls.crt"]) > 0 && sec.Annotations[apply.AppliedHashAnnotation] != "" {
+		if sec.Type == "kubernetes.io/tls" && len(sec.Data["tls.crt"]) > 0 && sec.Annotations[metakeys.AppliedHashAnnotation] != "" {
 			withCert++
 		}
 	}

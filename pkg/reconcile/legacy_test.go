@@ -10,9 +10,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -21,8 +21,8 @@ import (
 // managed-by value alone named its installation, with the applied hash.
 func legacyConfigMap(ns, name, managedBy string) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{apply.ManagedByLabel: managedBy},
-			Annotations: map[string]string{apply.AppliedHashAnnotation: "old", apply.VersionAnnotation: "v0"}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{metakeys.ManagedByLabel: managedBy},
+			Annotations: map[string]string{metakeys.AppliedHashAnnotation: "old", metakeys.InstallStrategyVersionAnnotation: "v0"}},
 		Data: map[string]string{"v": "old"},
 	}
 }
@@ -49,7 +49,7 @@ func TestLegacyObjectsAreMigratedInPlace(t *testing.T) {
 	old := inventory.LegacyManagedBy(ns, "legacy")
 	for _, cm := range []*corev1.ConfigMap{
 		legacyConfigMap(ns, "kept", old), legacyConfigMap(ns, "dropped", old),
-		legacyConfigMap(ns, "plugin-kept", inventory.ManagedBy), legacyConfigMap(ns, "plugin-other", inventory.ManagedBy),
+		legacyConfigMap(ns, "plugin-kept", metakeys.ManagedBy), legacyConfigMap(ns, "plugin-other", metakeys.ManagedBy),
 	} {
 		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
@@ -107,7 +107,7 @@ func TestLegacyObjectsAreMigratedInPlace(t *testing.T) {
 	if err != nil || string(cm.UID) != pluginUID || !plugin.Owns(cm.Labels) {
 		t.Errorf("plugin legacy object not migrated in place: %v %+v", err, cm)
 	}
-	if cm, err := cms.Get(ctx, "plugin-other", metav1.GetOptions{}); err != nil || cm.Labels[apply.ManagedByLabel] != inventory.ManagedBy {
+	if cm, err := cms.Get(ctx, "plugin-other", metav1.GetOptions{}); err != nil || cm.Labels[metakeys.ManagedByLabel] != metakeys.ManagedBy {
 		t.Errorf("a shared legacy object the strategy does not hold was touched: %v %+v", err, cm)
 	}
 	// Uninstall of the Installation removes only what is its own.

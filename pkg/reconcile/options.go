@@ -2,6 +2,7 @@ package reconcile
 
 import (
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -124,7 +125,7 @@ func (o *Options) defaults() {
 		o.NoWait = true
 	}
 	if o.FieldManager == "" {
-		o.FieldManager = apply.DefaultFieldManager
+		o.FieldManager = metakeys.FieldManager
 	}
 	if o.StageDeadline == 0 {
 		o.StageDeadline = DefaultStageDeadline

@@ -27,6 +27,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -140,7 +141,7 @@ func assertRolledOver(t *testing.T, se *sampleEnv, res *reconcile.Result, err er
 	// target identity. (Readiness is not checked again: under load kwok
 	// nodes miss heartbeats and their pods are marked unready after the
 	// fact.)
-	pods, err := se.env.Kube.CoreV1().Pods(se.ns).List(t.Context(), metav1.ListOptions{LabelSelector: generate.PartOfLabel + "=" + generate.SampleProduct})
+	pods, err := se.env.Kube.CoreV1().Pods(se.ns).List(t.Context(), metav1.ListOptions{LabelSelector: metakeys.AppPartOfLabel + "=" + generate.SampleProduct})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +153,7 @@ func assertRolledOver(t *testing.T, se *sampleEnv, res *reconcile.Result, err er
 		}
 		running++
 		if !health.PodCarriesIdentity(p, res.Plan.Target) {
-			t.Errorf("pod %s runs %s, want %s", p.Name, p.Annotations[apply.VersionAnnotation], res.Plan.Target.Version)
+			t.Errorf("pod %s runs %s, want %s", p.Name, p.Annotations[metakeys.InstallStrategyVersionAnnotation], res.Plan.Target.Version)
 		}
 	}
 	if running == 0 {
@@ -313,7 +314,7 @@ func TestCanaryCrashLoopStopsRollout(t *testing.T) {
 	// The rollout stopped: the controllers were not touched, and the
 	// DaemonSet was not widened.
 	d, _ := se.env.Kube.AppsV1().Deployments(ns).Get(ctx, "sample-controller", metav1.GetOptions{})
-	if v := d.Spec.Template.Annotations[apply.VersionAnnotation]; v != "v1.0.0" {
+	if v := d.Spec.Template.Annotations[metakeys.InstallStrategyVersionAnnotation]; v != "v1.0.0" {
 		t.Errorf("sample-controller template at %s", v)
 	}
 	ds, _ := se.env.Kube.AppsV1().DaemonSets(ns).Get(ctx, "sample-handler", metav1.GetOptions{})
@@ -373,7 +374,7 @@ func TestConflictingObjectIsReportedNotOverwritten(t *testing.T) {
 		t.Errorf("result: rolled over %v, conflicts %d", res.RolledOver, res.Count(apply.ActionConflict))
 	}
 	live, _ := se.env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "sample-config", metav1.GetOptions{})
-	if live.Data["theirs"] != "yes" || live.Labels[apply.ManagedByLabel] != "" {
+	if live.Data["theirs"] != "yes" || live.Labels[metakeys.ManagedByLabel] != "" {
 		t.Errorf("conflicting object overwritten: %v %v", live.Labels, live.Data)
 	}
 }

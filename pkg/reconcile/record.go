@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -36,7 +37,7 @@ func withImplicitNamespaces(s *strategy.Strategy, ownerNS string) *strategy.Stra
 		ob.SetAPIVersion("v1")
 		ob.SetKind("Namespace")
 		ob.SetName(ns)
-		ob.SetAnnotations(map[string]string{apply.ImplicitAnnotation: "true"})
+		ob.SetAnnotations(map[string]string{metakeys.ImplicitAnnotation: "true"})
 		add = append(add, ob)
 	}
 	need(ownerNS)

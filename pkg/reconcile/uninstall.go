@@ -13,6 +13,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -192,7 +193,7 @@ func deleteCASecrets(ctx context.Context, a *apply.Applier, kube kubernetes.Inte
 	}
 	selectors := []string{opts.Owner.Selector()}
 	if opts.Owner.Kind == inventory.KindInstallation {
-		selectors = append(selectors, apply.ManagedByLabel+"="+inventory.LegacyManagedBy(opts.Owner.Namespace, opts.Owner.Name))
+		selectors = append(selectors, metakeys.ManagedByLabel+"="+inventory.LegacyManagedBy(opts.Owner.Namespace, opts.Owner.Name))
 	}
 	var refs []strategy.ObjectRef
 	var errs []error

@@ -3,6 +3,7 @@ package reconcile
 import (
 	"context"
 	"fmt"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"sync"
 	"time"
 
@@ -268,7 +269,7 @@ func (r *run) wait(ctx context.Context, step plan.Step, objs []*unstructured.Uns
 		if info.Health != kinds.HealthJob || results[i].Object == nil {
 			continue
 		}
-		if h := results[i].Object.GetAnnotations()[apply.AppliedHashAnnotation]; h != "" {
+		if h := results[i].Object.GetAnnotations()[metakeys.AppliedHashAnnotation]; h != "" {
 			e := r.inv.Entries[results[i].Ref]
 			e.ObjectRef, e.Hash = results[i].Ref, h
 			r.inv.Entries[results[i].Ref] = e

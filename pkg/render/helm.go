@@ -15,6 +15,7 @@ import (
 	release "helm.sh/helm/v4/pkg/release/v1"
 	releaseutil "helm.sh/helm/v4/pkg/release/v1/util"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 )
 
@@ -22,11 +23,11 @@ import (
 // does not link Helm's engine; they are named here as they always were.
 const (
 	// ChartNameAnnotation holds the chart's name (Chart.yaml name).
-	ChartNameAnnotation = helmspec.ChartNameAnnotation
+	ChartNameAnnotation = metakeys.HelmChartAnnotation
 	// ChartVersionAnnotation holds the chart's version.
-	ChartVersionAnnotation = helmspec.ChartVersionAnnotation
+	ChartVersionAnnotation = metakeys.HelmChartVersionAnnotation
 	// ChartAppVersionAnnotation holds the chart's appVersion.
-	ChartAppVersionAnnotation = helmspec.ChartAppVersionAnnotation
+	ChartAppVersionAnnotation = metakeys.HelmAppVersionAnnotation
 	// HookKept: the hook's object is in the strategy, marked as a hook.
 	HookKept = helmspec.HookKept
 	// HookDropped: the hook's object is not in the strategy.

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // partDigest returns "sha256:<hex>" of a chunk's part.
@@ -46,10 +47,10 @@ func chunkConfigMaps(cm *corev1.ConfigMap, max int) []*corev1.ConfigMap {
 			ObjectMeta: metav1.ObjectMeta{
 				GenerateName: ChunkGenerateName,
 				Namespace:    cm.Namespace,
-				Labels:       map[string]string{codec.ManagedByLabel: codec.NativeManagedBy, ChunkLabel: ""},
+				Labels:       map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.ChunkLabel: ""},
 				Annotations: map[string]string{
-					ChunkIndexAnnotation: strconv.Itoa(i),
-					ChunkOfAnnotation:    cm.Annotations[codec.NativeDigestAnnotation],
+					metakeys.ChunkIndexAnnotation: strconv.Itoa(i),
+					metakeys.ChunkOfAnnotation:    cm.Annotations[metakeys.DigestAnnotation],
 				},
 			},
 			Data: map[string]string{ChunkKey: p},
@@ -72,7 +73,7 @@ func head(cm *corev1.ConfigMap, chunks []*corev1.ConfigMap) (*corev1.ConfigMap, 
 	h := cm.DeepCopy()
 	h.Data = nil
 	h.Annotations = maps.Clone(cm.Annotations)
-	h.Annotations[ChunksAnnotation] = string(raw)
+	h.Annotations[metakeys.ChunksAnnotation] = string(raw)
 	return h, nil
 }
 
@@ -124,7 +125,7 @@ func parseChunks(raw string) ([]Chunk, error) {
 // decodes with codec.Decode, which verifies the whole text's digest. A
 // ConfigMap that is no chunked head is returned as it is.
 func Assemble(head *corev1.ConfigMap, chunks []*corev1.ConfigMap) (*corev1.ConfigMap, error) {
-	if _, ok := head.Annotations[ChunksAnnotation]; !ok {
+	if _, ok := head.Annotations[metakeys.ChunksAnnotation]; !ok {
 		return head, nil
 	}
 	e, err := entryOf(&head.ObjectMeta)
@@ -147,7 +148,7 @@ func Assemble(head *corev1.ConfigMap, chunks []*corev1.ConfigMap) (*corev1.Confi
 	}
 	out := head.DeepCopy()
 	out.Data = map[string]string{codec.ManifestsKey: strings.Join(parts, "")}
-	delete(out.Annotations, ChunksAnnotation)
+	delete(out.Annotations, metakeys.ChunksAnnotation)
 	return out, nil
 }
 
@@ -156,11 +157,11 @@ func checkChunk(e Entry, i int, cm *corev1.ConfigMap) (string, error) {
 	fail := func(err error) (string, error) {
 		return "", &CorruptError{ConfigMap: e.String(), Chunk: i, Chunks: len(e.Chunks), ChunkName: e.Chunks[i].Name, Err: err}
 	}
-	if _, ok := cm.Labels[ChunkLabel]; !ok {
-		return fail(fmt.Errorf("not a chunk (no %s label)", ChunkLabel))
+	if _, ok := cm.Labels[metakeys.ChunkLabel]; !ok {
+		return fail(fmt.Errorf("not a chunk (no %s label)", metakeys.ChunkLabel))
 	}
-	if idx := cm.Annotations[ChunkIndexAnnotation]; atoi(idx) != i {
-		return fail(fmt.Errorf("annotation %s is %q, the head lists it at %d", ChunkIndexAnnotation, idx, i))
+	if idx := cm.Annotations[metakeys.ChunkIndexAnnotation]; atoi(idx) != i {
+		return fail(fmt.Errorf("annotation %s is %q, the head lists it at %d", metakeys.ChunkIndexAnnotation, idx, i))
 	}
 	part, ok := cm.Data[ChunkKey]
 	if !ok {

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -69,7 +70,7 @@ type listed struct {
 func (s *Store) list(ctx context.Context, namespace string) ([]listed, error) {
 	seen := map[string]bool{}
 	var out []listed
-	for _, label := range []string{codec.NativeStrategyLabel, codec.KubeVirtStrategyLabel} {
+	for _, label := range []string{metakeys.StrategyLabel, metakeys.KubeVirtStrategyLabel} {
 		metas, err := s.listMeta(ctx, namespace, label)
 		if err != nil {
 			return nil, err
@@ -233,7 +234,7 @@ func (s *Store) ReadConfigMap(ctx context.Context, e Entry, admit func(*metav1.O
 	}
 	cm = cm.DeepCopy()
 	cm.Data = map[string]string{codec.ManifestsKey: joined}
-	delete(cm.Annotations, ChunksAnnotation)
+	delete(cm.Annotations, metakeys.ChunksAnnotation)
 	return cm, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -105,7 +106,7 @@ func (s *Store) GCKeeping(ctx context.Context, namespace string, inUse strategy.
 		}
 		res.Deleted = append(res.Deleted, l.Entry)
 	}
-	chunks, err := s.listMeta(ctx, namespace, ChunkLabel)
+	chunks, err := s.listMeta(ctx, namespace, metakeys.ChunkLabel)
 	if err != nil {
 		return res, errors.Join(append(errs, fmt.Errorf("gc strategies: %w", err))...)
 	}

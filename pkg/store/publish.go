@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -75,9 +76,9 @@ func (s *Store) sign(annotations map[string]string, namespace string, id strateg
 	if err != nil {
 		return err
 	}
-	annotations[codec.NativeSignatureAnnotation] = sig
-	annotations[codec.NativeSignatureKeyAnnotation] = keyID
-	annotations[codec.NativeIdentitySignatureAnnotation] = idSig
+	annotations[metakeys.SignatureAnnotation] = sig
+	annotations[metakeys.SignatureKeyAnnotation] = keyID
+	annotations[metakeys.IdentitySignatureAnnotation] = idSig
 	return trust.SignStatement(annotations, trust.StatementOf(annotations, digest), s.opts.Signer)
 }
 
@@ -125,7 +126,7 @@ func (s *Store) Sign(ctx context.Context, e Entry, opts SignOptions) (Entry, err
 	}
 	signed := cm.DeepCopy()
 	if opts.Product != "" {
-		signed.Annotations[codec.NativeProductAnnotation] = opts.Product
+		signed.Annotations[metakeys.ProductAnnotation] = opts.Product
 	}
 	if err := s.sign(signed.Annotations, cm.Namespace, fresh.Identity, codec.Digest(text)); err != nil {
 		return Entry{}, fmt.Errorf("sign strategy %s: %w", e, err)
@@ -155,7 +156,7 @@ func (s *Store) publishChunked(ctx context.Context, cm *corev1.ConfigMap) (Entry
 	for i, c := range chunks {
 		out, err := api.Create(ctx, c, metav1.CreateOptions{})
 		if err != nil {
-			return undo(fmt.Errorf("publish strategy %s in %s: create chunk %d of %d: %w", cm.Annotations[codec.NativeVersionAnnotation], cm.Namespace, i+1, len(chunks), err))
+			return undo(fmt.Errorf("publish strategy %s in %s: create chunk %d of %d: %w", cm.Annotations[metakeys.VersionAnnotation], cm.Namespace, i+1, len(chunks), err))
 		}
 		created = append(created, out)
 	}
@@ -166,7 +167,7 @@ func (s *Store) publishChunked(ctx context.Context, cm *corev1.ConfigMap) (Entry
 	s.creating(h)
 	out, err := api.Create(ctx, h, metav1.CreateOptions{})
 	if err != nil {
-		return undo(fmt.Errorf("publish strategy %s in %s: create head: %w", cm.Annotations[codec.NativeVersionAnnotation], cm.Namespace, err))
+		return undo(fmt.Errorf("publish strategy %s in %s: create head: %w", cm.Annotations[metakeys.VersionAnnotation], cm.Namespace, err))
 	}
 	return entryOf(&out.ObjectMeta)
 }

@@ -29,24 +29,12 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // Keys of the chunked form (see docs/STORE.md).
 const (
-	// ChunkLabel marks a chunk ConfigMap. Chunks never carry a strategy
-	// label.
-	ChunkLabel = codec.NativeChunkLabel
-	// ChunksAnnotation on a head lists its chunks in order, as a JSON array
-	// of {"name","size","digest"}: the chunk's name, the length of its part
-	// and the sha256 of its part.
-	ChunksAnnotation = codec.NativeChunksAnnotation
-	// ChunkIndexAnnotation on a chunk is its 0-based position.
-	ChunkIndexAnnotation = codec.NativeChunkIndexAnnotation
-	// ChunkOfAnnotation on a chunk is the digest of the whole decoded text
-	// of the strategy it belongs to (informational; the head is the
-	// authority).
-	ChunkOfAnnotation = "installstrategy.io/chunk-of"
 	// ChunkKey is the data key of a chunk's part: a slice of the
 	// gzip+base64 text that data.manifests would hold unchunked.
 	ChunkKey = "part"
@@ -267,10 +255,10 @@ func entryOf(m *metav1.ObjectMeta) (Entry, error) {
 		DecodedBytes: info.DecodedBytes, Signature: info.Signature, SignatureKey: info.SignatureKey, IdentitySignature: info.IdentitySignature,
 		Statement: info.Statement, StatementSignature: info.StatementSignature,
 	}
-	if raw, ok := m.Annotations[ChunksAnnotation]; ok {
+	if raw, ok := m.Annotations[metakeys.ChunksAnnotation]; ok {
 		chunks, err := parseChunks(raw)
 		if err != nil {
-			return e, &CorruptError{ConfigMap: e.String(), Chunk: -1, Err: fmt.Errorf("annotation %s: %w", ChunksAnnotation, err)}
+			return e, &CorruptError{ConfigMap: e.String(), Chunk: -1, Err: fmt.Errorf("annotation %s: %w", metakeys.ChunksAnnotation, err)}
 		}
 		e.Chunks = chunks
 		for _, c := range chunks {

@@ -23,6 +23,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -132,9 +133,9 @@ func TestRoundTripSmall(t *testing.T) {
 				t.Fatalf("configmaps in the namespace: %q, want one", names(cms))
 			}
 			cm := cms[0]
-			label, prefix, idKey := codec.NativeStrategyLabel, codec.NativeGenerateName, codec.NativeIdentifierAnnotation
+			label, prefix, idKey := metakeys.StrategyLabel, codec.NativeGenerateName, metakeys.IdentifierAnnotation
 			if format == codec.FormatKubeVirt {
-				label, prefix, idKey = codec.KubeVirtStrategyLabel, codec.KubeVirtGenerateName, codec.KubeVirtIdentifierAnnotation
+				label, prefix, idKey = metakeys.KubeVirtStrategyLabel, codec.KubeVirtGenerateName, metakeys.KubeVirtIdentifierAnnotation
 			}
 			if _, ok := cm.Labels[label]; !ok || !strings.HasPrefix(cm.Name, prefix) || cm.Annotations[idKey] != want.Identity.Identifier {
 				t.Fatalf("configmap %s: labels %v annotations %v", cm.Name, cm.Labels, cm.Annotations)
@@ -233,9 +234,9 @@ func TestChunked(t *testing.T) {
 	// only, in the order the head lists them.
 	var heads, chunks []corev1.ConfigMap
 	for _, cm := range configMaps(t, env, ns) {
-		_, native := cm.Labels[codec.NativeStrategyLabel]
-		_, kubevirt := cm.Labels[codec.KubeVirtStrategyLabel]
-		_, chunk := cm.Labels[store.ChunkLabel]
+		_, native := cm.Labels[metakeys.StrategyLabel]
+		_, kubevirt := cm.Labels[metakeys.KubeVirtStrategyLabel]
+		_, chunk := cm.Labels[metakeys.ChunkLabel]
 		switch {
 		case chunk && !native && !kubevirt:
 			if len(cm.Data[store.ChunkKey]) > store.DefaultMaxObjectBytes {
@@ -256,8 +257,8 @@ func TestChunked(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.Annotations[store.ChunkIndexAnnotation] != fmt.Sprint(i) {
-			t.Errorf("chunk %s has index %s, listed at %d", c.Name, got.Annotations[store.ChunkIndexAnnotation], i)
+		if got.Annotations[metakeys.ChunkIndexAnnotation] != fmt.Sprint(i) {
+			t.Errorf("chunk %s has index %s, listed at %d", c.Name, got.Annotations[metakeys.ChunkIndexAnnotation], i)
 		}
 	}
 	entries, err := st.List(ctx, ns)
@@ -371,7 +372,7 @@ func TestTampered(t *testing.T) {
 			name: "digest edited", chunked: false, chunk: -1,
 			tamper: func(t *testing.T, ctx context.Context, ns string, e store.Entry) {
 				update(t, env, ns, e.Name, func(cm *corev1.ConfigMap) {
-					cm.Annotations[codec.NativeDigestAnnotation] = codec.Digest([]byte("something else"))
+					cm.Annotations[metakeys.DigestAnnotation] = codec.Digest([]byte("something else"))
 				})
 			},
 			want: []string{"digest mismatch"},
@@ -398,7 +399,7 @@ func TestTampered(t *testing.T) {
 			name: "digest of a chunked strategy edited", chunked: true, chunk: -1,
 			tamper: func(t *testing.T, ctx context.Context, ns string, e store.Entry) {
 				update(t, env, ns, e.Name, func(cm *corev1.ConfigMap) {
-					cm.Annotations[codec.NativeDigestAnnotation] = codec.Digest([]byte("something else"))
+					cm.Annotations[metakeys.DigestAnnotation] = codec.Digest([]byte("something else"))
 				})
 			},
 			want: []string{"digest mismatch"},
@@ -406,9 +407,9 @@ func TestTampered(t *testing.T) {
 		{
 			name: "chunk list edited", chunked: true, chunk: -1,
 			tamper: func(t *testing.T, ctx context.Context, ns string, e store.Entry) {
-				update(t, env, ns, e.Name, func(cm *corev1.ConfigMap) { cm.Annotations[store.ChunksAnnotation] = "[" })
+				update(t, env, ns, e.Name, func(cm *corev1.ConfigMap) { cm.Annotations[metakeys.ChunksAnnotation] = "[" })
 			},
-			want: []string{store.ChunksAnnotation},
+			want: []string{metakeys.ChunksAnnotation},
 		},
 	}
 	for _, tt := range tests {
@@ -464,10 +465,10 @@ func legacyConfigMap(ns, version, registry string, text []byte) *corev1.ConfigMa
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName: codec.KubeVirtGenerateName, Namespace: ns,
-			Labels: map[string]string{codec.KubeVirtStrategyLabel: "", codec.ManagedByLabel: codec.KubeVirtManagedBy},
+			Labels: map[string]string{metakeys.KubeVirtStrategyLabel: "", metakeys.ManagedByLabel: metakeys.KubeVirtManagedBy},
 			Annotations: map[string]string{
-				codec.KubeVirtVersionAnnotation:  version,
-				codec.KubeVirtRegistryAnnotation: registry,
+				metakeys.KubeVirtVersionAnnotation:  version,
+				metakeys.KubeVirtRegistryAnnotation: registry,
 			},
 		},
 		Data: map[string]string{codec.ManifestsKey: string(text)},
@@ -502,7 +503,7 @@ func TestLegacy(t *testing.T) {
 	// Same version and registry, but an identifier: it matches only that
 	// identifier, never the legacy lookup.
 	withID := legacyConfigMap(ns, version, registry, elsewhere)
-	withID.Annotations[codec.KubeVirtIdentifierAnnotation] = "0123456789abcdef0123456789abcdef01234567"
+	withID.Annotations[metakeys.KubeVirtIdentifierAnnotation] = "0123456789abcdef0123456789abcdef01234567"
 	create(withID)
 	// Another registry.
 	create(legacyConfigMap(ns, version, "quay.io/kubevirt", elsewhere))
@@ -562,7 +563,7 @@ func TestGC(t *testing.T) {
 	time.Sleep(1100 * time.Millisecond)
 	next := publish(sample(t, "v1.2.0"))
 	orphan, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{GenerateName: store.ChunkGenerateName, Labels: map[string]string{store.ChunkLabel: ""}},
+		ObjectMeta: metav1.ObjectMeta{GenerateName: store.ChunkGenerateName, Labels: map[string]string{metakeys.ChunkLabel: ""}},
 		Data:       map[string]string{store.ChunkKey: "left behind"},
 	}, metav1.CreateOptions{})
 	if err != nil {
@@ -622,7 +623,7 @@ func TestEnsure(t *testing.T) {
 		t.Fatalf("%d configmaps after two Ensures", n)
 	}
 	update(t, env, ns, first.Name, func(cm *corev1.ConfigMap) {
-		cm.Annotations[codec.NativeDigestAnnotation] = codec.Digest(nil)
+		cm.Annotations[metakeys.DigestAnnotation] = codec.Digest(nil)
 	})
 	time.Sleep(1100 * time.Millisecond)
 	third, created, err := st.Ensure(ctx, ns, want)

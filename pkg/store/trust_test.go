@@ -9,6 +9,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -111,7 +112,7 @@ func TestSignedPublishAndTrustedLookup(t *testing.T) {
 	other.Identifier, other.Version = "replayed-"+s.Identity.Identifier[:8], "v9.0.0"
 	replayed := cm.DeepCopy()
 	replayed.ObjectMeta = metav1.ObjectMeta{GenerateName: "installstrategy-", Namespace: ns, Labels: cm.Labels, Annotations: cm.Annotations}
-	replayed.Annotations[codec.NativeIdentifierAnnotation], replayed.Annotations[codec.NativeVersionAnnotation] = other.Identifier, other.Version
+	replayed.Annotations[metakeys.IdentifierAnnotation], replayed.Annotations[metakeys.VersionAnnotation] = other.Identifier, other.Version
 	if _, err := env.Kube.CoreV1().ConfigMaps(ns).Create(ctx, replayed, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -9,13 +9,10 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 )
-
-// ManagedByLabel is the label KubeVirt strips from objects before storing
-// them in a strategy (the operator adds it again when it applies them).
-const ManagedByLabel = "app.kubernetes.io/managed-by"
 
 // Serialize writes the strategy in KubeVirt's form: every object introduced
 // by a "---" line, in kind order, with keys sorted. Objects other than CRDs
@@ -173,7 +170,7 @@ func Stripped(u *unstructured.Unstructured) *unstructured.Unstructured {
 		delete(md, "creationTimestamp")
 		if labels := child(md, "labels"); labels != nil {
 			// KubeVirt keeps an emptied map as "labels: {}".
-			delete(labels, ManagedByLabel)
+			delete(labels, metakeys.ManagedByLabel)
 		}
 	}
 	if spec := child(obj, "spec"); spec != nil {

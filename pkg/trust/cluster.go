@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -107,7 +108,7 @@ func keySecret(namespace string, s *Signer, retired []byte) *corev1.Secret {
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: OperatorKeySecret, Namespace: namespace,
-			Labels: map[string]string{"app.kubernetes.io/managed-by": "installstrategy"}},
+			Labels: map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy}},
 		Type: corev1.SecretTypeOpaque,
 		Data: data,
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -23,13 +24,13 @@ func Example() {
 	policy := trust.Policy{Keys: ring}
 	how, err := policy.Check(trust.Subject{
 		Digest:    codec.Digest(text),
-		Signature: annotations[codec.NativeSignatureAnnotation],
-		KeyID:     annotations[codec.NativeSignatureKeyAnnotation],
+		Signature: annotations[metakeys.SignatureAnnotation],
+		KeyID:     annotations[metakeys.SignatureKeyAnnotation],
 	})
 	fmt.Println(how, err)
 
 	// One byte changed: refused.
-	_, err = policy.Check(trust.Subject{Digest: codec.Digest(append(text, '#')), Signature: annotations[codec.NativeSignatureAnnotation]})
+	_, err = policy.Check(trust.Subject{Digest: codec.Digest(append(text, '#')), Signature: annotations[metakeys.SignatureAnnotation]})
 	fmt.Println(err != nil)
 	// Output:
 	// signed by release.pub <nil>

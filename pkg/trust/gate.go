@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -71,7 +72,7 @@ var ErrTooLarge = errors.New("too large")
 // signature or the policy must pin a digest. With a pinned digest an
 // unchunked ConfigMap is admitted whatever it records, so Open can tell a
 // recorded digest that lies about the text (a decode error) from another
-// text; a chunked head (codec.NativeChunksAnnotation) is not, since
+// text; a chunked head (metakeys.ChunksAnnotation) is not, since
 // reading it means fetching its chunks. Admission is not trust: Open
 // decides again on the digest of the decoded text. The error is an
 // *UntrustedError.
@@ -84,7 +85,7 @@ func (g Gate) Admit(meta *metav1.ObjectMeta) error {
 		return nil
 	}
 	_, err := g.Policy.Check(s)
-	if _, chunked := meta.Annotations[codec.NativeChunksAnnotation]; err != nil && g.Policy.Pinned != "" && !chunked {
+	if _, chunked := meta.Annotations[metakeys.ChunksAnnotation]; err != nil && g.Policy.Pinned != "" && !chunked {
 		return nil
 	}
 	return err

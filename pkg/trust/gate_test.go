@@ -13,6 +13,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/alloctest"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -36,8 +37,8 @@ func gzipBase64(t testing.TB, text []byte) string {
 func kubevirtCM(t testing.TB, text []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns",
-			Labels:      map[string]string{codec.KubeVirtStrategyLabel: ""},
-			Annotations: map[string]string{codec.KubeVirtEncodingAnnotation: "", codec.KubeVirtVersionAnnotation: "v1"}},
+			Labels:      map[string]string{metakeys.KubeVirtStrategyLabel: ""},
+			Annotations: map[string]string{metakeys.KubeVirtEncodingAnnotation: "", metakeys.KubeVirtVersionAnnotation: "v1"}},
 		Data: map[string]string{codec.ManifestsKey: gzipBase64(t, text)},
 	}
 }
@@ -46,9 +47,9 @@ func kubevirtCM(t testing.TB, text []byte) *corev1.ConfigMap {
 func nativeCM(t testing.TB, text []byte) *corev1.ConfigMap {
 	return &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: "ns",
-			Labels: map[string]string{codec.NativeStrategyLabel: ""},
-			Annotations: map[string]string{codec.NativeEncodingAnnotation: codec.EncodingGzipBase64, codec.NativeVersionAnnotation: "v1",
-				codec.NativeDigestAnnotation: codec.Digest(text)}},
+			Labels: map[string]string{metakeys.StrategyLabel: ""},
+			Annotations: map[string]string{metakeys.EncodingAnnotation: codec.EncodingGzipBase64, metakeys.VersionAnnotation: "v1",
+				metakeys.DigestAnnotation: codec.Digest(text)}},
 		Data: map[string]string{codec.ManifestsKey: gzipBase64(t, text)},
 	}
 }
@@ -75,7 +76,7 @@ func TestGateRefusesBeforeDecoding(t *testing.T) {
 	}
 	lying.Data = nativeCM(t, bombText).Data
 	chunkedPinnedElsewhere := nativeCM(t, bombText)
-	chunkedPinnedElsewhere.Annotations[codec.NativeChunksAnnotation] = `[{"name":"c","size":1,"digest":"sha256:00"}]`
+	chunkedPinnedElsewhere.Annotations[metakeys.ChunksAnnotation] = `[{"name":"c","size":1,"digest":"sha256:00"}]`
 	for name, tc := range map[string]struct {
 		cm     *corev1.ConfigMap
 		policy trust.Policy
@@ -120,8 +121,8 @@ func TestGateRefusesBeforeDecoding(t *testing.T) {
 
 func withSignature(cm *corev1.ConfigMap, s *trust.Signer) *corev1.ConfigMap {
 	sig, id, _ := s.SignDigest(codec.Digest(bombText))
-	cm.Annotations[codec.NativeSignatureAnnotation] = sig
-	cm.Annotations[codec.NativeSignatureKeyAnnotation] = id
+	cm.Annotations[metakeys.SignatureAnnotation] = sig
+	cm.Annotations[metakeys.SignatureKeyAnnotation] = id
 	return cm
 }
 
@@ -184,7 +185,7 @@ func TestGateBindsProductAndClaimedIdentity(t *testing.T) {
 	signed := func(product string, change func(map[string]string)) *corev1.ConfigMap {
 		cm := nativeCM(t, []byte(goodText))
 		if product != "" {
-			cm.Annotations[codec.NativeProductAnnotation] = product
+			cm.Annotations[metakeys.ProductAnnotation] = product
 		}
 		if err := trust.Sign(cm.Annotations, codec.Digest([]byte(goodText)), key); err != nil {
 			t.Fatal(err)
@@ -205,9 +206,9 @@ func TestGateBindsProductAndClaimedIdentity(t *testing.T) {
 		"another product":                         {signed("other", nil), policy("sample", true), `product "other", want "sample"`},
 		"a product where none was deployed":       {signed("other", nil), policy("", true), `product "other", want ""`},
 		"no product where one is bound":           {signed("", nil), policy("sample", true), `product "", want "sample"`},
-		"another identifier than signed":          {signed("sample", func(a map[string]string) { a[codec.NativeIdentifierAnnotation] = "x" }), policy("sample", true), "the configmap claims"},
-		"another version than signed":             {signed("sample", func(a map[string]string) { a[codec.NativeVersionAnnotation] = "v9" }), policy("", false), "the configmap claims"},
-		"another registry than signed, unchunked": {signed("sample", func(a map[string]string) { a[codec.NativeRegistryAnnotation] = "evil.example" }), policy("", false), "the configmap claims"},
+		"another identifier than signed":          {signed("sample", func(a map[string]string) { a[metakeys.IdentifierAnnotation] = "x" }), policy("sample", true), "the configmap claims"},
+		"another version than signed":             {signed("sample", func(a map[string]string) { a[metakeys.VersionAnnotation] = "v9" }), policy("", false), "the configmap claims"},
+		"another registry than signed, unchunked": {signed("sample", func(a map[string]string) { a[metakeys.RegistryAnnotation] = "evil.example" }), policy("", false), "the configmap claims"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			g := trust.Gate{Policy: tc.policy}

@@ -8,8 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/installstrategy/installstrategy/pkg/codec"
-
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"k8s.io/apimachinery/pkg/util/version"
 )
 
@@ -122,16 +121,16 @@ func StatementOf(annotations map[string]string, digest string) Statement {
 		return annotations[kubevirt]
 	}
 	return Statement{
-		Product:    annotations[codec.NativeProductAnnotation],
-		Version:    pick(codec.NativeVersionAnnotation, codec.KubeVirtVersionAnnotation),
-		Registry:   pick(codec.NativeRegistryAnnotation, codec.KubeVirtRegistryAnnotation),
-		Identifier: pick(codec.NativeIdentifierAnnotation, codec.KubeVirtIdentifierAnnotation),
+		Product:    annotations[metakeys.ProductAnnotation],
+		Version:    pick(metakeys.VersionAnnotation, metakeys.KubeVirtVersionAnnotation),
+		Registry:   pick(metakeys.RegistryAnnotation, metakeys.KubeVirtRegistryAnnotation),
+		Identifier: pick(metakeys.IdentifierAnnotation, metakeys.KubeVirtIdentifierAnnotation),
 		Digest:     digest,
 	}
 }
 
 // SignStatement puts st and its signature by s into annotations
-// (codec.NativeStatementAnnotation and NativeStatementSignatureAnnotation),
+// (metakeys.StatementAnnotation and metakeys.StatementSignatureAnnotation),
 // replacing earlier ones.
 func SignStatement(annotations map[string]string, st Statement, s DigestSigner) error {
 	body, err := json.Marshal(st)
@@ -143,8 +142,8 @@ func SignStatement(annotations map[string]string, st Statement, s DigestSigner) 
 	if err != nil {
 		return fmt.Errorf("sign statement: %w", err)
 	}
-	annotations[codec.NativeStatementAnnotation] = string(body)
-	annotations[codec.NativeStatementSignatureAnnotation] = sig
+	annotations[metakeys.StatementAnnotation] = string(body)
+	annotations[metakeys.StatementSignatureAnnotation] = sig
 	return nil
 }
 

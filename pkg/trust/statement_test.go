@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -45,18 +46,18 @@ func TestSignedStatementOnConfigMaps(t *testing.T) {
 	text := []byte("---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n")
 	digest := codec.Digest(text)
 	sign := func(s *trust.Signer, version string) map[string]string {
-		a := map[string]string{codec.KubeVirtVersionAnnotation: version, codec.KubeVirtIdentifierAnnotation: "id"}
+		a := map[string]string{metakeys.KubeVirtVersionAnnotation: version, metakeys.KubeVirtIdentifierAnnotation: "id"}
 		if err := trust.Sign(a, digest, s); err != nil {
 			t.Fatal(err)
 		}
 		return a
 	}
 	subject := func(a map[string]string) trust.Subject {
-		return trust.Subject{Digest: digest, Signature: a[codec.NativeSignatureAnnotation], KeyID: a[codec.NativeSignatureKeyAnnotation],
-			Statement: a[codec.NativeStatementAnnotation], StatementSignature: a[codec.NativeStatementSignatureAnnotation]}
+		return trust.Subject{Digest: digest, Signature: a[metakeys.SignatureAnnotation], KeyID: a[metakeys.SignatureKeyAnnotation],
+			Statement: a[metakeys.StatementAnnotation], StatementSignature: a[metakeys.StatementSignatureAnnotation]}
 	}
 	a := sign(key, "v1.9.0")
-	st, name, err := trust.VerifyStatement(a[codec.NativeStatementAnnotation], a[codec.NativeStatementSignatureAnnotation], ring)
+	st, name, err := trust.VerifyStatement(a[metakeys.StatementAnnotation], a[metakeys.StatementSignatureAnnotation], ring)
 	if err != nil || name != "release" || st != (trust.Statement{Version: "v1.9.0", Identifier: "id", Digest: digest}) {
 		t.Fatalf("statement %+v by %q, %v", st, name, err)
 	}
@@ -76,7 +77,7 @@ func TestSignedStatementOnConfigMaps(t *testing.T) {
 		t.Errorf("no statement: %v", err)
 	}
 	forged := subject(a)
-	forged.StatementSignature = sign(other, "v1.9.0")[codec.NativeStatementSignatureAnnotation]
+	forged.StatementSignature = sign(other, "v1.9.0")[metakeys.StatementSignatureAnnotation]
 	if _, err := p.Check(forged); !errors.Is(err, trust.ErrUnknownKey) {
 		t.Errorf("statement signed by another key: %v", err)
 	}

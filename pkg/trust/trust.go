@@ -14,8 +14,8 @@
 // PRIVATE KEY" (what `cosign generate-key-pair` writes).
 //
 // The signature and the id of the key that made it are kept in the
-// annotations codec.NativeSignatureAnnotation and
-// codec.NativeSignatureKeyAnnotation of the strategy ConfigMap (the head of
+// annotations metakeys.SignatureAnnotation and
+// metakeys.SignatureKeyAnnotation of the strategy ConfigMap (the head of
 // a chunked one).
 package trust
 
@@ -35,9 +35,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/sigstore/sigstore/pkg/cryptoutils"
-
-	"github.com/installstrategy/installstrategy/pkg/codec"
 )
 
 // Errors a verification wraps, so callers can say what failed.
@@ -298,7 +297,7 @@ func Sign(annotations map[string]string, digest string, s *Signer) error {
 	if err != nil {
 		return err
 	}
-	annotations[codec.NativeSignatureAnnotation] = sig
-	annotations[codec.NativeSignatureKeyAnnotation] = id
+	annotations[metakeys.SignatureAnnotation] = sig
+	annotations[metakeys.SignatureKeyAnnotation] = id
 	return SignStatement(annotations, StatementOf(annotations, digest), s)
 }

@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
-	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // realNodeResources are the resources a real kubelet reports in a node's
@@ -37,7 +37,7 @@ func TestFakeNodesReportARealNodesResources(t *testing.T) {
 	t.Parallel()
 	env := testenv.New(t)
 	ctx := t.Context()
-	nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{localcluster.FakeNodeLabel: "true"}.String()})
+	nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: labels.Set{metakeys.FakeNodeLabel: "true"}.String()})
 	if err != nil {
 		t.Fatalf("list fake nodes: %v", err)
 	}
@@ -74,7 +74,7 @@ func resourcePod(name string, requests corev1.ResourceList) *corev1.Pod {
 				Image:     "example.test/app:v1",
 				Resources: corev1.ResourceRequirements{Requests: requests, Limits: requests},
 			}},
-			NodeSelector: map[string]string{localcluster.FakeNodeLabel: "true"},
+			NodeSelector: map[string]string{metakeys.FakeNodeLabel: "true"},
 		},
 	}
 }

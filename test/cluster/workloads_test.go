@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/utils/ptr"
 
-	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 func podTemplate(app, image string, extraLabels map[string]string) corev1.PodTemplateSpec {
@@ -129,7 +129,7 @@ func TestDaemonSetRunsOneReadyPodPerSchedulableNode(t *testing.T) {
 		if !hasNoScheduleTaint(&n) && !n.Spec.Unschedulable {
 			schedulable[n.Name] = true
 		}
-		if _, real := n.Labels[localcluster.RealNodeLabel]; !real {
+		if _, real := n.Labels[metakeys.RealNodeLabel]; !real {
 			controlPlaneOrSchedulable++
 		}
 	}

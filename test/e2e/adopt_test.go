@@ -9,7 +9,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // TestAdoptVirtOperatorKubeVirt is issue #27 through the operator: an
@@ -42,7 +42,7 @@ func TestAdoptVirtOperatorKubeVirt(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, d := range ds.Items {
-		if d.Annotations[apply.KeptTemplateAnnotation] == "" || d.Labels[apply.ManagedByLabel] != "installstrategy" {
+		if d.Annotations[metakeys.KeptTemplateAnnotation] == "" || d.Labels[metakeys.ManagedByLabel] != "installstrategy" {
 			t.Errorf("Deployment %s: not taken over with its pod template kept: labels %v, annotations %v", d.Name, d.Labels, d.Annotations)
 		}
 	}

@@ -17,8 +17,8 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -66,7 +66,7 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 	}
 
 	// Tamper with the recorded digest; the ConfigMap watch reconciles.
-	patch := []byte(`{"metadata":{"annotations":{"` + codec.NativeDigestAnnotation + `":"sha256:` + strings.Repeat("0", 64) + `"}}}`)
+	patch := []byte(`{"metadata":{"annotations":{"` + metakeys.DigestAnnotation + `":"sha256:` + strings.Repeat("0", 64) + `"}}}`)
 	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).Patch(ctx, entry.Name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +102,7 @@ func TestImageSourceDumpJobFails(t *testing.T) {
 	}
 	// The failed Job was cleaned up by the loader.
 	jobs := &batchv1.JobList{}
-	if err := e.c.List(ctx, jobs, client.InNamespace(e.ns), client.HasLabels{loader.DumpJobLabel}); err != nil {
+	if err := e.c.List(ctx, jobs, client.InNamespace(e.ns), client.HasLabels{metakeys.DumpJobLabel}); err != nil {
 		t.Fatal(err)
 	}
 	for _, j := range jobs.Items {

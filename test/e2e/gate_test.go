@@ -9,6 +9,7 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -21,7 +22,7 @@ func signedFor(t *testing.T, ns, name string, text []byte, id strategy.Identity,
 	t.Helper()
 	cm := strategyConfigMap(t, ns, name, text, id, codec.FormatNative, nil)
 	if product != "" {
-		cm.Annotations[codec.NativeProductAnnotation] = product
+		cm.Annotations[metakeys.ProductAnnotation] = product
 	}
 	if err := trust.Sign(cm.Annotations, codec.Digest(text), signer); err != nil {
 		t.Fatal(err)
@@ -87,7 +88,7 @@ func TestConfigMapSourceIsBoundToItsProduct(t *testing.T) {
 	// A genuine statement of the same product, for another identifier
 	// than the ConfigMap claims.
 	renamed := signedFor(t, e.ns, "strategy", text100, s100.Identity, "sample", release)
-	renamed.Annotations[codec.NativeIdentifierAnnotation] = "another-identifier"
+	renamed.Annotations[metakeys.IdentifierAnnotation] = "another-identifier"
 
 	for _, step := range []struct {
 		name, what string

@@ -22,6 +22,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 func TestInstallAndUpgrade(t *testing.T) {
@@ -106,7 +107,7 @@ func TestInstallAndUpgrade(t *testing.T) {
 	// deployed strategy and those status.history names (v1.0.0's), for
 	// rollback.
 	testenv.WaitFor(ctx, t, "v1.1.0's and v1.0.0's strategies stored, v1.1.0 newest in status.history", func(ctx context.Context) (bool, string, error) {
-		cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
+		cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: metakeys.StrategyLabel})
 		if err != nil {
 			return false, "", err
 		}
@@ -282,7 +283,7 @@ func TestUninstall(t *testing.T) {
 	if err == nil && crd.DeletionTimestamp == nil {
 		t.Error("crd widgets still exists (pruneCRDs is set)")
 	}
-	cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
+	cms, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).List(ctx, metav1.ListOptions{LabelSelector: metakeys.StrategyLabel})
 	if err != nil || len(cms.Items) != 0 {
 		t.Errorf("stored strategies left: %v %v", len(cms.Items), err)
 	}

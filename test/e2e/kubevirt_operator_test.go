@@ -40,6 +40,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -454,13 +455,13 @@ func TestExampleKubeVirtOperatorTakesOverVirtOperator(t *testing.T) {
 		_ = env.Kube.CoreV1().ConfigMaps("kubevirt").Delete(context.WithoutCancel(ctx), stored.Name, metav1.DeleteOptions{})
 	})
 	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{
-		kubevirt.StrategyConfigMapAnnotation: stored.Name, kubevirt.StrategyDigestAnnotation: codec.Digest(text)}},
+		metakeys.StrategyConfigMapAnnotation: stored.Name, metakeys.StrategyDigestAnnotation: codec.Digest(text)}},
 		"spec": map[string]any{"imageTag": "v1.9.0"}})
 	if _, err := k.res.Patch(ctx, "kubevirt", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	checkKubeVirtStatus(t, "v1.9.0", k.waitVersion(ctx, t, "v1.9.0"))
-	jobs, err := env.Kube.BatchV1().Jobs("kubevirt").List(ctx, metav1.ListOptions{LabelSelector: loader.DumpJobLabel})
+	jobs, err := env.Kube.BatchV1().Jobs("kubevirt").List(ctx, metav1.ListOptions{LabelSelector: metakeys.DumpJobLabel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -497,7 +498,7 @@ func serveKubeVirtDumps(ctx context.Context, t *testing.T, env *testenv.Env, ns 
 	served := map[types.UID]bool{}
 	for ctx.Err() == nil {
 		time.Sleep(300 * time.Millisecond)
-		jobs, err := env.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: loader.DumpJobLabel})
+		jobs, err := env.Kube.BatchV1().Jobs(ns).List(ctx, metav1.ListOptions{LabelSelector: metakeys.DumpJobLabel})
 		if err != nil {
 			continue
 		}

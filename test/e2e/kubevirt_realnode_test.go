@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"os"
 	"strconv"
 	"strings"
@@ -76,7 +77,7 @@ func TestKubeVirtUpgradeByImageTagOnRealNode(t *testing.T) {
 	// Every dump pod as last seen before it is deleted.
 	var mu sync.Mutex
 	dumpPods := map[string]*corev1.Pod{}
-	w, err := env.Kube.CoreV1().Pods("kubevirt").Watch(ctx, metav1.ListOptions{LabelSelector: loader.DumpJobLabel})
+	w, err := env.Kube.CoreV1().Pods("kubevirt").Watch(ctx, metav1.ListOptions{LabelSelector: metakeys.DumpJobLabel})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,8 +109,8 @@ func TestKubeVirtUpgradeByImageTagOnRealNode(t *testing.T) {
 		// The pod reaches the API server through the real node's bridge.
 		o.DumpPodEnv = []corev1.EnvVar{{Name: "KUBERNETES_SERVICE_HOST", Value: rn.APIHost}, {Name: "KUBERNETES_SERVICE_PORT", Value: strconv.Itoa(rn.APIPort)}}
 		o.DumpPodPlacement = &identity.NodePlacement{
-			NodeSelector: map[string]string{localcluster.RealNodeLabel: "true"},
-			Tolerations:  []corev1.Toleration{{Key: localcluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+			NodeSelector: map[string]string{metakeys.RealNodeLabel: "true"},
+			Tolerations:  []corev1.Toleration{{Key: metakeys.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		}
 	})
 	t.Cleanup(func() {
@@ -150,7 +151,7 @@ func TestKubeVirtUpgradeByImageTagOnRealNode(t *testing.T) {
 		}
 		id, _ := st["targetDeploymentID"].(string)
 		stored := 0
-		all, err := env.Kube.CoreV1().ConfigMaps("kubevirt").List(ctx, metav1.ListOptions{LabelSelector: codec.NativeStrategyLabel})
+		all, err := env.Kube.CoreV1().ConfigMaps("kubevirt").List(ctx, metav1.ListOptions{LabelSelector: metakeys.StrategyLabel})
 		if err != nil {
 			t.Fatal(err)
 		}

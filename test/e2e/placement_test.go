@@ -17,6 +17,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 // Labels and the taint of the local cluster's fake nodes
@@ -118,7 +119,7 @@ func (e *e2e) checkPlacement(ctx context.Context, t *testing.T, in *v1alpha1.Ins
 	}
 	check := func(name string, meta metav1.ObjectMeta, pod *corev1.PodSpec) {
 		want := in.Spec.Infra
-		if meta.Annotations[generate.RoleAnnotation] == string(generate.RoleHandler) {
+		if meta.Annotations[metakeys.RoleAnnotation] == string(generate.RoleHandler) {
 			want = in.Spec.Workloads
 		}
 		var got []string
@@ -157,7 +158,7 @@ func (e *e2e) checkPlacement(ctx context.Context, t *testing.T, in *v1alpha1.Ins
 	// Old pods may still be terminating right after the rollout.
 	for _, name := range slices.Sorted(maps.Keys(nodes)) {
 		want := slices.Sorted(slices.Values(nodes[name]))
-		sel := labels.Set{generate.NameLabel: name}.String()
+		sel := labels.Set{metakeys.AppNameLabel: name}.String()
 		testenv.WaitFor(ctx, t, name+" pods on "+strings.Join(want, ","), func(ctx context.Context) (bool, string, error) {
 			pods, err := e.env.Kube.CoreV1().Pods(e.ns).List(ctx, metav1.ListOptions{LabelSelector: sel})
 			if err != nil {

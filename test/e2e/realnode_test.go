@@ -23,6 +23,7 @@ import (
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/certs"
 	"github.com/installstrategy/installstrategy/pkg/generate"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -123,8 +124,8 @@ func importSampleImages(t *testing.T, rn *localcluster.RealNode) {
 // onRealNode is the placement that selects and tolerates the real node.
 func onRealNode() *v1alpha1.NodePlacement {
 	return &v1alpha1.NodePlacement{
-		NodeSelector: map[string]string{localcluster.RealNodeLabel: "true"},
-		Tolerations:  []corev1.Toleration{{Key: localcluster.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
+		NodeSelector: map[string]string{metakeys.RealNodeLabel: "true"},
+		Tolerations:  []corev1.Toleration{{Key: metakeys.RealNodeTaint, Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 	}
 }
 

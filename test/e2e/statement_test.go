@@ -10,6 +10,7 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
@@ -29,7 +30,7 @@ func TestSignedConfigMapIsBoundToItsIdentity(t *testing.T) {
 
 	s110, text110 := sampleText(t, e.ns, "v1.1.0")
 	cur := strategyConfigMap(t, e.ns, "strategy", text110, s110.Identity, codec.FormatNative, release)
-	if cur.Annotations[codec.NativeStatementAnnotation] == "" {
+	if cur.Annotations[metakeys.StatementAnnotation] == "" {
 		t.Fatal("a signed strategy carries no statement")
 	}
 	if _, err := e.env.Kube.CoreV1().ConfigMaps(e.ns).Create(ctx, cur, metav1.CreateOptions{}); err != nil {
@@ -43,13 +44,13 @@ func TestSignedConfigMapIsBoundToItsIdentity(t *testing.T) {
 	s100, text100 := sampleText(t, e.ns, "v1.0.0")
 	older := strategyConfigMap(t, e.ns, "strategy", text100, s100.Identity, codec.FormatNative, release)
 	noStatement := cur.DeepCopy()
-	delete(noStatement.Annotations, codec.NativeStatementAnnotation)
-	delete(noStatement.Annotations, codec.NativeStatementSignatureAnnotation)
+	delete(noStatement.Annotations, metakeys.StatementAnnotation)
+	delete(noStatement.Annotations, metakeys.StatementSignatureAnnotation)
 	// The older text with its own signature, but the current release's
 	// genuine statement.
 	mixed := older.DeepCopy()
-	mixed.Annotations[codec.NativeStatementAnnotation] = cur.Annotations[codec.NativeStatementAnnotation]
-	mixed.Annotations[codec.NativeStatementSignatureAnnotation] = cur.Annotations[codec.NativeStatementSignatureAnnotation]
+	mixed.Annotations[metakeys.StatementAnnotation] = cur.Annotations[metakeys.StatementAnnotation]
+	mixed.Annotations[metakeys.StatementSignatureAnnotation] = cur.Annotations[metakeys.StatementSignatureAnnotation]
 	for _, step := range []struct {
 		name, what string
 		cm         *corev1.ConfigMap

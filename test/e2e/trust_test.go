@@ -25,6 +25,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/loader"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -237,8 +238,8 @@ func TestConfigMapEditorCannotEscalate(t *testing.T) {
 	}{
 		{"native, digest recomputed, old signature kept", "signature does not verify", func() *corev1.ConfigMap {
 			cm := strategyConfigMap(t, e.ns, "strategy", evilText, s.Identity, codec.FormatNative, nil)
-			cm.Annotations[codec.NativeSignatureAnnotation] = good.Annotations[codec.NativeSignatureAnnotation]
-			cm.Annotations[codec.NativeSignatureKeyAnnotation] = good.Annotations[codec.NativeSignatureKeyAnnotation]
+			cm.Annotations[metakeys.SignatureAnnotation] = good.Annotations[metakeys.SignatureAnnotation]
+			cm.Annotations[metakeys.SignatureKeyAnnotation] = good.Annotations[metakeys.SignatureKeyAnnotation]
 			return cm
 		}()},
 		{"native, signed by the user's own key", "signed by a key that is not trusted", strategyConfigMap(t, e.ns, "strategy", evilText, s.Identity, codec.FormatNative, own)},
@@ -362,8 +363,8 @@ func TestStoredProductTamperedAndKeyRotation(t *testing.T) {
 	evil, binding := escalation(t, e.ns, "v1.0.0", user)
 	evilText, _ := evil.Serialize()
 	tampered := strategyConfigMap(t, e.ns, stored[0].Name, evilText, stored[0].Identity, codec.FormatNative, nil)
-	tampered.Annotations[codec.NativeSignatureAnnotation] = stored[0].Signature
-	tampered.Annotations[codec.NativeSignatureKeyAnnotation] = stored[0].SignatureKey
+	tampered.Annotations[metakeys.SignatureAnnotation] = stored[0].Signature
+	tampered.Annotations[metakeys.SignatureKeyAnnotation] = stored[0].SignatureKey
 	replace(ctx, t, eve, tampered)
 	testenv.WaitFor(ctx, t, "the tampered copy replaced by a fresh signed one", func(ctx context.Context) (bool, string, error) {
 		entries := e.storedStrategies(ctx, t)
@@ -480,7 +481,7 @@ func TestDumpJobResultIsBoundToTheJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	replayed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{GenerateName: "installstrategy-", Namespace: e.ns, Labels: cm.Labels, Annotations: cm.Annotations}, Data: cm.Data}
-	replayed.Annotations[codec.NativeIdentifierAnnotation], replayed.Annotations[codec.NativeVersionAnnotation] = next, "v1.1.0"
+	replayed.Annotations[metakeys.IdentifierAnnotation], replayed.Annotations[metakeys.VersionAnnotation] = next, "v1.1.0"
 	if _, err := trudy.CoreV1().ConfigMaps(e.ns).Create(ctx, replayed, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

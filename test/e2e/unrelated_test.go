@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
-	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -92,7 +92,7 @@ func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 	}
 	product := 0
 	for _, d := range list.Items {
-		if d.GetNamespace() == other || d.GetLabels()[inventory.ManagedByLabel] != inventory.ManagedBy {
+		if d.GetNamespace() == other || d.GetLabels()[metakeys.ManagedByLabel] != metakeys.ManagedBy {
 			t.Fatalf("Deployment %s/%s (labels %v) is in the operator's cache", d.GetNamespace(), d.GetName(), d.GetLabels())
 		}
 		if d.GetNamespace() == e.ns {

@@ -29,6 +29,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -37,17 +38,6 @@ var GVK = schema.GroupVersionKind{Group: "kubevirt.io", Version: "v1", Kind: "Ku
 
 // DefaultRegistry is where KubeVirt's release images are.
 const DefaultRegistry = "quay.io/kubevirt"
-
-// A KubeVirt CR annotated with StrategyConfigMapAnnotation (a strategy
-// ConfigMap of its namespace, e.g. KubeVirt's own
-// kubevirt-install-strategy-xxxxx) and StrategyDigestAnnotation (the
-// sha256 of its text) is installed from that ConfigMap instead of a dump
-// Job: the pinned digest is what makes an unsigned KubeVirt-form ConfigMap
-// trusted, and only who may write the CR can pin it.
-const (
-	StrategyConfigMapAnnotation = "installstrategy.io/strategy-configmap"
-	StrategyDigestAnnotation    = "installstrategy.io/strategy-digest"
-)
 
 // spec is the part of KubeVirt's spec read here.
 type spec struct {
@@ -193,8 +183,8 @@ func (r Resource) View(obj client.Object) (*v1alpha1.Installation, error) {
 		return nil, err
 	}
 	in.Spec.Strategy = &v1alpha1.StrategySource{Image: StrategyImage(cfg)}
-	if name := obj.GetAnnotations()[StrategyConfigMapAnnotation]; name != "" {
-		in.Spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: name, Digest: obj.GetAnnotations()[StrategyDigestAnnotation]}}
+	if name := obj.GetAnnotations()[metakeys.StrategyConfigMapAnnotation]; name != "" {
+		in.Spec.Strategy = &v1alpha1.StrategySource{ConfigMap: &v1alpha1.ConfigMapStrategySource{Name: name, Digest: obj.GetAnnotations()[metakeys.StrategyDigestAnnotation]}}
 	}
 	in.Status = v1alpha1.InstallationStatus{
 		Phase:              v1alpha1.InstallationPhase(st.Phase),

@@ -12,6 +12,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
 func kv(spec map[string]any) *unstructured.Unstructured {
@@ -85,7 +86,7 @@ func TestViewMapsTheSpec(t *testing.T) {
 		t.Errorf("view metadata %+v", in.ObjectMeta)
 	}
 	u := kv(map[string]any{"imageTag": "v1.9.0"})
-	u.SetAnnotations(map[string]string{StrategyConfigMapAnnotation: "kubevirt-install-strategy-abcde", StrategyDigestAnnotation: "sha256:0123"})
+	u.SetAnnotations(map[string]string{metakeys.StrategyConfigMapAnnotation: "kubevirt-install-strategy-abcde", metakeys.StrategyDigestAnnotation: "sha256:0123"})
 	if in, err := (Resource{}).View(u); err != nil || in.Spec.Strategy.Image != "" ||
 		*in.Spec.Strategy.ConfigMap != (v1alpha1.ConfigMapStrategySource{Name: "kubevirt-install-strategy-abcde", Digest: "sha256:0123"}) {
 		t.Errorf("annotated view: %+v, %v", in.Spec.Strategy, err)

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -43,7 +44,7 @@ const (
 // OperatorLabels are the labels of virt-operator's pods, which the
 // strategy's Service kubevirt-operator-webhook selects: the example's
 // pods carry them (config/operator.yaml).
-var OperatorLabels = map[string]string{"kubevirt.io": "virt-operator"}
+var OperatorLabels = map[string]string{metakeys.KubeVirtLabel: metakeys.KubeVirtManagedBy}
 
 // Webhooks are virt-operator-validator's webhooks in namespace ns, served
 // by the example with virt-operator's validations: c reads with the
@@ -314,7 +315,7 @@ func (v UpdateValidator) Handle(ctx context.Context, req admission.Request) admi
 // dryRun creates, as a server-side dry run, the Deployment (infra) or
 // DaemonSet (workloads) virt-operator creates to validate a placement.
 func (v UpdateValidator) dryRun(ctx context.Context, ns string, p *placement, daemonSet bool) error {
-	const name, label = "placement-validation-webhook", "kubevirt.io/choose-me"
+	const name, label = "placement-validation-webhook", metakeys.KubeVirtChooseMeLabel
 	sel := &metav1.LabelSelector{MatchLabels: map[string]string{label: ""}}
 	tmpl := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: "placement-verification-pod", Labels: map[string]string{label: ""}},

@@ -17,21 +17,10 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	chartcommon "helm.sh/helm/v4/pkg/chart/common"
 	"helm.sh/helm/v4/pkg/strvals"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-)
-
-// Annotations a strategy rendered from a chart carries on its ConfigMap,
-// naming the chart it came from.
-const (
-	// ChartNameAnnotation holds the chart's name (Chart.yaml name).
-	ChartNameAnnotation = "installstrategy.io/helm-chart"
-	// ChartVersionAnnotation holds the chart's version.
-	ChartVersionAnnotation = "installstrategy.io/helm-chart-version"
-	// ChartAppVersionAnnotation holds the chart's appVersion (absent when
-	// the chart has none).
-	ChartAppVersionAnnotation = "installstrategy.io/helm-app-version"
 )
 
 // Options are the inputs of a chart's rendering, named after the helm
@@ -194,9 +183,9 @@ type Chart struct {
 
 // Annotations returns the annotations naming the chart.
 func (c Chart) Annotations() map[string]string {
-	out := map[string]string{ChartNameAnnotation: c.Name, ChartVersionAnnotation: c.Version}
+	out := map[string]string{metakeys.HelmChartAnnotation: c.Name, metakeys.HelmChartVersionAnnotation: c.Version}
 	if c.AppVersion != "" {
-		out[ChartAppVersionAnnotation] = c.AppVersion
+		out[metakeys.HelmAppVersionAnnotation] = c.AppVersion
 	}
 	return out
 }
