@@ -198,6 +198,20 @@ soak-go:
 	INSTALLSTRATEGY_CRASH_ROUNDS=$(SOAK_CRASH_ROUNDS) $(GO) test -count=1 -timeout=0 -v -run '^TestOperatorKilledMidUpgradeConverges$$' ./test/e2e
 	INSTALLSTRATEGY_FAULT_ROUNDS=$(SOAK_FAULT_ROUNDS) $(GO) test -count=1 -timeout=0 -v -run '^TestUpgradesConvergeThroughFaults$$' ./test/e2e
 
+# test-real-dump: issue 40's upgrade by imageTag with KubeVirt's own
+# virt-operator images dumping on the real node (build tag realdump; not in
+# make test). VIRT_OPERATOR_BINARIES is a folder of virt-operator-v1.8.4 and
+# virt-operator-v1.9.0, built by ../shared/tools/virtoperator/build.sh.
+VIRT_OPERATOR_BINARIES ?=
+.PHONY: test-real-dump
+test-real-dump:
+	@test -n "$(VIRT_OPERATOR_BINARIES)" || { echo "set VIRT_OPERATOR_BINARIES to the folder of virt-operator-v1.8.4 and -v1.9.0 (../shared/tools/virtoperator/build.sh)" >&2; exit 2; }
+	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" VIRT_OPERATOR_BINARIES="$(abspath $(VIRT_OPERATOR_BINARIES))" TEST_TARGETS=test-real-dump-go hack/test.sh
+
+.PHONY: test-real-dump-go
+test-real-dump-go:
+	$(GO) test -tags realdump -count=1 -timeout=30m -v -run '^TestKubeVirtUpgradeByImageTagOnRealNode$$' ./test/e2e
+
 # bench runs the benchmarks; each measures its baseline in the same run and
 # reports x-speedup and alloc-ratio (see docs/PERFORMANCE.md).
 .PHONY: bench

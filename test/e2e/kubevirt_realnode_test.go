@@ -1,3 +1,9 @@
+//go:build realdump
+
+// This test is not in make test: it needs KubeVirt's own virt-operator
+// binaries built from its release tags (about 30 minutes each on 2 cores).
+// Run it with make test-real-dump.
+
 package e2e
 
 import (
