@@ -134,7 +134,7 @@ func (f *reconcileFlags) prepare(l *codec.Loaded) error {
 	if l.Strategy.Identity == (strategy.Identity{}) {
 		l.Strategy.Identity = f.identity
 	}
-	spec := placement.Spec{ImagePullSecrets: f.pullSecrets}
+	spec := placement.Spec{ImagePullSecrets: f.pullSecrets, Roles: kinds.KubeVirtRoles()}
 	if f.placementFile != "" {
 		data, err := os.ReadFile(f.placementFile)
 		if err != nil {
@@ -363,7 +363,7 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	if err != nil {
 		return nil, l, err
 	}
-	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow, Rollback: f.rollback})
+	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Roles: kinds.KubeVirtRoles(), Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow, Rollback: f.rollback})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err
@@ -788,7 +788,7 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	}
 	res, runErr := rc.Run(ctx, l.Strategy, reconcile.Options{
 		AllowCRDChanges: allow, ServerPreflight: preflight,
-		Observed: observed, Owner: owner, Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
+		Observed: observed, Owner: owner, Roles: kinds.KubeVirtRoles(), Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
 		StageDeadline:     a.timeout,
 		Rollback:          f.rollback,

@@ -36,17 +36,16 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// Role is the part a workload plays in its product.
-type Role string
+// Role is the part a workload plays in its product: the kind table's
+// roles (kinds.Role), named here for product builders.
+type Role = kinds.Role
 
-// Roles of workloads.
+// Roles of workloads (kinds.RoleAPI, kinds.RoleController,
+// kinds.RoleHandler).
 const (
-	// RoleAPI serves the product's API or webhooks (KubeVirt: virt-api).
-	RoleAPI Role = "api"
-	// RoleController runs the product's controllers (virt-controller).
-	RoleController Role = "controller"
-	// RoleHandler runs on every node (virt-handler).
-	RoleHandler Role = "handler"
+	RoleAPI        = kinds.RoleAPI
+	RoleController = kinds.RoleController
+	RoleHandler    = kinds.RoleHandler
 )
 
 // ImagePullPolicyProperty is the additional property that sets the pull
@@ -167,7 +166,7 @@ func (b *Builder) ClusterRole(name string, rules ...rbacv1.PolicyRule) *Builder 
 // ClusterRoleBinding binds a ClusterRole to a ServiceAccount of the install
 // namespace.
 func (b *Builder) ClusterRoleBinding(name, clusterRole, serviceAccount string) *Builder {
-	ref, subjects := b.binding("ClusterRole", clusterRole, serviceAccount)
+	ref, subjects := b.binding(kinds.ClusterRole.Kind, clusterRole, serviceAccount)
 	return b.Add(&rbacv1.ClusterRoleBinding{ObjectMeta: b.meta(name, false), RoleRef: ref, Subjects: subjects})
 }
 
@@ -179,7 +178,7 @@ func (b *Builder) Role(name string, rules ...rbacv1.PolicyRule) *Builder {
 // RoleBinding binds a Role to a ServiceAccount, both in the install
 // namespace.
 func (b *Builder) RoleBinding(name, role, serviceAccount string) *Builder {
-	ref, subjects := b.binding("Role", role, serviceAccount)
+	ref, subjects := b.binding(kinds.RoleKind.Kind, role, serviceAccount)
 	return b.Add(&rbacv1.RoleBinding{ObjectMeta: b.meta(name, true), RoleRef: ref, Subjects: subjects})
 }
 

@@ -1,10 +1,16 @@
 // Package kinds owns the one table of per-kind facts that the rest of
 // installstrategy consults: the order in which KubeVirt serialises kinds, the
 // API version a kind is written with, whether it is namespaced, its resource
-// name, and where a workload keeps its pod template.
+// name, where a workload keeps its pod template, the role its workloads play
+// when nothing else names one, and what the engine does differently for a
+// kind (secret fields it never shows, deletion that needs the explicit flag,
+// the canary rollout, the Services whose serving certificates it scans, the
+// objects Kubernetes makes in every namespace).
 //
 // Adding a kind is one row in [table] and one row in the table tests. No other
-// package keeps per-kind lists.
+// package keeps per-kind lists, and none spells a kind's name: code that
+// builds or names an object of a known kind uses the GroupKinds below
+// (test/architecture fails on a kind name literal under pkg/ elsewhere).
 package kinds
 
 import (
@@ -84,6 +90,90 @@ type Info struct {
 	// server calls over TLS (webhooks, aggregated APIs) and the CA bundle
 	// it verifies them with; nil for kinds that dial none.
 	Dials *Dials
+	// Role is the role a workload of the kind plays when neither its
+	// metakeys.RoleAnnotation nor the caller's names give one (see
+	// [RoleOf]); "" for kinds that run no pods.
+	Role Role
+	// Masked lists the top-level fields whose values are secret: a plan
+	// or a diff shows their sizes, never their values (a Secret's data
+	// and stringData).
+	Masked []string
+	// DefinesKinds marks kinds whose objects define other kinds (CRDs,
+	// by spec.group and spec.names.kind): deleting one deletes every object
+	// of the kind it defines, so prune and uninstall delete one only when
+	// the caller asks for it, a Helm hook's delete policy never, and its
+	// custom resources are listed before it goes (pkg/plan, pkg/reconcile).
+	DefinesKinds bool
+	// Canary marks kinds whose rollout on the update path may start on one
+	// node first (DaemonSets, at the version Version): pods on one node
+	// are rolled and checked before the others (pkg/reconcile).
+	Canary bool
+	// RoutesToPods marks kinds whose objects route calls to the pods they
+	// select (Services, at the version Version): the certificate scan
+	// follows a dialed one to the pods that serve it (pkg/reconcile).
+	RoutesToPods bool
+	// HoldsCertificates marks kinds whose objects hold a TLS key pair the
+	// reconciler issues and rotates when one is written empty with type
+	// kubernetes.io/tls (Secrets, at the version Version; pkg/reconcile).
+	HoldsCertificates bool
+	// InEveryNamespace names the object of the kind that Kubernetes makes
+	// by itself in every namespace (the "default" ServiceAccount, the
+	// "kube-root-ca.crt" ConfigMap): a namespace holding it holds nothing
+	// foreign (pkg/reconcile).
+	InEveryNamespace string
+	// RemovedWhenFinished marks kinds whose objects may delete themselves
+	// once finished (a Job's ttlSecondsAfterFinished): a hook object of
+	// the kind that is gone is looked up by its Events (pkg/reconcile).
+	RemovedWhenFinished bool
+}
+
+// Role is the part a workload plays in its product; the reconciler rolls
+// workloads out in waves by role (pkg/plan) and placement gives the handler
+// role the per-node placement (pkg/placement).
+type Role string
+
+// Roles of workloads.
+const (
+	// RoleAPI serves the product's API or webhooks (KubeVirt: virt-api).
+	RoleAPI Role = "api"
+	// RoleController runs the product's controllers (virt-controller).
+	RoleController Role = "controller"
+	// RoleHandler runs on every node (virt-handler).
+	RoleHandler Role = "handler"
+)
+
+// KubeVirtRoles is a preset of workload names and their roles for
+// strategies whose workloads carry no metakeys.RoleAnnotation: KubeVirt's
+// components. The engine builds in no names; callers that install KubeVirt
+// pass it (plan.Options.Roles, reconcile.Options.Roles,
+// placement.Spec.Roles). It returns a new map on each call.
+func KubeVirtRoles() map[string]Role {
+	return map[string]Role{
+		"virt-api":                        RoleAPI,
+		"virt-controller":                 RoleController,
+		"virt-operator":                   RoleController,
+		"virt-exportproxy":                RoleController,
+		"virt-synchronization-controller": RoleController,
+		"virt-template-apiserver":         RoleController,
+		"virt-template-controller":        RoleController,
+		"virt-handler":                    RoleHandler,
+	}
+}
+
+// RoleOf returns the role of a workload of kind gk named name: annotated
+// (the value of its metakeys.RoleAnnotation) when set, else its name in
+// names, else the kind's Role, else RoleController.
+func RoleOf(gk schema.GroupKind, name, annotated string, names map[string]Role) Role {
+	if annotated != "" {
+		return Role(annotated)
+	}
+	if r, ok := names[name]; ok {
+		return r
+	}
+	if info, _ := Lookup(gk); info.Role != "" {
+		return info.Role
+	}
+	return RoleController
 }
 
 // Dials is where a kind names the Services it is served by.
@@ -373,6 +463,22 @@ func copyExcept(m map[string]any, path []string) map[string]any {
 
 var podSpecTemplate = []string{"spec", "template"}
 
+// GroupKinds of the kinds whose objects the engine itself builds or names
+// (a CA Secret, an inventory ConfigMap, an implicit Namespace, a dump Job,
+// RBAC references). Code elsewhere uses these instead of spelling a kind.
+var (
+	Namespace                = gk("", "Namespace")
+	ServiceAccount           = gk("", "ServiceAccount")
+	ConfigMap                = gk("", "ConfigMap")
+	Secret                   = gk("", "Secret")
+	Service                  = gk("", "Service")
+	ClusterRole              = gk("rbac.authorization.k8s.io", "ClusterRole")
+	RoleKind                 = gk("rbac.authorization.k8s.io", "Role")
+	CustomResourceDefinition = gk("apiextensions.k8s.io", "CustomResourceDefinition")
+	DaemonSet                = gk("apps", "DaemonSet")
+	Job                      = gk("batch", "Job")
+)
+
 // webhookDials and apiServiceDials are where webhooks and aggregated APIs
 // name the Service the API server calls.
 var (
@@ -384,32 +490,32 @@ var (
 // in the order KubeVirt's install strategy writes them; the others are placed
 // where an install would want them.
 var table = []Info{
-	{GroupKind: gk("", "Namespace"), Version: "v1", Resource: "namespaces", Stage: StageCRDs, MergeIntoExisting: true},
-	{GroupKind: gk("", "ServiceAccount"), Version: "v1", Resource: "serviceaccounts", Namespaced: true, Stage: StageRBAC},
-	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRole"), Version: "v1", Resource: "clusterroles", Stage: StageRBAC, Review: ReviewRules},
+	{GroupKind: Namespace, Version: "v1", Resource: "namespaces", Stage: StageCRDs, MergeIntoExisting: true},
+	{GroupKind: ServiceAccount, Version: "v1", Resource: "serviceaccounts", Namespaced: true, Stage: StageRBAC, InEveryNamespace: "default"},
+	{GroupKind: ClusterRole, Version: "v1", Resource: "clusterroles", Stage: StageRBAC, Review: ReviewRules},
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC, Review: ReviewBinding},
-	{GroupKind: gk("rbac.authorization.k8s.io", "Role"), Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC, Review: ReviewRules},
+	{GroupKind: RoleKind, Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC, Review: ReviewRules},
 	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC, Review: ReviewBinding},
-	{GroupKind: gk("apiextensions.k8s.io", "CustomResourceDefinition"), Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, NeverRecreate: true, UpgradeSafety: true, Review: ReviewSchema,
+	{GroupKind: CustomResourceDefinition, Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, DefinesKinds: true, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, NeverRecreate: true, UpgradeSafety: true, Review: ReviewSchema,
 		Bulky: []string{"spec", "versions", "*", "schema"}},
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
-	{GroupKind: gk("", "Service"), Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices},
-	{GroupKind: gk("", "Secret"), Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig},
+	{GroupKind: Service, Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices, RoutesToPods: true},
+	{GroupKind: Secret, Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig, Masked: []string{"data", "stringData"}, HoldsCertificates: true},
 	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"), Version: "v1", Resource: "validatingwebhookconfigurations", Stage: StageAdmission, Dials: webhookDials},
 	{GroupKind: gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"), Version: "v1", Resource: "mutatingwebhookconfigurations", Stage: StageAdmission, Dials: webhookDials},
 	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"), Version: "v1", Resource: "validatingadmissionpolicybindings", Stage: StageAdmission},
 	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicy"), Version: "v1", Resource: "validatingadmissionpolicies", Stage: StageAdmission},
 	{GroupKind: gk("apiregistration.k8s.io", "APIService"), Version: "v1", Resource: "apiservices", Stage: StageAdmission, Health: HealthAPIService, Dials: apiServiceDials},
-	{GroupKind: gk("apps", "Deployment"), Version: "v1", Resource: "deployments", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDeployment},
-	{GroupKind: gk("apps", "DaemonSet"), Version: "v1", Resource: "daemonsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDaemonSet},
-	{GroupKind: gk("apps", "StatefulSet"), Version: "v1", Resource: "statefulsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthStatefulSet},
-	{GroupKind: gk("batch", "Job"), Version: "v1", Resource: "jobs", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthJob},
+	{GroupKind: gk("apps", "Deployment"), Version: "v1", Resource: "deployments", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDeployment, Role: RoleController},
+	{GroupKind: DaemonSet, Version: "v1", Resource: "daemonsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthDaemonSet, Role: RoleHandler, Canary: true},
+	{GroupKind: gk("apps", "StatefulSet"), Version: "v1", Resource: "statefulsets", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthStatefulSet, Role: RoleController},
+	{GroupKind: Job, Version: "v1", Resource: "jobs", Namespaced: true, PodTemplate: podSpecTemplate, Stage: StageWorkloads, Health: HealthJob, Role: RoleController, RemovedWhenFinished: true},
 	{GroupKind: gk("policy", "PodDisruptionBudget"), Version: "v1", Resource: "poddisruptionbudgets", Namespaced: true, Stage: StageServices},
 	{GroupKind: gk("networking.k8s.io", "NetworkPolicy"), Version: "v1", Resource: "networkpolicies", Namespaced: true, Stage: StageServices},
 	{GroupKind: gk("security.openshift.io", "SecurityContextConstraints"), Version: "v1", Resource: "securitycontextconstraints", OpenShiftOnly: true, Stage: StageRBAC},
 	{GroupKind: gk("monitoring.coreos.com", "ServiceMonitor"), Version: "v1", Resource: "servicemonitors", Namespaced: true, Stage: StageCustomResources},
 	{GroupKind: gk("monitoring.coreos.com", "PrometheusRule"), Version: "v1", Resource: "prometheusrules", Namespaced: true, Stage: StageCustomResources},
-	{GroupKind: gk("", "ConfigMap"), Version: "v1", Resource: "configmaps", Namespaced: true, Stage: StageConfig},
+	{GroupKind: ConfigMap, Version: "v1", Resource: "configmaps", Namespaced: true, Stage: StageConfig, InEveryNamespace: "kube-root-ca.crt"},
 	{GroupKind: gk("route.openshift.io", "Route"), Version: "v1", Resource: "routes", Namespaced: true, OpenShiftOnly: true, Stage: StageServices},
 	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterInstancetype"), Version: "v1beta1", Resource: "virtualmachineclusterinstancetypes", Stage: StageCustomResources},
 	{GroupKind: gk("instancetype.kubevirt.io", "VirtualMachineClusterPreference"), Version: "v1beta1", Resource: "virtualmachineclusterpreferences", Stage: StageCustomResources},
@@ -428,7 +534,7 @@ var table = []Info{
 	{GroupKind: gk("", "PersistentVolumeClaim"), Version: "v1", Resource: "persistentvolumeclaims", Namespaced: true, Stage: StageConfig},
 	{GroupKind: gk("networking.k8s.io", "IngressClass"), Version: "v1", Resource: "ingressclasses", Stage: StageConfig},
 	{GroupKind: gk("networking.k8s.io", "Ingress"), Version: "v1", Resource: "ingresses", Namespaced: true, Stage: StageServices},
-	{GroupKind: gk("batch", "CronJob"), Version: "v1", Resource: "cronjobs", Namespaced: true, PodTemplate: []string{"spec", "jobTemplate", "spec", "template"}, Stage: StageWorkloads},
+	{GroupKind: gk("batch", "CronJob"), Version: "v1", Resource: "cronjobs", Namespaced: true, PodTemplate: []string{"spec", "jobTemplate", "spec", "template"}, Stage: StageWorkloads, Role: RoleController},
 	{GroupKind: gk("autoscaling", "HorizontalPodAutoscaler"), Version: "v2", Resource: "horizontalpodautoscalers", Namespaced: true, Stage: StageAdmission},
 }
 

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -38,7 +39,7 @@ var builtinKinds = func() *runtime.Scheme {
 // are applied. Patches come last so a patch can override anything,
 // placement included (KubeVirt places after patching; see docs/NOTES.md).
 func Prepare(s *strategy.Strategy, in *v1alpha1.Installation) error {
-	spec := placement.Spec{Placement: placementOf(&in.Spec), ImagePullSecrets: pullSecretNames(&in.Spec)}
+	spec := placement.Spec{Placement: placementOf(&in.Spec), ImagePullSecrets: pullSecretNames(&in.Spec), Roles: kinds.KubeVirtRoles()}
 	if err := placement.Apply(s, spec); err != nil {
 		return err
 	}

@@ -40,6 +40,7 @@ func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) r
 	return reconcile.Options{
 		Observed:       observedIdentity(in),
 		Owner:          Owner(in),
+		Roles:          kinds.KubeVirtRoles(),
 		OwnerReference: &metav1.OwnerReference{APIVersion: r.res.GroupVersionKind().GroupVersion().String(), Kind: r.res.GroupVersionKind().Kind, Name: in.Name, UID: in.UID},
 		Adopt:          adoptPolicy(in.Spec.Adopt),
 		PruneCRDs:      in.Spec.PruneCRDs,
@@ -433,11 +434,12 @@ func (r *Reconciler) refreshComponents(ctx context.Context, s *State, cachedOnly
 		checker.PodsEvery = -1
 	}
 	var comps []v1alpha1.ComponentStatus
+	roles := kinds.KubeVirtRoles()
 	for _, o := range s.Strategy.Objects {
 		if _, ok := workloadResources[o.GetKind()]; !ok || o.GroupVersionKind().Group != "apps" {
 			continue
 		}
-		c := v1alpha1.ComponentStatus{Name: o.GetName(), Kind: o.GetKind(), Role: string(plan.RoleOf(o, nil))}
+		c := v1alpha1.ComponentStatus{Name: o.GetName(), Kind: o.GetKind(), Role: string(plan.RoleOf(o, roles))}
 		var live *unstructured.Unstructured
 		var err error
 		if cachedOnly {

@@ -4,8 +4,8 @@
 // KubeVirt strategy).
 //
 // Which objects have pods comes from the kind table (kinds.Info.PodTemplate);
-// which placement a workload gets comes from its role (plan.RoleOf): the
-// per-node role (generate.RoleHandler, e.g. KubeVirt's virt-handler
+// which placement a workload gets comes from its role (kinds.RoleOf): the
+// per-node role (kinds.RoleHandler, e.g. KubeVirt's virt-handler
 // DaemonSet) gets the Workloads placement, every other workload the Infra
 // placement. KubeVirt does the same when it deploys its strategy.
 //
@@ -21,10 +21,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
-	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -38,9 +37,10 @@ type Spec struct {
 	// order, after the ones it already has (a name already present is not
 	// added again).
 	ImagePullSecrets []string
-	// Roles maps workload names to roles (see plan.RoleOf); nil means
-	// plan.DefaultRoles.
-	Roles map[string]generate.Role
+	// Roles maps workload names to roles for workloads without a
+	// metakeys.RoleAnnotation (see kinds.RoleOf; kinds.KubeVirtRoles() for
+	// KubeVirt's); a workload in neither has its kind's role.
+	Roles map[string]kinds.Role
 }
 
 // IsZero reports whether the spec changes nothing.
@@ -54,7 +54,8 @@ func (s Spec) For(obj *unstructured.Unstructured) *identity.NodePlacement {
 	if s.Placement == nil {
 		return nil
 	}
-	if plan.RoleOf(obj, s.Roles) == generate.RoleHandler {
+	role := kinds.RoleOf(obj.GroupVersionKind().GroupKind(), obj.GetName(), obj.GetAnnotations()[metakeys.RoleAnnotation], s.Roles)
+	if role == kinds.RoleHandler {
 		return s.Placement.Workloads
 	}
 	return s.Placement.Infra

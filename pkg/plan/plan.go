@@ -16,7 +16,6 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
-	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -53,44 +52,19 @@ func ChoosePath(target, observed string) Path {
 	return PathUpdate
 }
 
-// DefaultRoles maps workload names to roles for strategies whose workloads
-// carry no metakeys.RoleAnnotation: KubeVirt's components.
-var DefaultRoles = map[string]generate.Role{
-	"virt-api":                        generate.RoleAPI,
-	"virt-controller":                 generate.RoleController,
-	"virt-operator":                   generate.RoleController,
-	"virt-exportproxy":                generate.RoleController,
-	"virt-synchronization-controller": generate.RoleController,
-	"virt-template-apiserver":         generate.RoleController,
-	"virt-template-controller":        generate.RoleController,
-	"virt-handler":                    generate.RoleHandler,
-}
-
 // RoleOf returns the role of a workload: its metakeys.RoleAnnotation, else
-// its name in roles (DefaultRoles when nil), else handler for DaemonSets and
-// controller for every other workload kind.
-func RoleOf(obj *unstructured.Unstructured, roles map[string]generate.Role) generate.Role {
-	if r := obj.GetAnnotations()[metakeys.RoleAnnotation]; r != "" {
-		return generate.Role(r)
-	}
-	if roles == nil {
-		roles = DefaultRoles
-	}
-	if r, ok := roles[obj.GetName()]; ok {
-		return r
-	}
-	if obj.GetKind() == "DaemonSet" {
-		return generate.RoleHandler
-	}
-	return generate.RoleController
+// its name in roles (e.g. kinds.KubeVirtRoles()), else its kind's role in
+// the kind table (kinds.RoleOf).
+func RoleOf(obj *unstructured.Unstructured, roles map[string]kinds.Role) kinds.Role {
+	return kinds.RoleOf(obj.GroupVersionKind().GroupKind(), obj.GetName(), obj.GetAnnotations()[metakeys.RoleAnnotation], roles)
 }
 
 // waves returns the workload roles in rollout order for a path.
-func waves(p Path) []generate.Role {
+func waves(p Path) []kinds.Role {
 	if p == PathCreate {
-		return []generate.Role{generate.RoleAPI, generate.RoleController, generate.RoleHandler}
+		return []kinds.Role{kinds.RoleAPI, kinds.RoleController, kinds.RoleHandler}
 	}
-	return []generate.Role{generate.RoleHandler, generate.RoleController, generate.RoleAPI}
+	return []kinds.Role{kinds.RoleHandler, kinds.RoleController, kinds.RoleAPI}
 }
 
 // Item is one object of a plan and what would happen to it.
@@ -114,8 +88,8 @@ type Step struct {
 	Name  string      `json:"name"`
 	Stage kinds.Stage `json:"-"`
 	// Role is set for workload waves.
-	Role  generate.Role `json:"role,omitempty"`
-	Items []Item        `json:"items"`
+	Role  kinds.Role `json:"role,omitempty"`
+	Items []Item     `json:"items"`
 }
 
 // Plan is the ordered steps that make a cluster match a strategy.
@@ -152,13 +126,15 @@ func (p *Plan) Refused() []crdsafety.Finding { return crdsafety.Refused(p.CRDSaf
 // longer holds.
 const PruneStep = "prune"
 
-// Options tunes Build. The zero value uses DefaultRoles and an empty
-// observed identity (a fresh install: the create path).
+// Options tunes Build. The zero value names no workloads' roles and has
+// an empty observed identity (a fresh install: the create path).
 type Options struct {
 	// Observed is the identity the cluster runs now.
 	Observed strategy.Identity
-	// Roles maps workload names to roles; nil means DefaultRoles.
-	Roles map[string]generate.Role
+	// Roles maps workload names to roles, for workloads without a
+	// metakeys.RoleAnnotation (kinds.KubeVirtRoles() for KubeVirt's); a
+	// workload in neither has its kind's role (kinds.Info.Role).
+	Roles map[string]kinds.Role
 }
 
 // Build orders a strategy's objects into steps without looking at a
@@ -167,7 +143,7 @@ type Options struct {
 func Build(s *strategy.Strategy, opts Options) *Plan {
 	p := &Plan{Target: s.Identity, Observed: opts.Observed, Path: ChoosePath(s.Identity.Version, opts.Observed.Version)}
 	byStage := map[kinds.Stage][]Item{}
-	byRole := map[generate.Role][]Item{}
+	byRole := map[kinds.Role][]Item{}
 	for _, o := range s.Objects {
 		info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind())
 		it := Item{Ref: strategy.RefOf(o), Object: o}
@@ -185,7 +161,7 @@ func Build(s *strategy.Strategy, opts Options) *Plan {
 			}
 			continue
 		}
-		seen := map[generate.Role]bool{}
+		seen := map[kinds.Role]bool{}
 		for _, r := range waves(p.Path) {
 			seen[r] = true
 			if items := byRole[r]; len(items) > 0 {
@@ -201,7 +177,7 @@ func Build(s *strategy.Strategy, opts Options) *Plan {
 		}
 		sort.Strings(other)
 		for _, r := range other {
-			p.Steps = append(p.Steps, Step{Name: st.String() + "/" + r, Stage: st, Role: generate.Role(r), Items: byRole[generate.Role(r)]})
+			p.Steps = append(p.Steps, Step{Name: st.String() + "/" + r, Stage: st, Role: kinds.Role(r), Items: byRole[kinds.Role(r)]})
 		}
 	}
 	return p

@@ -12,6 +12,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -45,9 +46,12 @@ func TestChoosePath(t *testing.T) {
 	}
 }
 
+// The annotation wins, then the caller's names (here KubeVirt's preset),
+// then the kind's role in the table; no name is built in.
 func TestRoleOf(t *testing.T) {
 	obj := func(kind, name, role string) *unstructured.Unstructured {
 		u := &unstructured.Unstructured{}
+		u.SetAPIVersion("apps/v1")
 		u.SetKind(kind)
 		u.SetName(name)
 		if role != "" {
@@ -55,19 +59,24 @@ func TestRoleOf(t *testing.T) {
 		}
 		return u
 	}
+	kubevirt := kinds.KubeVirtRoles()
 	for _, tc := range []struct {
-		obj  *unstructured.Unstructured
-		want generate.Role
+		obj   *unstructured.Unstructured
+		names map[string]kinds.Role
+		want  kinds.Role
 	}{
-		{obj("Deployment", "anything", "api"), generate.RoleAPI},
-		{obj("Deployment", "virt-api", ""), generate.RoleAPI},
-		{obj("Deployment", "virt-exportproxy", ""), generate.RoleController},
-		{obj("DaemonSet", "virt-handler", ""), generate.RoleHandler},
-		{obj("DaemonSet", "node-agent", ""), generate.RoleHandler},
-		{obj("Deployment", "virt-api-like", ""), generate.RoleController},
+		{obj("Deployment", "anything", "api"), nil, kinds.RoleAPI},
+		{obj("Deployment", "virt-api", ""), kubevirt, kinds.RoleAPI},
+		{obj("Deployment", "virt-api", ""), nil, kinds.RoleController},
+		{obj("Deployment", "virt-exportproxy", ""), kubevirt, kinds.RoleController},
+		{obj("DaemonSet", "virt-handler", ""), kubevirt, kinds.RoleHandler},
+		{obj("DaemonSet", "node-agent", ""), kubevirt, kinds.RoleHandler},
+		{obj("DaemonSet", "virt-api", "controller"), kubevirt, kinds.RoleController},
+		{obj("Deployment", "virt-api-like", ""), kubevirt, kinds.RoleController},
+		{obj("StatefulSet", "db", ""), nil, kinds.RoleController},
 	} {
-		if got := plan.RoleOf(tc.obj, nil); got != tc.want {
-			t.Errorf("RoleOf(%s %s) = %s, want %s", tc.obj.GetKind(), tc.obj.GetName(), got, tc.want)
+		if got := plan.RoleOf(tc.obj, tc.names); got != tc.want {
+			t.Errorf("RoleOf(%s %s, %d names) = %s, want %s", tc.obj.GetKind(), tc.obj.GetName(), len(tc.names), got, tc.want)
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -150,7 +151,7 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 		}
 	}
 
-	p, err := reconcile.Plan(ctx, env.Config, s, reconcile.Options{Observed: s.Identity, Owner: kubevirtOwner})
+	p, err := reconcile.Plan(ctx, env.Config, s, reconcile.Options{Observed: s.Identity, Owner: kubevirtOwner, Roles: kinds.KubeVirtRoles()})
 	if err != nil {
 		t.Fatalf("plan after adoption: %v", err)
 	}
@@ -169,7 +170,7 @@ func TestKubeVirtAdoptsVirtOperatorInstall(t *testing.T) {
 		if o.GetKind() != "Deployment" && o.GetKind() != "DaemonSet" {
 			continue
 		}
-		d, err := reconcile.DesiredFirst(ctx, env.Config, s, reconcile.Options{Observed: s.Identity, Owner: kubevirtOwner}, strategy.RefOf(o))
+		d, err := reconcile.DesiredFirst(ctx, env.Config, s, reconcile.Options{Observed: s.Identity, Owner: kubevirtOwner, Roles: kinds.KubeVirtRoles()}, strategy.RefOf(o))
 		if err != nil {
 			t.Fatal(err)
 		}

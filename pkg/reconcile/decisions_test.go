@@ -123,7 +123,7 @@ func TestDaemonSetsRollOutFirstOnUpdate(t *testing.T) {
 		{"v1.0.0", []string{"workloads/handler", "workloads/controller", "workloads/api"}},
 		{"", []string{"workloads/api", "workloads/controller", "workloads/handler"}},
 	} {
-		p := plan.Build(s, plan.Options{Observed: strategy.Identity{Version: tc.observed}})
+		p := plan.Build(s, plan.Options{Observed: strategy.Identity{Version: tc.observed}, Roles: kinds.KubeVirtRoles()})
 		if got := stepNames(p); !slices.Equal(got, tc.want) {
 			t.Errorf("observed %q: steps %v, want %v", tc.observed, got, tc.want)
 		}

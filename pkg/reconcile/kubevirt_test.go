@@ -13,6 +13,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/apply/applytest"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -77,6 +78,7 @@ func newKubeVirtEnv(t *testing.T) *kubevirtEnv {
 	return &kubevirtEnv{env: env, rec: rec, run: func(s *strategy.Strategy, observed strategy.Identity, opts reconcile.Options) (*reconcile.Result, error) {
 		opts.Observed = observed
 		opts.Owner = kubevirtOwner
+		opts.Roles = kinds.KubeVirtRoles()
 		opts.Interval = 300 * time.Millisecond
 		opts.StageDeadline = 2 * time.Minute
 		return reconcile.Run(t.Context(), cfg, s, opts)

@@ -9,9 +9,9 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
-	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -47,8 +47,10 @@ type Options struct {
 	// that may be adopted, and, once adopted, pruned; the zero value
 	// names none (apply.Options.SystemConsent, plan.Prunable).
 	SystemConsent inventory.SystemConsent
-	// Roles maps workload names to roles; nil means plan.DefaultRoles.
-	Roles map[string]generate.Role
+	// Roles maps workload names to roles for workloads without a
+	// metakeys.RoleAnnotation (plan.Options.Roles; kinds.KubeVirtRoles()
+	// for KubeVirt's); a workload in neither has its kind's role.
+	Roles map[string]kinds.Role
 	// NoPrune leaves objects the strategy no longer holds.
 	NoPrune bool
 	// PruneCRDs lets prune delete CRDs (and their custom resources).
