@@ -16,7 +16,6 @@ import (
 	"maps"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
@@ -113,7 +112,7 @@ func strip(obj *unstructured.Unstructured) *unstructured.Unstructured {
 		}
 		u.Object["metadata"] = md
 	}
-	if u.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Secret"}) {
+	if info, _ := kinds.Lookup(u.GroupVersionKind().GroupKind()); info.FoldsStringData {
 		secretStringDataToData(u)
 	}
 	return u

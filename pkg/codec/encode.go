@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -114,7 +115,7 @@ func encodeFormat(opts EncodeOptions) (Format, error) {
 // text has the given digest and size.
 func wrapEncoded(data, digest string, size int64, f Format, opts EncodeOptions) *corev1.ConfigMap {
 	cm := &corev1.ConfigMap{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: kinds.ConfigMap.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: opts.Name, Namespace: opts.Namespace},
 		Data:       map[string]string{ManifestsKey: data},
 	}
@@ -180,7 +181,7 @@ func configMapMap(cm *corev1.ConfigMap) map[string]any {
 	if len(cm.Annotations) > 0 {
 		md["annotations"] = cm.Annotations
 	}
-	out := map[string]any{"apiVersion": "v1", "kind": "ConfigMap", "metadata": md}
+	out := map[string]any{"apiVersion": "v1", "kind": kinds.ConfigMap.Kind, "metadata": md}
 	if len(cm.Data) > 0 {
 		out["data"] = cm.Data
 	}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -164,7 +165,7 @@ func ParseInput(source string, data []byte, popts strategy.ParseOptions) (*Input
 // a strategy: a "manifests" key, or a strategy label or encoding annotation
 // of either form. A chunk of a stored strategy is not one.
 func IsStrategyConfigMap(obj *unstructured.Unstructured) bool {
-	if obj.GetAPIVersion() != "v1" || obj.GetKind() != "ConfigMap" {
+	if obj.GetAPIVersion() != "v1" || obj.GetKind() != kinds.ConfigMap.Kind {
 		return false
 	}
 	if _, chunk := obj.GetLabels()[metakeys.ChunkLabel]; chunk {
@@ -181,7 +182,7 @@ func skippedOf(d strategy.Document) Skipped {
 		sk.Name = o.GetGenerateName() + "<generated>"
 	}
 	switch {
-	case o.GetAPIVersion() == "v1" && o.GetKind() == "ConfigMap":
+	case o.GetAPIVersion() == "v1" && o.GetKind() == kinds.ConfigMap.Kind:
 		if _, chunk := o.GetLabels()[metakeys.ChunkLabel]; chunk {
 			sk.Chunk = true
 			idx := o.GetAnnotations()[metakeys.ChunkIndexAnnotation]
@@ -245,7 +246,7 @@ func ReadConfigMaps(source string, data []byte) ([]*corev1.ConfigMap, error) {
 }
 
 func isConfigMap(d strategy.Document) bool {
-	return d.Object.GetAPIVersion() == "v1" && d.Object.GetKind() == "ConfigMap"
+	return d.Object.GetAPIVersion() == "v1" && d.Object.GetKind() == kinds.ConfigMap.Kind
 }
 
 func strategyConfigMaps(docs []strategy.Document) ([]*corev1.ConfigMap, bool) {

@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -40,7 +41,7 @@ func SystemObject(ref strategy.ObjectRef, live *unstructured.Unstructured) strin
 		return fmt.Sprintf("the API server's own: label %s=%s", metakeys.BootstrappingLabel, live.GetLabels()[metakeys.BootstrappingLabel])
 	case strings.HasPrefix(ref.Name, SystemPrefix):
 		return "its name starts with " + SystemPrefix
-	case ref.Group == "" && ref.Kind == "Namespace" && systemNamespaces[ref.Name]:
+	case ref.GroupKind() == kinds.Namespace && systemNamespaces[ref.Name]:
 		return "a namespace Kubernetes keeps for itself"
 	}
 	return ""

@@ -98,6 +98,14 @@ type Info struct {
 	// or a diff shows their sizes, never their values (a Secret's data
 	// and stringData).
 	Masked []string
+	// StoredWhole marks kinds whose objects a serialised strategy holds
+	// as they are, status, creationTimestamp and managed-by label included
+	// (CRDs, as KubeVirt writes them; pkg/strategy).
+	StoredWhole bool
+	// FoldsStringData marks kinds whose write-only stringData the API
+	// server folds into data (base64): an object is compared as the
+	// server keeps it, with stringData folded in (Secrets; pkg/apply).
+	FoldsStringData bool
 	// DefinesKinds marks kinds whose objects define other kinds (CRDs,
 	// by spec.group and spec.names.kind): deleting one deletes every object
 	// of the kind it defines, so prune and uninstall delete one only when
@@ -496,11 +504,11 @@ var table = []Info{
 	{GroupKind: gk("rbac.authorization.k8s.io", "ClusterRoleBinding"), Version: "v1", Resource: "clusterrolebindings", Stage: StageRBAC, Review: ReviewBinding},
 	{GroupKind: RoleKind, Version: "v1", Resource: "roles", Namespaced: true, Stage: StageRBAC, Review: ReviewRules},
 	{GroupKind: gk("rbac.authorization.k8s.io", "RoleBinding"), Version: "v1", Resource: "rolebindings", Namespaced: true, Stage: StageRBAC, Review: ReviewBinding},
-	{GroupKind: CustomResourceDefinition, Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, DefinesKinds: true, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, NeverRecreate: true, UpgradeSafety: true, Review: ReviewSchema,
+	{GroupKind: CustomResourceDefinition, Version: "v1", Resource: "customresourcedefinitions", Stage: StageCRDs, DefinesKinds: true, StoredWhole: true, Health: HealthCRD, KeepStoredVersions: true, MigrateStoredVersions: true, NeverRecreate: true, UpgradeSafety: true, Review: ReviewSchema,
 		Bulky: []string{"spec", "versions", "*", "schema"}},
 	{GroupKind: gk("scheduling.k8s.io", "PriorityClass"), Version: "v1", Resource: "priorityclasses", Stage: StageConfig},
 	{GroupKind: Service, Version: "v1", Resource: "services", Namespaced: true, Stage: StageServices, RoutesToPods: true},
-	{GroupKind: Secret, Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig, Masked: []string{"data", "stringData"}, HoldsCertificates: true},
+	{GroupKind: Secret, Version: "v1", Resource: "secrets", Namespaced: true, Stage: StageConfig, Masked: []string{"data", "stringData"}, FoldsStringData: true, HoldsCertificates: true},
 	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingWebhookConfiguration"), Version: "v1", Resource: "validatingwebhookconfigurations", Stage: StageAdmission, Dials: webhookDials},
 	{GroupKind: gk("admissionregistration.k8s.io", "MutatingWebhookConfiguration"), Version: "v1", Resource: "mutatingwebhookconfigurations", Stage: StageAdmission, Dials: webhookDials},
 	{GroupKind: gk("admissionregistration.k8s.io", "ValidatingAdmissionPolicyBinding"), Version: "v1", Resource: "validatingadmissionpolicybindings", Stage: StageAdmission},

@@ -202,3 +202,83 @@ func TestEachServiceCall(t *testing.T) {
 		t.Errorf("Deployment dials %v", got)
 	}
 }
+
+// TestBehaviourOfEveryKind lists every kind with a per-kind behaviour
+// other than stage and health; every other kind of the table has none.
+func TestBehaviourOfEveryKind(t *testing.T) {
+	type behaviour struct {
+		role                                                    Role
+		masked                                                  []string
+		definesKinds, storedWhole, folds, canary, routes, holds bool
+		inEveryNamespace                                        string
+		removedWhenFinished                                     bool
+	}
+	want := map[schema.GroupKind]behaviour{
+		CustomResourceDefinition:  {definesKinds: true, storedWhole: true},
+		Secret:                    {masked: []string{"data", "stringData"}, folds: true, holds: true},
+		Service:                   {routes: true},
+		ServiceAccount:            {inEveryNamespace: "default"},
+		ConfigMap:                 {inEveryNamespace: "kube-root-ca.crt"},
+		DaemonSet:                 {role: RoleHandler, canary: true},
+		Job:                       {role: RoleController, removedWhenFinished: true},
+		gk("apps", "Deployment"):  {role: RoleController},
+		gk("apps", "StatefulSet"): {role: RoleController},
+		gk("batch", "CronJob"):    {role: RoleController},
+	}
+	for _, info := range All() {
+		got := behaviour{info.Role, info.Masked, info.DefinesKinds, info.StoredWhole, info.FoldsStringData, info.Canary, info.RoutesToPods, info.HoldsCertificates, info.InEveryNamespace, info.RemovedWhenFinished}
+		if w := want[info.GroupKind]; !reflect.DeepEqual(got, w) {
+			t.Errorf("%s: behaviour %+v, want %+v", info.GroupKind, got, w)
+		}
+		if (info.Role != "") != (info.PodTemplate != nil) {
+			t.Errorf("%s: role %q, pod template %v: every kind that runs pods has a role, no other", info.GroupKind, info.Role, info.PodTemplate)
+		}
+	}
+	info, _ := Lookup(gk("example.com", "Widget"))
+	if got := (behaviour{info.Role, info.Masked, info.DefinesKinds, info.StoredWhole, info.FoldsStringData, info.Canary, info.RoutesToPods, info.HoldsCertificates, info.InEveryNamespace, info.RemovedWhenFinished}); !reflect.DeepEqual(got, behaviour{}) {
+		t.Errorf("a custom resource has a behaviour: %+v", got)
+	}
+}
+
+// The annotation wins, then the caller's names, then the kind's role; a
+// kind without one (or an unknown kind) is a controller. No name is built
+// in: virt-api is an api only through the KubeVirt preset.
+func TestRoleOf(t *testing.T) {
+	deploy, ds := gk("apps", "Deployment"), DaemonSet
+	names := map[string]Role{"agent": RoleHandler}
+	for _, tc := range []struct {
+		gk              schema.GroupKind
+		name, annotated string
+		names           map[string]Role
+		want            Role
+	}{
+		{deploy, "x", "api", nil, RoleAPI},
+		{ds, "agent", "controller", names, RoleController},
+		{deploy, "agent", "", names, RoleHandler},
+		{deploy, "virt-api", "", nil, RoleController},
+		{deploy, "virt-api", "", KubeVirtRoles(), RoleAPI},
+		{ds, "virt-handler", "", nil, RoleHandler},
+		{ds, "node-agent", "", KubeVirtRoles(), RoleHandler},
+		{gk("batch", "Job"), "migrate", "", nil, RoleController},
+		{gk("example.com", "Widget"), "w", "", nil, RoleController},
+		{deploy, "x", "custom", nil, Role("custom")},
+	} {
+		if got := RoleOf(tc.gk, tc.name, tc.annotated, tc.names); got != tc.want {
+			t.Errorf("RoleOf(%s, %q, %q, %v) = %q, want %q", tc.gk, tc.name, tc.annotated, tc.names, got, tc.want)
+		}
+	}
+	a := KubeVirtRoles()
+	a["virt-api"] = RoleHandler
+	if KubeVirtRoles()["virt-api"] != RoleAPI || len(KubeVirtRoles()) != 8 {
+		t.Error("KubeVirtRoles is shared: a caller's change leaked into the preset")
+	}
+}
+
+// The GroupKinds the engine builds objects with are rows of the table.
+func TestNamedGroupKindsAreRows(t *testing.T) {
+	for _, g := range []schema.GroupKind{Namespace, ServiceAccount, ConfigMap, Secret, Service, ClusterRole, RoleKind, CustomResourceDefinition, DaemonSet, Job} {
+		if _, ok := Lookup(g); !ok {
+			t.Errorf("%s is not a row of the table", g)
+		}
+	}
+}

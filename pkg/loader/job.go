@@ -22,6 +22,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/podsec"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -566,7 +567,7 @@ func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
 		}
 	}
 	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: "Job"},
+		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: kinds.Job.Kind},
 		ObjectMeta: metav1.ObjectMeta{
 			Name: jobName(id.Identifier), Namespace: cfg.Namespace, Labels: labels,
 			Annotations: map[string]string{
@@ -652,7 +653,7 @@ func (l *Loader) ensureRBAC(ctx context.Context, ns string) error {
 	create("role", err)
 	_, err = l.opts.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: meta,
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kinds.RoleKind.Kind, Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
 	}, metav1.CreateOptions{})
 	create("role binding", err)
@@ -662,7 +663,7 @@ func (l *Loader) ensureRBAC(ctx context.Context, ns string) error {
 		create("cluster role", err)
 		_, err = l.opts.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
 			ObjectMeta: cluster,
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: cluster.Name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kinds.ClusterRole.Kind, Name: cluster.Name},
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
 		}, metav1.CreateOptions{})
 		create("cluster role binding", err)

@@ -49,8 +49,6 @@ func (o ObserveOptions) parallelism() int {
 	return o.Parallelism
 }
 
-var crdGroupKind = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
-
 // CRDKinds returns the kinds the CRDs of a strategy define, each with its
 // CRD's name. It reads spec.group and spec.names.kind only
 // (strategy.DefinedKind): converting each CRD to its Go type cost 50 ms of a
@@ -156,7 +154,7 @@ func (o *observer) namespaceExists(ctx context.Context, name string) bool {
 	if ok {
 		return exists
 	}
-	ns, err := o.a.GetRef(ctx, strategy.ObjectRef{Kind: "Namespace", Name: name})
+	ns, err := o.a.GetRef(ctx, strategy.ObjectRef{Group: kinds.Namespace.Group, Kind: kinds.Namespace.Kind, Name: name})
 	exists = err == nil && ns != nil
 	if err == nil {
 		o.mu.Lock()
@@ -341,10 +339,18 @@ func decideDelete(ref strategy.ObjectRef, e inventory.Entry, live *unstructured.
 		it.Action, it.Reason = apply.ActionSkip, KeptReasonPrefix+inventory.KeptBy(live.GetAnnotations())+": left in the cluster, and out of the inventory"
 	case system != "":
 		it.Action, it.Reason = apply.ActionSkip, system+": left alone"
-	case ref.GroupKind() == crdGroupKind && !r.PruneCRDs:
+	case definesKinds(ref) && !r.PruneCRDs:
 		it.Action, it.Reason = apply.ActionSkip, "CRD kept: pruning CRDs needs the explicit flag"
 	}
 	return it
+}
+
+// definesKinds reports whether ref is of a kind whose objects define other
+// kinds (kinds.Info.DefinesKinds: CRDs), which prune deletes only when
+// asked.
+func definesKinds(ref strategy.ObjectRef) bool {
+	info, _ := kinds.Lookup(ref.GroupKind())
+	return info.DefinesKinds
 }
 
 // sortForDeletion orders items as prune and uninstall delete them
@@ -381,7 +387,7 @@ func LegacyObjects(ctx context.Context, a Cluster) ([]strategy.ObjectRef, error)
 		search = append(search, kind{info.GroupKind, info.Version})
 		known[info.GroupKind] = true
 	}
-	crds, err := a.List(ctx, crdGroupKind, "v1", metakeys.ManagedByLabel+"="+managedBy)
+	crds, err := a.List(ctx, kinds.CustomResourceDefinition, "v1", metakeys.ManagedByLabel+"="+managedBy)
 	if err != nil {
 		return nil, err
 	}

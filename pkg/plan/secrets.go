@@ -6,12 +6,17 @@ import (
 	"strings"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// IsSecret reports whether ref is a core Secret, whose data and stringData
-// values are never shown.
-func IsSecret(ref strategy.ObjectRef) bool { return ref.Group == "" && ref.Kind == "Secret" }
+// IsSecret reports whether ref is of a kind with secret fields
+// (kinds.Info.Masked: a Secret's data and stringData), whose values are
+// never shown.
+func IsSecret(ref strategy.ObjectRef) bool {
+	info, _ := kinds.Lookup(ref.GroupKind())
+	return len(info.Masked) > 0
+}
 
 // MaskSecrets replaces the values of the changes to a Secret's data and
 // stringData with their sizes ("(secret, 12 bytes)"), in every step and
@@ -28,7 +33,7 @@ func MaskSecrets(p *Plan) {
 				continue
 			}
 			for j, c := range items[i].Changes {
-				if field, ok := secretField(c.Path); ok {
+				if field, ok := secretField(items[i].Ref, c.Path); ok {
 					items[i].Changes[j] = apply.Change{Path: c.Path, Live: MaskSecretValue(c.Live, field), Desired: MaskSecretValue(c.Desired, field)}
 				}
 			}
@@ -40,10 +45,11 @@ func MaskSecrets(p *Plan) {
 	mask(p.Prune)
 }
 
-// secretField says whether a change path is in a Secret's data ("data") or
-// stringData ("stringData").
-func secretField(path string) (string, bool) {
-	for _, f := range []string{"data", "stringData"} {
+// secretField says whether a change path of ref is in one of its kind's
+// secret fields (a Secret's "data" or "stringData"), and which.
+func secretField(ref strategy.ObjectRef, path string) (string, bool) {
+	info, _ := kinds.Lookup(ref.GroupKind())
+	for _, f := range info.Masked {
 		if path == "."+f || strings.HasPrefix(path, "."+f+".") || strings.HasPrefix(path, "."+f+"[") {
 			return f, true
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -258,7 +259,7 @@ func (r *run) failCanary(ctx context.Context, ds *appsv1.DaemonSet, ref strategy
 	now := metav1.NewTime(time.Now())
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: ds.Name + ".", Namespace: ds.Namespace},
-		InvolvedObject: corev1.ObjectReference{APIVersion: "apps/v1", Kind: "DaemonSet", Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID},
+		InvolvedObject: corev1.ObjectReference{APIVersion: appsv1.SchemeGroupVersion.String(), Kind: kinds.DaemonSet.Kind, Namespace: ds.Namespace, Name: ds.Name, UID: ds.UID},
 		Reason:         FailedUpdateReason,
 		Message:        "rollout stopped: " + why,
 		Type:           corev1.EventTypeWarning,

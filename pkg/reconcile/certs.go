@@ -116,7 +116,7 @@ func renewBefore(renew, validity time.Duration) time.Duration {
 }
 
 func isEmptyTLSSecret(o *unstructured.Unstructured) bool {
-	if o.GetAPIVersion() != "v1" || o.GetKind() != "Secret" {
+	if info, _ := kinds.Lookup(o.GroupVersionKind().GroupKind()); !info.HoldsCertificates || o.GetAPIVersion() != info.APIVersion() {
 		return false
 	}
 	typ, _, _ := unstructured.NestedString(o.Object, "type")

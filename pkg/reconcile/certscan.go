@@ -94,7 +94,7 @@ func scanCerts(objects []*unstructured.Unstructured) certScan {
 		switch {
 		case isEmptyTLSSecret(o):
 			sc.secrets = append(sc.secrets, o)
-		case o.GetAPIVersion() == "v1" && o.GetKind() == "Service":
+		case info.RoutesToPods && o.GetAPIVersion() == info.APIVersion():
 			sc.services = append(sc.services, o)
 		case info.PodTemplate != nil:
 			tmpl, _, _ := unstructured.NestedMap(o.Object, info.PodTemplate...)

@@ -16,14 +16,20 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-var (
-	namespaceKind = schema.GroupKind{Kind: "Namespace"}
-	crdKind       = schema.GroupKind{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}
-)
+// namespaceKind is the kind of the namespaces objects live in.
+var namespaceKind = kinds.Namespace
+
+// definesKinds reports whether ref is of a kind whose objects define other
+// kinds (kinds.Info.DefinesKinds: CRDs).
+func definesKinds(ref strategy.ObjectRef) bool {
+	info, _ := kinds.Lookup(ref.GroupKind())
+	return info.DefinesKinds
+}
 
 // deleteItems is the one delete path of prune and uninstall: it deletes the
 // items whose action is delete, in their order (the kind table's prune
@@ -35,7 +41,7 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 	var errs []error
 	crdsReady := readyCustomResources(ctx, a, items)
 	for _, it := range items {
-		if it.Action == apply.ActionDelete && it.Ref.GroupKind() == crdKind {
+		if it.Action == apply.ActionDelete && definesKinds(it.Ref) {
 			crdsReady()
 		}
 		if it.Action != apply.ActionDelete {
@@ -88,7 +94,7 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 func readyCustomResources(ctx context.Context, a *apply.Applier, items []plan.Item) (wait func()) {
 	var wg sync.WaitGroup
 	for _, it := range items {
-		if it.Action != apply.ActionDelete || it.Ref.GroupKind() != crdKind || it.Live == nil {
+		if it.Action != apply.ActionDelete || !definesKinds(it.Ref) || it.Live == nil {
 			continue
 		}
 		gvr, ok := strategy.DefinedResource(it.Live)
@@ -175,14 +181,10 @@ func systemMade(group, kind string) bool {
 
 // everyNamespaceHas reports the objects Kubernetes puts in every
 // namespace.
+// (kinds.Info.InEveryNamespace).
 func everyNamespaceHas(ref strategy.ObjectRef) bool {
-	switch {
-	case ref.Kind == "ServiceAccount" && ref.Group == "" && ref.Name == "default":
-		return true
-	case ref.Kind == "ConfigMap" && ref.Group == "" && ref.Name == "kube-root-ca.crt":
-		return true
-	}
-	return false
+	info, _ := kinds.Lookup(ref.GroupKind())
+	return info.InEveryNamespace != "" && ref.Name == info.InEveryNamespace
 }
 
 // bookkeeping returns the installation's own objects that are not strategy
@@ -192,7 +194,7 @@ func bookkeeping(owner inventory.Owner, caSecret string) map[strategy.ObjectRef]
 		caSecret = DefaultCASecret
 	}
 	return map[strategy.ObjectRef]bool{
-		{Kind: "ConfigMap", Namespace: owner.Namespace, Name: inventory.ConfigMapName(owner)}: true,
-		{Kind: "Secret", Namespace: owner.Namespace, Name: caSecret}:                          true,
+		{Group: kinds.ConfigMap.Group, Kind: kinds.ConfigMap.Kind, Namespace: owner.Namespace, Name: inventory.ConfigMapName(owner)}: true,
+		{Group: kinds.Secret.Group, Kind: kinds.Secret.Kind, Namespace: owner.Namespace, Name: caSecret}:                             true,
 	}
 }

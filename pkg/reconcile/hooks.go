@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -19,6 +18,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -153,7 +153,7 @@ func (h *hookRunner) wait(ctx context.Context, hk plan.Hook, uid types.UID) erro
 	var reason string
 	err := wait.PollUntilContextTimeout(ctx, h.interval, h.deadline, true, func(ctx context.Context) (bool, error) {
 		live, err := h.a.Get(ctx, hk.Object)
-		if err == nil && live == nil && uid != "" && hk.Ref().GroupKind() == jobKind {
+		if err == nil && live == nil && uid != "" && removedWhenFinished(hk.Ref()) {
 			// Removed once finished (its TTL): its Events say how.
 			live, err = h.finished(ctx, hk.Object, uid)
 		}
@@ -183,7 +183,7 @@ func (h *hookRunner) wait(ctx context.Context, hk plan.Hook, uid types.UID) erro
 // by a hook's policy), nor an object that does not carry the owner's
 // labels.
 func (h *hookRunner) delete(ctx context.Context, step string, hk plan.Hook, policy string) error {
-	if hk.Ref().GroupKind() == crdKind {
+	if definesKinds(hk.Ref()) {
 		return nil
 	}
 	live, err := h.a.Get(ctx, hk.Object)
@@ -202,7 +202,12 @@ func (h *hookRunner) delete(ctx context.Context, step string, hk plan.Hook, poli
 	return h.a.WaitGone(wctx, live)
 }
 
-var jobKind = schema.GroupKind{Group: "batch", Kind: "Job"}
+// removedWhenFinished reports whether ref is of a kind whose objects may
+// delete themselves once finished (kinds.Info.RemovedWhenFinished: Jobs).
+func removedWhenFinished(ref strategy.ObjectRef) bool {
+	info, _ := kinds.Lookup(ref.GroupKind())
+	return info.RemovedWhenFinished
+}
 
 // hookAction is what the run is to Helm: a rollback when the caller says
 // so, an install when the installation has no inventory (or one an

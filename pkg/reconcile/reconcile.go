@@ -297,7 +297,7 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 // Job that completed before with the same applied hash and was removed
 // since (ttlSecondsAfterFinished) is not run again.
 func (r *run) applyOne(ctx context.Context, a *apply.Applier, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
-	if step.Stage == kinds.StageWorkloads && obj.GetKind() == "DaemonSet" && obj.GetAPIVersion() == "apps/v1" &&
+	if info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind()); step.Stage == kinds.StageWorkloads && info.Canary && obj.GetAPIVersion() == info.APIVersion() &&
 		r.res.Plan.Path == plan.PathUpdate && !r.opts.Canary.Disabled && !r.opts.NoWait {
 		return r.canary(ctx, step, obj)
 	}

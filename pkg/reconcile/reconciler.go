@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -163,8 +164,7 @@ func Uninstall(ctx context.Context, cfg *rest.Config, opts UninstallOptions) ([]
 // does not exist.
 func (r *run) typedSecret(ctx context.Context, ns, name string) (*corev1.Secret, error) {
 	ref := &unstructured.Unstructured{}
-	ref.SetAPIVersion("v1")
-	ref.SetKind("Secret")
+	ref.SetGroupVersionKind(kinds.Secret.WithVersion("v1"))
 	ref.SetNamespace(ns)
 	ref.SetName(name)
 	a := r.a

@@ -7,7 +7,6 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/health"
@@ -23,7 +22,7 @@ import (
 func withImplicitNamespaces(s *strategy.Strategy, ownerNS string) *strategy.Strategy {
 	defined := map[string]bool{}
 	for _, o := range s.Objects {
-		if o.GroupVersionKind().GroupKind() == (schema.GroupKind{Kind: "Namespace"}) {
+		if o.GroupVersionKind().GroupKind() == namespaceKind {
 			defined[o.GetName()] = true
 		}
 	}
@@ -34,8 +33,7 @@ func withImplicitNamespaces(s *strategy.Strategy, ownerNS string) *strategy.Stra
 		}
 		defined[ns] = true
 		ob := &unstructured.Unstructured{}
-		ob.SetAPIVersion("v1")
-		ob.SetKind("Namespace")
+		ob.SetGroupVersionKind(namespaceKind.WithVersion("v1"))
 		ob.SetName(ns)
 		ob.SetAnnotations(map[string]string{metakeys.ImplicitAnnotation: "true"})
 		add = append(add, ob)

@@ -210,7 +210,7 @@ func deleteCASecrets(ctx context.Context, a *apply.Applier, kube kubernetes.Inte
 				errs = append(errs, fmt.Errorf("delete ca secret %s/%s: %w", sec.Namespace, sec.Name, err))
 				continue
 			}
-			refs = append(refs, strategy.ObjectRef{Kind: "Secret", Namespace: sec.Namespace, Name: sec.Name})
+			refs = append(refs, strategy.ObjectRef{Group: kinds.Secret.Group, Kind: kinds.Secret.Kind, Namespace: sec.Namespace, Name: sec.Name})
 		}
 	}
 	return refs, errors.Join(errs...)

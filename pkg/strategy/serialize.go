@@ -9,6 +9,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
@@ -160,8 +161,7 @@ func refusedByYAML(r rune) bool {
 // Stripped returns the object as a strategy stores it (see Serialize). The
 // result shares unchanged values with u; u itself is never modified.
 func Stripped(u *unstructured.Unstructured) *unstructured.Unstructured {
-	gvk := u.GroupVersionKind()
-	if gvk.Group == "apiextensions.k8s.io" && gvk.Kind == "CustomResourceDefinition" {
+	if info, _ := kinds.Lookup(u.GroupVersionKind().GroupKind()); info.StoredWhole {
 		return u
 	}
 	obj := shallow(u.Object)

@@ -190,9 +190,10 @@ func (w Warning) String() string {
 }
 
 // DefinedKind returns the kind a CustomResourceDefinition defines
-// (spec.group, spec.names.kind); ok is false for any other object.
+// (spec.group, spec.names.kind); ok is false for an object of a kind that
+// defines none (kinds.Info.DefinesKinds).
 func DefinedKind(obj *unstructured.Unstructured) (gk schema.GroupKind, ok bool) {
-	if obj.GetKind() != "CustomResourceDefinition" || obj.GroupVersionKind().Group != "apiextensions.k8s.io" {
+	if info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind()); !info.DefinesKinds {
 		return schema.GroupKind{}, false
 	}
 	gk.Group, _, _ = unstructured.NestedString(obj.Object, "spec", "group")
