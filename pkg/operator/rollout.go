@@ -33,7 +33,7 @@ var workloadResources = map[string]schema.GroupVersionResource{
 }
 
 // reconcileOptions maps the spec onto the reconciler's options.
-func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) reconcile.Options {
+func (r *Reconciler) reconcileOptions(s *state, onEvent func(reconcile.Event)) reconcile.Options {
 	in := s.Installation
 	canary := in.Spec.CanaryOrDefault()
 	caLife, serverLife := in.Spec.CertificateLifetimes()
@@ -96,7 +96,7 @@ func (r *Reconciler) beingDeleted(ctx context.Context, in *v1alpha1.Installation
 
 // stageApply rolls the strategy out with reconcile.Run, keeping
 // status.components fresh while it runs, and records the outcome.
-func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageApply(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	observed := observedIdentity(in)
 	// Nothing observed yet: the first rollout. (Not "no identifier
@@ -343,7 +343,7 @@ func failedCanary(runErr error, in *v1alpha1.Installation) bool {
 // (status.history, spec.historyLimit of each) are kept, so that rollback
 // can return to them; the deployed one is recorded at the head of this
 // Installation's history.
-func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageGC(ctx context.Context, s *state) (bool, error) {
 	keep, err := r.historyConfigMaps(ctx, s.Installation.Namespace)
 	if err != nil {
 		return false, fmt.Errorf("garbage-collect strategies: %w", err)
@@ -384,7 +384,7 @@ func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
 
 // recordRevision puts rev at the head of the history, writing the status
 // when that changed it.
-func (r *Reconciler) recordRevision(ctx context.Context, s *State, rev v1alpha1.StrategyRevision) error {
+func (r *Reconciler) recordRevision(ctx context.Context, s *state, rev v1alpha1.StrategyRevision) error {
 	changed := false
 	s.update(func(in *v1alpha1.Installation) { changed = in.RecordRevision(rev) })
 	if changed {
@@ -423,7 +423,7 @@ func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([
 // refreshComponents reads the workloads of the strategy and records their
 // rollout progress; it reports whether anything changed. cachedOnly (the
 // refreshes during a rollout) reads only the informer cache.
-func (r *Reconciler) refreshComponents(ctx context.Context, s *State, cachedOnly bool) bool {
+func (r *Reconciler) refreshComponents(ctx context.Context, s *state, cachedOnly bool) bool {
 	if s.Strategy == nil {
 		return false
 	}
@@ -523,7 +523,7 @@ func (r *Reconciler) servedCheck(in *v1alpha1.Installation, changing bool) recon
 // recordServedCertificates sets the CertificatesServed condition from a
 // check (none when the product has no generated certificate) and reports
 // a newly found mismatch as a Warning event.
-func (r *Reconciler) recordServedCertificates(s *State, served []reconcile.ServedCertificate) {
+func (r *Reconciler) recordServedCertificates(s *state, served []reconcile.ServedCertificate) {
 	if len(served) == 0 {
 		s.update(func(in *v1alpha1.Installation) { in.RemoveCondition(v1alpha1.ConditionCertificatesServed) })
 		return
