@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -39,6 +38,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
@@ -272,8 +272,8 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 func (r *Reconciler) LiveCache() client.Reader { return r.live.Informers() }
 
 // SetupWithManager registers the reconciler with the manager: it watches
-// Installations, strategy ConfigMaps of their namespaces, Deployments
-// and DaemonSets (spec changes and deletions, for drift), the key
+// Installations, strategy ConfigMaps of their namespaces, the workloads
+// that keep pods running (kinds.PodKeepers: spec changes and deletions, for drift), the key
 // Secret and trusted keys ConfigMap of the key namespace (keyWatches), and
 // the dump Jobs' status (dumpJobWatch).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -293,16 +293,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.res.GroupVersionKind().Kind)).
 		For(r.res.New(), builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
-		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged())).
-		// Workloads are watched through the informers the reconciler reads
-		// from, which hold only objects installations wrote: other
-		// products' workloads cost no memory.
-		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("Deployment")), byNamespace, r.workloadDrift())).
-		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, r.workloadDrift())).
-		WatchesRawSource(keys[0]).
+		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged()))
+	// Workloads that keep pods running are watched through the informers
+	// the reconciler reads from, which hold only objects installations
+	// wrote: other products' workloads cost no memory.
+	for _, info := range kinds.PodKeepers() {
+		b = b.WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(info.GroupVersionKind()), byNamespace, r.workloadDrift()))
+	}
+	return b.WatchesRawSource(keys[0]).
 		WatchesRawSource(keys[1]).
 		WatchesRawSource(dumps).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
