@@ -34,6 +34,10 @@ type Status struct {
 	Failed bool `json:"failed,omitempty"`
 	// Reason says what is missing or what failed.
 	Reason string `json:"reason,omitempty"`
+	// Replicas are the pod counts of a workload that keeps pods running
+	// (kinds.KeepsPods), as the object read reports them; nil for other
+	// kinds and when the object could not be read.
+	Replicas *Replicas `json:"replicas,omitempty"`
 }
 
 // Checker checks objects against the live cluster.
@@ -165,6 +169,9 @@ func (c *Checker) Check(ctx context.Context, live *unstructured.Unstructured) (S
 		return st, fmt.Errorf("health of %s: unknown rule %q", ref, info.Health)
 	}
 	st.Ref = ref
+	if kinds.KeepsPods(ref.GroupKind()) {
+		st.Replicas = replicasOf(live, info.Health)
+	}
 	return st, err
 }
 

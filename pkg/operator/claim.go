@@ -16,7 +16,7 @@ import (
 // reconcile.ClaimedError): ClaimedByOther naming it, nothing applied, and a
 // look again after ClaimRequeue. Once the holder is gone, the rollout runs
 // and takes over what it left (the CRDs it kept).
-func (r *Reconciler) stageClaim(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageClaim(ctx context.Context, s *state) (bool, error) {
 	claims, err := r.rc.CheckClaims(ctx, s.Strategy, reconcile.Options{Owner: Owner(s.Installation)})
 	// The rollout that follows takes this answer instead of looking again.
 	s.claims = claims
@@ -29,7 +29,7 @@ func (r *Reconciler) stageClaim(ctx context.Context, s *State) (bool, error) {
 
 // waitForClaim records that another installation holds the strategy's
 // cluster-scoped objects and requeues.
-func (r *Reconciler) waitForClaim(ctx context.Context, s *State, claimed *reconcile.ClaimedError) error {
+func (r *Reconciler) waitForClaim(ctx context.Context, s *state, claimed *reconcile.ClaimedError) error {
 	in := s.Installation
 	msg := claimed.Error()
 	changed := false

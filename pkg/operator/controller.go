@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
@@ -39,6 +38,7 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
@@ -267,13 +267,13 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	return r, nil
 }
 
-// LiveCache returns the informer cache the reconciler reads live objects
-// from and watches workloads through.
-func (r *Reconciler) LiveCache() *apply.InformerCache { return r.live }
+// LiveCache reads the objects the reconciler's informer cache holds (only
+// those installations wrote: it is filtered by the managed-by label).
+func (r *Reconciler) LiveCache() client.Reader { return r.live.Informers() }
 
 // SetupWithManager registers the reconciler with the manager: it watches
-// Installations, strategy ConfigMaps of their namespaces, Deployments
-// and DaemonSets (spec changes and deletions, for drift), the key
+// Installations, strategy ConfigMaps of their namespaces, the workloads
+// that keep pods running (kinds.PodKeepers: spec changes and deletions, for drift), the key
 // Secret and trusted keys ConfigMap of the key namespace (keyWatches), and
 // the dump Jobs' status (dumpJobWatch).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -293,16 +293,17 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err != nil {
 		return err
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.res.GroupVersionKind().Kind)).
 		For(r.res.New(), builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
-		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged())).
-		// Workloads are watched through the informers the reconciler reads
-		// from, which hold only objects installations wrote: other
-		// products' workloads cost no memory.
-		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("Deployment")), byNamespace, r.workloadDrift())).
-		WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(appsv1.SchemeGroupVersion.WithKind("DaemonSet")), byNamespace, r.workloadDrift())).
-		WatchesRawSource(keys[0]).
+		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged()))
+	// Workloads that keep pods running are watched through the informers
+	// the reconciler reads from, which hold only objects installations
+	// wrote: other products' workloads cost no memory.
+	for _, info := range kinds.PodKeepers() {
+		b = b.WatchesRawSource(source.Kind[client.Object](r.live.Informers(), workloadObject(info.GroupVersionKind()), byNamespace, r.workloadDrift()))
+	}
+	return b.WatchesRawSource(keys[0]).
 		WatchesRawSource(keys[1]).
 		WatchesRawSource(dumps).
 		WithOptions(crcontroller.Options{MaxConcurrentReconciles: n}).
@@ -441,16 +442,16 @@ func (r *Reconciler) installationsOfNamespace(ctx context.Context, o client.Obje
 	return r.requests(ctx, o.GetNamespace())
 }
 
-// Stage is one named step of the reconcile pipeline. Run returns done when
+// stage is one named step of the reconcile pipeline. Run returns done when
 // the pipeline stops here for now (the state's result says when to come
 // back).
-type Stage struct {
+type stage struct {
 	Name string
-	Run  func(ctx context.Context, s *State) (done bool, err error)
+	Run  func(ctx context.Context, s *state) (done bool, err error)
 }
 
-// State is what the stages of one reconcile share.
-type State struct {
+// state is what the stages of one reconcile share.
+type state struct {
 	// Installation is the view of the object reconciled (Resource.View);
 	// its Status is written by the stages (under the state's lock while a
 	// rollout runs) and into the object by writeStatus.
@@ -486,9 +487,9 @@ type State struct {
 	claims *reconcile.Claims
 }
 
-// Stages returns the pipeline of an Installation that is not being deleted.
-func (r *Reconciler) Stages() []Stage {
-	return []Stage{
+// stages returns the pipeline of an Installation that is not being deleted.
+func (r *Reconciler) stages() []stage {
+	return []stage{
 		{"finalizer", r.stageFinalizer},
 		{"active", r.stageActive},
 		{"config", r.stageConfig},
@@ -499,9 +500,9 @@ func (r *Reconciler) Stages() []Stage {
 	}
 }
 
-// DeleteStages returns the pipeline of an Installation being deleted.
-func (r *Reconciler) DeleteStages() []Stage {
-	return []Stage{
+// deleteStages returns the pipeline of an Installation being deleted.
+func (r *Reconciler) deleteStages() []stage {
+	return []stage{
 		{"deleting", r.stageDeleting},
 		{"workloads", r.stageWorkloads},
 		{"uninstall", r.stageUninstall},
@@ -553,12 +554,12 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		log.Error(err, "not reconciled")
 		return ctrl.Result{}, nil
 	}
-	s := &State{Installation: in, Object: obj, log: log, Outcome: "deployed", written: in.Status.DeepCopy()}
+	s := &state{Installation: in, Object: obj, log: log, Outcome: "deployed", written: in.Status.DeepCopy()}
 	start := time.Now()
 	defer func() { r.metrics.ReconcileSeconds.WithLabelValues(s.Outcome).Observe(time.Since(start).Seconds()) }()
-	stages := r.Stages()
+	stages := r.stages()
 	if in.IsDeleting() {
-		stages = r.DeleteStages()
+		stages = r.deleteStages()
 		s.Outcome = "deleted"
 	}
 	for _, st := range stages {
@@ -581,7 +582,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 }
 
 // update runs f on the status under the state's lock.
-func (s *State) update(f func(in *v1alpha1.Installation)) {
+func (s *state) update(f func(in *v1alpha1.Installation)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	f(s.Installation)
@@ -589,7 +590,7 @@ func (s *State) update(f func(in *v1alpha1.Installation)) {
 
 // writeStatus writes the state's status through the status subresource,
 // on the latest version of the object.
-func (r *Reconciler) writeStatus(ctx context.Context, s *State) error {
+func (r *Reconciler) writeStatus(ctx context.Context, s *state) error {
 	s.writeMu.Lock()
 	defer s.writeMu.Unlock()
 	s.mu.Lock()
@@ -665,7 +666,7 @@ func (r *Reconciler) resync() time.Duration {
 }
 
 // stageFinalizer puts the finalizer on the Installation.
-func (r *Reconciler) stageFinalizer(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageFinalizer(ctx context.Context, s *state) (bool, error) {
 	in, obj := s.Installation, s.Object
 	if controllerutil.ContainsFinalizer(obj, v1alpha1.Finalizer) {
 		return false, nil
@@ -705,7 +706,7 @@ func (r *Reconciler) activeInstallation(ctx context.Context, namespace string) (
 
 // stageActive stops an Installation that is not the active one of its
 // namespace: phase Deleted, AnotherInstallationActive, nothing installed.
-func (r *Reconciler) stageActive(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageActive(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	winner, err := r.activeInstallation(ctx, in.Namespace)
 	if err != nil {
@@ -735,7 +736,7 @@ func (r *Reconciler) stageActive(ctx context.Context, s *State) (bool, error) {
 
 // stageConfig maps the spec onto the deployment configuration and computes
 // the target identity (native algorithm).
-func (r *Reconciler) stageConfig(_ context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageConfig(_ context.Context, s *state) (bool, error) {
 	cfg, alg, err := r.config(s.Installation)
 	if err != nil {
 		return false, err
@@ -750,7 +751,7 @@ func (r *Reconciler) stageConfig(_ context.Context, s *State) (bool, error) {
 }
 
 // failLoad records a load failure: Degraded with reason, and the phase.
-func (r *Reconciler) failLoad(ctx context.Context, s *State, phase v1alpha1.InstallationPhase, reason string, cause error) error {
+func (r *Reconciler) failLoad(ctx context.Context, s *state, phase v1alpha1.InstallationPhase, reason string, cause error) error {
 	in := s.Installation
 	s.update(func(in *v1alpha1.Installation) {
 		switch {

@@ -246,14 +246,14 @@ func TestPrepare(t *testing.T) {
 func TestStages(t *testing.T) {
 	r := &Reconciler{}
 	var names []string
-	for _, s := range r.Stages() {
+	for _, s := range r.stages() {
 		names = append(names, s.Name)
 	}
 	if got := strings.Join(names, ","); got != "finalizer,active,config,load,claim,apply,gc" {
 		t.Errorf("stages %s", got)
 	}
 	names = nil
-	for _, s := range r.DeleteStages() {
+	for _, s := range r.deleteStages() {
 		names = append(names, s.Name)
 	}
 	if got := strings.Join(names, ","); got != "deleting,workloads,uninstall,strategies,release" {

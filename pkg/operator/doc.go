@@ -66,8 +66,13 @@
 //     with backoff, staying Failed until a retry succeeds); any other rollout
 //     failure is Degraded DeploymentFailed (health) or ApplyFailed (with
 //     Synchronized=False), retried with controller-runtime's backoff.
-//   - While reconcile.Run waits for rollouts, status.components is
-//     refreshed every Options.ProgressInterval.
+//   - status.components (the strategy's workloads that kinds.KeepsPods)
+//     comes from reconcile.Run's events: each wait round (EventProgress)
+//     sets the pod counts and readiness of the workloads it checked, a
+//     workload written anew is not rolled over until a round says so, and
+//     one the run does not reach keeps its last status (rolled over only
+//     when the target did not change). It is written at most every
+//     Options.ProgressInterval while steps wait, at once when one is ready.
 //   - Uninstall: BlockUninstallIfWorkloadsExist keeps the finalizer while a
 //     custom resource of the Installation's CRDs exists (Degraded
 //     UninstallBlocked); RemoveWorkloads deletes them first. CRDs are deleted

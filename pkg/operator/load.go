@@ -50,7 +50,7 @@ func (sl sourceLoad) load(ctx context.Context) (*source.Loaded, error) {
 // spec's source (sourceOf) and prepares it (Prepare: placement and pull
 // secrets, then the customizeComponents patches), the same way for every
 // source.
-func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageLoad(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	if _, err := r.operatorKey(ctx); err != nil {
 		// Nothing can be trusted without the key: say so, and retry.
@@ -100,7 +100,7 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *State) (bool, error) {
 // sourceOf is the source of the Installation's strategy. status.Source is
 // the spec's source type; another version of the built-in product is
 // dumped by the operator's own image, and recorded as that image.
-func (r *Reconciler) sourceOf(ctx context.Context, s *State, status *v1alpha1.StrategyStatus) (sourceLoad, error) {
+func (r *Reconciler) sourceOf(ctx context.Context, s *state, status *v1alpha1.StrategyStatus) (sourceLoad, error) {
 	in := s.Installation
 	switch status.Source {
 	case v1alpha1.StrategySourceConfigMap:
@@ -126,7 +126,7 @@ func (r *Reconciler) sourceOf(ctx context.Context, s *State, status *v1alpha1.St
 // dumpSource is the strategy the image's operator dumps (pkg/loader: its
 // cache, then the operator's store, then a dump Job); the loader prepares
 // it (per generation).
-func (r *Reconciler) dumpSource(s *State, image string) sourceLoad {
+func (r *Reconciler) dumpSource(s *state, image string) sourceLoad {
 	in := s.Installation
 	prepare := func(st *strategy.Strategy) error {
 		if err := Prepare(st, in); err != nil {
@@ -181,7 +181,7 @@ func (r *Reconciler) configMapSource(ctx context.Context, in *v1alpha1.Installat
 // strategy for the next poll, a corrupt stored one is Failed, a failed
 // dump Job is retried after its backoff; anything else is retried with
 // the reconcile's error.
-func (r *Reconciler) loadFailed(ctx context.Context, s *State, loadErr error) (bool, error) {
+func (r *Reconciler) loadFailed(ctx context.Context, s *state, loadErr error) (bool, error) {
 	in := s.Installation
 	var corrupt *store.CorruptError
 	var jobErr *loader.JobError
@@ -211,7 +211,7 @@ func (r *Reconciler) loadFailed(ctx context.Context, s *State, loadErr error) (b
 }
 
 // pending records a dump Job at work and asks to come back.
-func (r *Reconciler) pending(ctx context.Context, s *State, p *source.Pending) (bool, error) {
+func (r *Reconciler) pending(ctx context.Context, s *state, p *source.Pending) (bool, error) {
 	s.update(func(in *v1alpha1.Installation) {
 		in.Status.Phase = v1alpha1.PhaseDeploying
 		in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier

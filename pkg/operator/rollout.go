@@ -10,8 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -20,20 +18,13 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
-	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-var workloadResources = map[string]schema.GroupVersionResource{
-	"Deployment":  {Group: "apps", Version: "v1", Resource: "deployments"},
-	"DaemonSet":   {Group: "apps", Version: "v1", Resource: "daemonsets"},
-	"StatefulSet": {Group: "apps", Version: "v1", Resource: "statefulsets"},
-}
-
 // reconcileOptions maps the spec onto the reconciler's options.
-func (r *Reconciler) reconcileOptions(s *State, onEvent func(reconcile.Event)) reconcile.Options {
+func (r *Reconciler) reconcileOptions(s *state, onEvent func(reconcile.Event)) reconcile.Options {
 	in := s.Installation
 	canary := in.Spec.CanaryOrDefault()
 	caLife, serverLife := in.Spec.CertificateLifetimes()
@@ -96,50 +87,107 @@ func (r *Reconciler) beingDeleted(ctx context.Context, in *v1alpha1.Installation
 }
 
 // stageApply rolls the strategy out with reconcile.Run, keeping
-// status.components fresh while it runs, and records the outcome.
-func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
-	in := s.Installation
-	observed := observedIdentity(in)
-	// Nothing observed yet: the first rollout. (Not "no identifier
-	// observed": a strategy ConfigMap may record none, and then every
-	// resync was a fresh rollout, with two status writes and two events.)
-	fresh := observed == (strategy.Identity{})
-	updating := !fresh && observed != s.Target
-	changing := updating || fresh || in.Status.Phase != v1alpha1.PhaseDeployed || in.Status.ObservedGeneration != in.Generation
-	// A failed rollout of the same spec is retried (the cluster may have
-	// been repaired) but stays Failed until it succeeds.
-	retryFailed := in.Status.Phase == v1alpha1.PhaseFailed && in.Status.ObservedGeneration == in.Generation && targetIdentity(in) == s.Target
-	if changing && !retryFailed {
-		s.update(func(in *v1alpha1.Installation) {
-			in.Status.Phase = v1alpha1.PhaseDeploying
-			in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
-			switch {
-			case fresh:
-				msg := "deploying " + s.Target.Version
-				in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploymentInProgress, msg)
-				in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, msg)
-				in.SetCondition(v1alpha1.ConditionCreated, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, msg)
-			case updating:
-				msg := fmt.Sprintf("updating from %s to %s", observed.Version, s.Target.Version)
-				in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonUpdateInProgress, msg)
-			default:
-				in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploymentInProgress, "deploying "+s.Target.Version)
-			}
-			if c := in.Condition(v1alpha1.ConditionDegraded); c == nil {
-				in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, "")
-			}
-		})
-		if err := r.writeStatus(ctx, s); err != nil {
+// status.components fresh from the run's events, and records the outcome.
+func (r *Reconciler) stageApply(ctx context.Context, s *state) (bool, error) {
+	ro := newRollout(s.Installation, s.Target)
+	if ro.changing && !ro.retryFailed {
+		if err := r.startRollout(ctx, s, ro); err != nil {
 			return false, err
 		}
-		action, reason, note := "Deploy", v1alpha1.ReasonDeploymentInProgress, "deploying"
-		if updating {
-			action, reason, note = "Update", v1alpha1.ReasonUpdateInProgress, "updating from "+observed.Version+" to"
-		}
-		r.event(in, corev1.EventTypeNormal, reason, action, "%s %s (identifier %s)", note, s.Target.Version, short(s.Target.Identifier))
-		s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", updating)
 	}
+	res, drifts, runErr := r.runRollout(ctx, s, ro)
+	switch {
+	case errors.Is(runErr, errDeletedMidRollout) && ctx.Err() == nil:
+		// Reconcile again at once (the deletion's event does too): the
+		// delete stages run.
+		s.log.Info("rollout stopped: the installation is being deleted", "version", s.Target.Version)
+		s.Outcome = "deleted"
+		s.Result.RequeueAfter = 10 * time.Millisecond
+		return true, nil
+	case runErr != nil && ctx.Err() != nil:
+		// Stopped (the operator shuts down): not a failure of the product.
+		s.Outcome = "error"
+		return false, runErr
+	case runErr != nil:
+		return r.failedRollout(ctx, s, ro, runErr)
+	}
+	return false, r.finishRollout(ctx, s, ro, res, drifts)
+}
 
+// rollout is what one apply stage knows before it runs.
+type rollout struct {
+	// observed is the identity the status says is deployed.
+	observed strategy.Identity
+	// fresh: nothing observed yet, the first rollout. (Not "no
+	// identifier observed": a strategy ConfigMap may record none, and
+	// then every resync was a fresh rollout, with two status writes and
+	// two events.)
+	fresh bool
+	// updating: another identity than the observed one is the target.
+	updating bool
+	// changing: the run deploys something the status does not say is
+	// deployed (or a spec it has not observed).
+	changing bool
+	// retryFailed: a failed rollout of the same spec is retried (the
+	// cluster may have been repaired) but stays Failed until it succeeds.
+	retryFailed bool
+	// start is when the stage began.
+	start time.Time
+}
+
+func newRollout(in *v1alpha1.Installation, target strategy.Identity) rollout {
+	ro := rollout{observed: observedIdentity(in), start: time.Now()}
+	ro.fresh = ro.observed == (strategy.Identity{})
+	ro.updating = !ro.fresh && ro.observed != target
+	ro.changing = ro.updating || ro.fresh || in.Status.Phase != v1alpha1.PhaseDeployed || in.Status.ObservedGeneration != in.Generation
+	ro.retryFailed = in.Status.Phase == v1alpha1.PhaseFailed && in.Status.ObservedGeneration == in.Generation && targetIdentity(in) == target
+	return ro
+}
+
+// markDeploying sets the status of a rollout that starts: phase
+// Deploying, the target, Progressing (and, on the first rollout,
+// Available and Created false).
+func markDeploying(in *v1alpha1.Installation, ro rollout, target strategy.Identity) {
+	in.Status.Phase = v1alpha1.PhaseDeploying
+	in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = target.Version, target.Registry, target.Identifier
+	switch {
+	case ro.fresh:
+		msg := "deploying " + target.Version
+		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploymentInProgress, msg)
+		in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, msg)
+		in.SetCondition(v1alpha1.ConditionCreated, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, msg)
+	case ro.updating:
+		msg := fmt.Sprintf("updating from %s to %s", ro.observed.Version, target.Version)
+		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonUpdateInProgress, msg)
+	default:
+		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionTrue, v1alpha1.ReasonDeploymentInProgress, "deploying "+target.Version)
+	}
+	if c := in.Condition(v1alpha1.ConditionDegraded); c == nil {
+		in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonDeploymentInProgress, "")
+	}
+}
+
+// startRollout writes the status of a rollout that starts and reports it.
+func (r *Reconciler) startRollout(ctx context.Context, s *state, ro rollout) error {
+	s.update(func(in *v1alpha1.Installation) { markDeploying(in, ro, s.Target) })
+	if err := r.writeStatus(ctx, s); err != nil {
+		return err
+	}
+	action, reason, note := "Deploy", v1alpha1.ReasonDeploymentInProgress, "deploying"
+	if ro.updating {
+		action, reason, note = "Update", v1alpha1.ReasonUpdateInProgress, "updating from "+ro.observed.Version+" to"
+	}
+	r.event(s.Installation, corev1.EventTypeNormal, reason, action, "%s %s (identifier %s)", note, s.Target.Version, short(s.Target.Identifier))
+	s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", ro.updating)
+	return nil
+}
+
+// runRollout runs reconcile.Run, its events kept in the status
+// (runEvents), the workload changes of the namespace recorded meanwhile
+// (watchDrift). It returns errDeletedMidRollout when the Installation's
+// deletion stopped it.
+func (r *Reconciler) runRollout(ctx context.Context, s *state, ro rollout) (*reconcile.Result, *driftLog, error) {
+	in := s.Installation
 	// Stop the rollout once the Installation is being deleted: its
 	// deletion must not wait for a step's deadline. The watch of
 	// Installations cancels it (stopDeletedRollouts); the cache is checked
@@ -151,149 +199,116 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 	if r.beingDeleted(ctx, in) {
 		cancelRun(errDeletedMidRollout)
 	}
-
-	// status.components follows the reconciler's progress: its events
-	// (each round of a step's wait, a step ready, a canary phase) refresh
-	// it from the informer cache, and a change is written at most once per
-	// ProgressInterval (at once when a step is ready). No goroutine polls.
-	interval := r.opts.ProgressInterval
-	if interval <= 0 {
-		interval = DefaultProgressInterval
-	}
-	var lastWrite time.Time
-	progress := func(e reconcile.Event) {
-		switch e.Type {
-		case reconcile.EventProgress, reconcile.EventCanary:
-			if time.Since(lastWrite) < interval {
-				return
-			}
-		case reconcile.EventStepReady:
-		default:
-			return
-		}
-		if r.refreshComponents(runCtx, s, true) {
-			lastWrite = time.Now()
-			if err := r.writeStatus(runCtx, s); err != nil && runCtx.Err() == nil {
-				s.log.V(1).Info("progress not written", "error", err.Error())
-			}
-		}
-	}
-	onEvent := func(e reconcile.Event) {
-		switch e.Type {
-		case reconcile.EventApplied:
-			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(e.Action)).Inc()
-		case reconcile.EventPruned:
-			r.metrics.Objects.WithLabelValues(e.Ref.Kind, string(apply.ActionDelete)).Inc()
-			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonPruned, "Prune", "deleted %s", e.Ref)
-		case reconcile.EventKept:
-			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonKept, "Prune", "kept %s: %s", e.Ref, e.Reason)
-		case reconcile.EventCanary:
-			r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonCanary, "Rollout", "%s: %s", e.Ref, e.Reason)
-		case reconcile.EventStaleCache:
-			s.log.Info("stale cache", "step", e.Step, "object", e.Ref.String(), "reason", e.Reason)
-			r.event(in, corev1.EventTypeWarning, v1alpha1.ReasonStaleCache, "Rollout", "%s: %s", e.Ref, e.Reason)
-		case reconcile.EventStepStarted:
-			s.log.V(1).Info("step started", "step", e.Step)
-		case reconcile.EventStepReady:
-			s.log.V(1).Info("step ready", "step", e.Step)
-		}
-		progress(e)
-	}
-	start := time.Now()
-	runOpts := r.reconcileOptions(s, onEvent)
-	runOpts.ServedCertificates = r.servedCheck(in, changing)
+	// The components a run of the deployed target does not reach (it
+	// stops before their step) stay rolled over; another target's are
+	// not until the run finds them so.
+	events := r.newRunEvents(runCtx, s, !ro.fresh && !ro.updating)
+	runOpts := r.reconcileOptions(s, events.observe)
+	runOpts.ServedCertificates = r.servedCheck(in, ro.changing)
 	stopDrift := r.watchDrift(in.Namespace)
 	res, runErr := r.rc.Run(runCtx, s.Strategy, runOpts)
 	drifts := stopDrift()
 	if errors.Is(context.Cause(runCtx), errDeletedMidRollout) && ctx.Err() == nil {
-		// Reconcile again at once (the deletion's event does too): the
-		// delete stages run.
-		s.log.Info("rollout stopped: the installation is being deleted", "version", s.Target.Version)
-		s.Outcome = "deleted"
-		s.Result.RequeueAfter = 10 * time.Millisecond
-		return true, nil
+		return res, drifts, errDeletedMidRollout
 	}
-	r.refreshComponents(ctx, s, false)
+	return res, drifts, runErr
+}
 
-	if runErr != nil && ctx.Err() != nil {
-		// Stopped (the operator shuts down): not a failure of the product.
-		s.Outcome = "error"
-		return false, runErr
+// failureReason is the reason a failed run's conditions give.
+func failureReason(runErr error, in *v1alpha1.Installation) string {
+	var degraded *health.DegradedError
+	var conflict *apply.ConflictError
+	switch {
+	case failedCanary(runErr, in):
+		return v1alpha1.ReasonCanaryFailed
+	case errors.As(runErr, &conflict):
+		return v1alpha1.ReasonApplyFailed
+	case errors.As(runErr, &degraded):
+		return v1alpha1.ReasonDeploymentFailed
 	}
+	return v1alpha1.ReasonApplyFailed
+}
+
+// markFailed sets the status of a failed run: Degraded with reason (and
+// Synchronized false when an object was not applied; phase Failed when
+// a canary failed).
+func markFailed(in *v1alpha1.Installation, reason string, runErr error) {
+	if reason == v1alpha1.ReasonCanaryFailed {
+		in.Status.Phase = v1alpha1.PhaseFailed
+	}
+	in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
+	if reason == v1alpha1.ReasonApplyFailed {
+		in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, reason, runErr.Error())
+	}
+}
+
+// failedRollout records a run that failed: claimed meanwhile (waits for
+// the claim), refused before a write (Stalled until something changes),
+// or failed (Degraded, retried).
+func (r *Reconciler) failedRollout(ctx context.Context, s *state, ro rollout, runErr error) (bool, error) {
+	in := s.Installation
 	var claimed *reconcile.ClaimedError
 	if errors.As(runErr, &claimed) {
 		// Claimed since the claim stage looked: nothing was written.
 		return true, r.waitForClaim(ctx, s, claimed)
 	}
-	if refusal, ok := asRefusal(runErr); ok {
+	reason := failureReason(runErr, in)
+	refusal, refused := asRefusal(runErr)
+	if refused {
 		// Refused before the write it guards (a CRD change the preflight
 		// refuses): what runs stays as it is, Stalled until the
 		// Installation or the cluster changes; looked at again at the
 		// next resync, not retried at once.
-		reason := refusal.RefusalReason()
+		reason = refusal.RefusalReason()
 		s.update(func(in *v1alpha1.Installation) {
 			in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
 		})
-		if err := r.writeStatus(ctx, s); err != nil {
-			return false, errors.Join(runErr, err)
+	} else {
+		if ro.changing {
+			r.metrics.RolloutSeconds.WithLabelValues("failed").Observe(time.Since(ro.start).Seconds())
 		}
-		r.event(in, corev1.EventTypeWarning, reason, "Rollout", "%s", runErr.Error())
+		s.update(func(in *v1alpha1.Installation) { markFailed(in, reason, runErr) })
+	}
+	if err := r.writeStatus(ctx, s); err != nil {
+		return false, errors.Join(runErr, err)
+	}
+	r.event(in, corev1.EventTypeWarning, reason, "Rollout", "%s", runErr.Error())
+	s.Outcome = "degraded"
+	if refused {
 		s.log.Info("rollout refused", "reason", reason, "error", runErr.Error())
-		s.Outcome = "degraded"
 		s.Result.RequeueAfter = r.resync()
 		return true, nil
 	}
-	if runErr != nil {
-		reason := v1alpha1.ReasonApplyFailed
-		var degraded *health.DegradedError
-		var conflict *apply.ConflictError
-		switch {
-		case failedCanary(runErr, in):
-			reason = v1alpha1.ReasonCanaryFailed
-		case errors.As(runErr, &conflict):
-			reason = v1alpha1.ReasonApplyFailed
-		case errors.As(runErr, &degraded):
-			reason = v1alpha1.ReasonDeploymentFailed
-		}
-		if changing {
-			r.metrics.RolloutSeconds.WithLabelValues("failed").Observe(time.Since(start).Seconds())
-		}
-		s.update(func(in *v1alpha1.Installation) {
-			if reason == v1alpha1.ReasonCanaryFailed {
-				in.Status.Phase = v1alpha1.PhaseFailed
-			}
-			in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionTrue, reason, runErr.Error())
-			if reason == v1alpha1.ReasonApplyFailed {
-				in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionFalse, reason, runErr.Error())
-			}
-		})
-		if err := r.writeStatus(ctx, s); err != nil {
-			return false, errors.Join(runErr, err)
-		}
-		r.event(in, corev1.EventTypeWarning, reason, "Rollout", "%s", runErr.Error())
-		s.Outcome = "degraded"
-		return false, runErr
-	}
+	return false, runErr
+}
 
-	s.update(func(in *v1alpha1.Installation) {
-		in.Status.Phase = v1alpha1.PhaseDeployed
-		in.Status.ObservedVersion, in.Status.ObservedRegistry, in.Status.ObservedIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
-		in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = s.Target.Version, s.Target.Registry, s.Target.Identifier
-		in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionTrue, v1alpha1.ReasonAllComponentsReady, "all components are ready")
-		in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady, "")
-		in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady, "")
-		in.SetCondition(v1alpha1.ConditionCreated, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesCreated, "all resources were created")
-		in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesSynchronized, "all resources were applied")
-	})
+// markDeployed sets the status of a run that rolled target out: phase
+// Deployed, target observed, every condition saying so.
+func markDeployed(in *v1alpha1.Installation, target strategy.Identity) {
+	in.Status.Phase = v1alpha1.PhaseDeployed
+	in.Status.ObservedVersion, in.Status.ObservedRegistry, in.Status.ObservedIdentifier = target.Version, target.Registry, target.Identifier
+	in.Status.TargetVersion, in.Status.TargetRegistry, in.Status.TargetIdentifier = target.Version, target.Registry, target.Identifier
+	in.SetCondition(v1alpha1.ConditionAvailable, metav1.ConditionTrue, v1alpha1.ReasonAllComponentsReady, "all components are ready")
+	in.SetCondition(v1alpha1.ConditionProgressing, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady, "")
+	in.SetCondition(v1alpha1.ConditionDegraded, metav1.ConditionFalse, v1alpha1.ReasonAllComponentsReady, "")
+	in.SetCondition(v1alpha1.ConditionCreated, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesCreated, "all resources were created")
+	in.SetCondition(v1alpha1.ConditionSynchronized, metav1.ConditionTrue, v1alpha1.ReasonAllResourcesSynchronized, "all resources were applied")
+}
+
+// finishRollout records a run that rolled the target out, and says when
+// to come back (at once when someone changed a workload meanwhile).
+func (r *Reconciler) finishRollout(ctx context.Context, s *state, ro rollout, res *reconcile.Result, drifts *driftLog) error {
+	in := s.Installation
+	s.update(func(in *v1alpha1.Installation) { markDeployed(in, s.Target) })
 	if res.ServedCertificates != nil {
 		r.certChecked.Store(in.UID, time.Now())
 		r.recordServedCertificates(s, res.ServedCertificates)
 	}
 	if err := r.writeStatus(ctx, s); err != nil {
-		return false, err
+		return err
 	}
-	if changing {
-		r.metrics.RolloutSeconds.WithLabelValues("deployed").Observe(time.Since(start).Seconds())
+	if ro.changing {
+		r.metrics.RolloutSeconds.WithLabelValues("deployed").Observe(time.Since(ro.start).Seconds())
 		r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonAllComponentsReady, "Deploy",
 			"deployed %s: %d created, %d updated, %d recreated, %d unchanged, %d pruned",
 			s.Target.Version, res.Count(apply.ActionCreate), res.Count(apply.ActionUpdate), res.Count(apply.ActionRecreate),
@@ -308,7 +323,7 @@ func (r *Reconciler) stageApply(ctx context.Context, s *State) (bool, error) {
 		s.log.V(1).Info("a workload changed during the rollout; reconciling again", "object", ref.String())
 		s.Result.RequeueAfter = 10 * time.Millisecond
 	}
-	return false, nil
+	return nil
 }
 
 // failedCanary reports whether a rollout failed at a DaemonSet canary: the
@@ -344,7 +359,7 @@ func failedCanary(runErr error, in *v1alpha1.Installation) bool {
 // (status.history, spec.historyLimit of each) are kept, so that rollback
 // can return to them; the deployed one is recorded at the head of this
 // Installation's history.
-func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageGC(ctx context.Context, s *state) (bool, error) {
 	keep, err := r.historyConfigMaps(ctx, s.Installation.Namespace)
 	if err != nil {
 		return false, fmt.Errorf("garbage-collect strategies: %w", err)
@@ -385,7 +400,7 @@ func (r *Reconciler) stageGC(ctx context.Context, s *State) (bool, error) {
 
 // recordRevision puts rev at the head of the history, writing the status
 // when that changed it.
-func (r *Reconciler) recordRevision(ctx context.Context, s *State, rev v1alpha1.StrategyRevision) error {
+func (r *Reconciler) recordRevision(ctx context.Context, s *state, rev v1alpha1.StrategyRevision) error {
 	changed := false
 	s.update(func(in *v1alpha1.Installation) { changed = in.RecordRevision(rev) })
 	if changed {
@@ -421,82 +436,6 @@ func (r *Reconciler) historyConfigMaps(ctx context.Context, namespace string) ([
 	return out, nil
 }
 
-// refreshComponents reads the workloads of the strategy and records their
-// rollout progress; it reports whether anything changed. cachedOnly (the
-// refreshes during a rollout) reads only the informer cache.
-func (r *Reconciler) refreshComponents(ctx context.Context, s *State, cachedOnly bool) bool {
-	if s.Strategy == nil {
-		return false
-	}
-	checker := &health.Checker{Kube: r.kube, Identity: s.Target}
-	if cachedOnly {
-		// The rollout lists pods itself; a progress refresh does not.
-		checker.PodsEvery = -1
-	}
-	var comps []v1alpha1.ComponentStatus
-	roles := kinds.KubeVirtRoles()
-	for _, o := range s.Strategy.Objects {
-		if _, ok := workloadResources[o.GetKind()]; !ok || o.GroupVersionKind().Group != "apps" {
-			continue
-		}
-		c := v1alpha1.ComponentStatus{Name: o.GetName(), Kind: o.GetKind(), Role: string(plan.RoleOf(o, roles))}
-		var live *unstructured.Unstructured
-		var err error
-		if cachedOnly {
-			// A workload the cache does not hold (yet) is not asked for:
-			// during a rollout most are not created yet, and a GET each
-			// (a 404) per refresh cost more than the rollout's own reads.
-			live, _, err = r.live.Cached(ctx, o.GroupVersionKind(), o.GetNamespace(), o.GetName())
-		} else {
-			live, err = r.applier.Get(ctx, o)
-		}
-		if err == nil && live != nil {
-			c.Desired, c.Updated, c.Ready = workloadCounts(live)
-			if st, err := checker.Check(ctx, live); err == nil {
-				c.RolledOver = st.Ready
-			}
-		} else if ctx.Err() != nil {
-			return false
-		}
-		comps = append(comps, c)
-	}
-	changed := false
-	s.update(func(in *v1alpha1.Installation) {
-		if !equalComponents(in.Status.Components, comps) {
-			in.Status.Components = comps
-			changed = true
-		}
-	})
-	return changed
-}
-
-func workloadCounts(live *unstructured.Unstructured) (desired, updated, ready int32) {
-	get := func(path ...string) int32 {
-		v, _, _ := unstructured.NestedInt64(live.Object, path...)
-		return int32(v)
-	}
-	if live.GetKind() == "DaemonSet" {
-		return get("status", "desiredNumberScheduled"), get("status", "updatedNumberScheduled"), get("status", "numberReady")
-	}
-	desired = 1
-	if v, found, _ := unstructured.NestedInt64(live.Object, "spec", "replicas"); found {
-		desired = int32(v)
-	}
-	return desired, get("status", "updatedReplicas"), get("status", "readyReplicas")
-}
-
-func equalComponents(a, b []v1alpha1.ComponentStatus) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
 func short(id string) string {
 	if len(id) > 12 {
 		return id[:12]
@@ -525,7 +464,7 @@ func (r *Reconciler) servedCheck(in *v1alpha1.Installation, changing bool) recon
 // recordServedCertificates sets the CertificatesServed condition from a
 // check (none when the product has no generated certificate) and reports
 // a newly found mismatch as a Warning event.
-func (r *Reconciler) recordServedCertificates(s *State, served []reconcile.ServedCertificate) {
+func (r *Reconciler) recordServedCertificates(s *state, served []reconcile.ServedCertificate) {
 	if len(served) == 0 {
 		s.update(func(in *v1alpha1.Installation) { in.RemoveCondition(v1alpha1.ConditionCertificatesServed) })
 		return

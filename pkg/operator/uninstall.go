@@ -31,7 +31,7 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 const UninstallBlockedRequeue = 5 * time.Second
 
 // stageDeleting marks the Installation as being removed.
-func (r *Reconciler) stageDeleting(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageDeleting(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	if !controllerutil.ContainsFinalizer(in, v1alpha1.Finalizer) {
 		return true, nil
@@ -108,7 +108,7 @@ func (r *Reconciler) productWorkloads(ctx context.Context, owner inventory.Owner
 // stageWorkloads applies the uninstall strategy to the product's custom
 // resources: BlockUninstallIfWorkloadsExist waits while any exists,
 // RemoveWorkloads deletes them.
-func (r *Reconciler) stageWorkloads(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageWorkloads(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	owner := Owner(in)
 	if in.Spec.UninstallStrategyOrDefault() == v1alpha1.UninstallBlockIfWorkloadsExist {
@@ -158,7 +158,7 @@ func (r *Reconciler) stageWorkloads(ctx context.Context, s *State) (bool, error)
 
 // stageUninstall deletes every object of the product (CRDs only with
 // pruneCRDs), in prune order, and waits until they are gone.
-func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageUninstall(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
@@ -198,7 +198,7 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *State) (bool, error)
 
 // stageDeleteStrategies deletes the namespace's stored strategies and dump
 // Jobs, unless another Installation of the namespace still needs them.
-func (r *Reconciler) stageDeleteStrategies(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageDeleteStrategies(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	winner, err := r.activeInstallation(ctx, in.Namespace)
 	if err != nil {
@@ -226,7 +226,7 @@ func (r *Reconciler) stageDeleteStrategies(ctx context.Context, s *State) (bool,
 }
 
 // stageRelease records phase Deleted and removes the finalizer.
-func (r *Reconciler) stageRelease(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) stageRelease(ctx context.Context, s *state) (bool, error) {
 	in := s.Installation
 	s.update(func(in *v1alpha1.Installation) {
 		in.Status.Phase = v1alpha1.PhaseDeleted

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -211,21 +212,26 @@ func (w Webhooks) Check(s *strategy.Strategy, pod *corev1.PodTemplateSpec) error
 	idx := s.Index()
 	var errs []error
 	var conf *unstructured.Unstructured
-	for _, kind := range []string{"ValidatingWebhookConfiguration", "MutatingWebhookConfiguration"} {
-		if o := idx[strategy.ObjectRef{Group: "admissionregistration.k8s.io", Kind: kind, Name: w.Configuration}]; o != nil {
+	for _, o := range s.Objects {
+		if o.GetName() == w.Configuration && kinds.ConfiguresWebhooks(o.GroupVersionKind().GroupKind()) {
 			conf = o
 		}
 	}
 	if conf == nil {
 		return fmt.Errorf("webhooks %q: no such webhook configuration in the strategy", w.Configuration)
 	}
-	hooks, _, _ := unstructured.NestedSlice(conf.Object, "webhooks")
+	// Where the configuration lists its webhooks and each names its
+	// Service is the kind table's (kinds.Info.Dials, set for every kind
+	// that ConfiguresWebhooks).
+	info, _ := kinds.Lookup(conf.GroupVersionKind().GroupKind())
+	dials := info.Dials
+	hooks, _, _ := unstructured.NestedSlice(conf.Object, dials.Each...)
 	dialed := map[string]bool{}
 	services := map[string]bool{}
 	for i, h := range hooks {
 		hm, _ := h.(map[string]any)
 		name, _, _ := unstructured.NestedString(hm, "name")
-		svc, found, _ := unstructured.NestedMap(hm, "clientConfig", "service")
+		svc, found, _ := unstructured.NestedMap(hm, dials.Service...)
 		if !found {
 			errs = append(errs, fmt.Errorf("webhook %d (%s) dials a URL, not a Service of %s", i, name, w.Namespace))
 			continue
@@ -254,9 +260,9 @@ func (w Webhooks) Check(s *strategy.Strategy, pod *corev1.PodTemplateSpec) error
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		errs = append(errs, w.checkService(idx[strategy.ObjectRef{Kind: "Service", Namespace: w.Namespace, Name: n}], n, pod)...)
+		errs = append(errs, w.checkService(idx[strategy.ObjectRef{Kind: kinds.Service.Kind, Namespace: w.Namespace, Name: n}], n, pod)...)
 	}
-	sec := idx[strategy.ObjectRef{Kind: "Secret", Namespace: w.Namespace, Name: w.Secret}]
+	sec := idx[strategy.ObjectRef{Kind: kinds.Secret.Kind, Namespace: w.Namespace, Name: w.Secret}]
 	if sec == nil || sec.Object["type"] != string(corev1.SecretTypeTLS) {
 		errs = append(errs, fmt.Errorf("secret %s/%s: not a TLS Secret of the strategy", w.Namespace, w.Secret))
 	}

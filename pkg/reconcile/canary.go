@@ -95,7 +95,8 @@ func (r *run) canary(ctx context.Context, step plan.Step, obj *unstructured.Unst
 	getter := func(ctx context.Context, o *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 		return r.a.GetAtLeast(ctx, o, written)
 	}
-	err = r.checker.Wait(ctx, getter, []*unstructured.Unstructured{obj}, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, Changed: r.a.Changed()})
+	err = r.checker.Wait(ctx, getter, []*unstructured.Unstructured{obj}, health.WaitOptions{Deadline: r.opts.StageDeadline, Interval: r.opts.Interval, Changed: r.a.Changed(),
+		OnProgress: func(st []health.Status) { r.emit(Event{Type: EventProgress, Step: step.Name, Progress: st}) }})
 	if err != nil {
 		if deg, ok := err.(*health.DegradedError); ok && deg.Reason == health.ReasonFailed {
 			return res, r.failCanary(ctx, &ds, ref, deg.Error())

@@ -29,9 +29,6 @@ type kindExemption struct {
 // must match a literal (a stale one fails the test).
 var kindExemptions = []kindExemption{
 	{"pkg/identity/algorithm.go", "Namespace", "a field name of the identity configuration's canonical form, not a kind"},
-	{"pkg/operator/rollout.go", "", "pkg/operator: pending status refactor"},
-	{"pkg/operator/controller.go", "", "pkg/operator: pending status refactor"},
-	{"pkg/operator/webhooks.go", "", "pkg/operator: pending status refactor"},
 }
 
 // kindNames returns the kinds of the table by name.

@@ -87,7 +87,7 @@ func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 	})
 	var list unstructured.UnstructuredList
 	list.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("DeploymentList"))
-	if err := e.reconciler.LiveCache().Informers().List(ctx, &list); err != nil {
+	if err := e.reconciler.LiveCache().List(ctx, &list); err != nil {
 		t.Fatal(err)
 	}
 	product := 0
