@@ -19,13 +19,7 @@ import (
 // PasswordEnv holds the password of an encrypted private key, as for cosign.
 const PasswordEnv = "COSIGN_PASSWORD"
 
-func newSignCommand(o *options) *cobra.Command {
-	var keyFile, name, product string
-	var file *fileFlag
-	cmd := &cobra.Command{
-		Use:   "sign (FILE|-|cm/NAME|oci://REF | -f FILE) --key KEY",
-		Short: "Sign a strategy ConfigMap or OCI artifact with a private key (cosign-compatible)",
-		Long: `Sign a strategy: the same strategy ConfigMap is written with a signature over the
+const signLong = `Sign a strategy: the same strategy ConfigMap is written with a signature over the
 digest of its decoded manifests text in the annotation installstrategy.io/signature
 and the id of the key in installstrategy.io/signature-key, with a signed statement
 of what it is (product, version, registry, identifier and text digest, as its
@@ -55,11 +49,21 @@ installstrategy.io/product annotation is set to it before signing). An
 operator's configMap source binds the product it deploys, so a strategy
 signed for another product is refused there: sign each product's strategy
 for that product. An artifact's product is set when it is published
-(publish --product) and is part of its digest; --product is refused for oci://.`,
-		Example: `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
+(publish --product) and is part of its digest; --product is refused for oci://.`
+
+const signExample = `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
   kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key
-  kubectl installstrategy sign oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl installstrategy sign oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key`
+
+func newSignCommand(o *options) *cobra.Command {
+	var keyFile, name, product string
+	var file *fileFlag
+	cmd := &cobra.Command{
+		Use:     "sign (FILE|-|cm/NAME|oci://REF | -f FILE) --key KEY",
+		Short:   "Sign a strategy ConfigMap or OCI artifact with a private key (cosign-compatible)",
+		Long:    signLong,
+		Example: signExample,
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := file.source(cmd, args)
 			if err != nil {

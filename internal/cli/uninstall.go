@@ -16,14 +16,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-func newUninstallCommand(o *options) *cobra.Command {
-	var keepCRDs, wait bool
-	var systemObjects []string
-	var timeout time.Duration
-	cmd := &cobra.Command{
-		Use:   "uninstall NAME",
-		Short: "Remove what a plugin installation applied",
-		Long: `Remove the objects the installation NAME (of apply --name, in namespace -n)
+const uninstallLong = `Remove the objects the installation NAME (of apply --name, in namespace -n)
 applied: exactly what its inventory lists that still carries its labels, in
 the reconciler's delete order — webhooks and APIServices first, so nothing
 calls a backend that is gone, then custom resources, workloads, services,
@@ -39,8 +32,19 @@ kube-node-lease themselves) is kept unless --allow-system-object names it. Objec
 installations, and objects labelled by hand, are never touched. The CA Secret
 and the inventory go last; the history and the revisions it kept go first.
 
-An installation an Installation drives is removed by deleting the Installation.`,
-		Example: `  kubectl installstrategy uninstall sample -n sample --wait`,
+An installation an Installation drives is removed by deleting the Installation.`
+
+const uninstallExample = `  kubectl installstrategy uninstall sample -n sample --wait`
+
+func newUninstallCommand(o *options) *cobra.Command {
+	var keepCRDs, wait bool
+	var systemObjects []string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:     "uninstall NAME",
+		Short:   "Remove what a plugin installation applied",
+		Long:    uninstallLong,
+		Example: uninstallExample,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)

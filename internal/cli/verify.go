@@ -24,16 +24,7 @@ type Check struct {
 	Detail string `json:"detail"`
 }
 
-func newVerifyCommand(o *options) *cobra.Command {
-	var strict bool
-	var output string
-	var keys []string
-	var want trust.Expect
-	var file *fileFlag
-	cmd := &cobra.Command{
-		Use:   "verify FILE|-|cm/NAME|oci://REF | -f FILE",
-		Short: "Check that a strategy decodes, matches its digest and parses",
-		Long: `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
+const verifyLong = `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
 decodes (base64, gzip, size limit), the recorded digest matches (native form),
 every document parses, and every object has apiVersion, kind and metadata.name.
 Repairs that KubeVirt compatibility needs are reported as warnings.
@@ -55,12 +46,25 @@ installstrategy.io/digest=... A bare cosign signature (no such annotations) is
 refused: it is not bound to an identity.
 
 Exit status: 0 when every check passes, 1 when one fails (with --strict, also
-when there are warnings).`,
-		Example: `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
+when there are warnings).`
+
+const verifyExample = `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
   kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml | kubectl installstrategy verify - --strict
   kubectl installstrategy verify cm/installstrategy-x7k2p -n sample --key cosign.pub
-  kubectl installstrategy verify oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.pub --version v1.9.0`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl installstrategy verify oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.pub --version v1.9.0`
+
+func newVerifyCommand(o *options) *cobra.Command {
+	var strict bool
+	var output string
+	var keys []string
+	var want trust.Expect
+	var file *fileFlag
+	cmd := &cobra.Command{
+		Use:     "verify FILE|-|cm/NAME|oci://REF | -f FILE",
+		Short:   "Check that a strategy decodes, matches its digest and parses",
+		Long:    verifyLong,
+		Example: verifyExample,
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := file.source(cmd, args)
 			if err != nil {
