@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -88,67 +89,9 @@ func newSignCommand(o *options) *cobra.Command {
 				return o.signArtifact(cmd.Context(), src, signer)
 			}
 			if cmName, ok := clusterRef(src); ok {
-				c, err := o.cluster()
-				if err != nil {
-					return err
-				}
-				e, err := c.entryByName(cmd.Context(), cmName)
-				if err != nil {
-					return err
-				}
-				dopts, err := o.decodeOptions()
-				if err != nil {
-					return err
-				}
-				st, err := store.New(c.kube, store.Options{Decode: dopts, Signer: signer})
-				if err != nil {
-					return err
-				}
-				signed, err := st.Sign(cmd.Context(), e, store.SignOptions{Product: product})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(o.streams.Out, "configmap/%s signed in %s with key %s\n", signed.Name, signed.Namespace, signed.SignatureKey)
-				return nil
+				return o.signInCluster(cmd.Context(), cmName, signer, product)
 			}
-			in, err := o.readInput(src)
-			if err != nil {
-				return err
-			}
-			if in.Strategy != nil {
-				return fmt.Errorf("%s: a manifests text has no ConfigMap to carry a signature: encode it first (kubectl installstrategy encode), or sign the text itself with cosign sign-blob", in.Source)
-			}
-			cm, err := pickConfigMap(in, pick{name: name, flag: "--name"})
-			if err != nil {
-				return err
-			}
-			dopts, err := o.decodeOptions()
-			if err != nil {
-				return err
-			}
-			text, _, err := codec.Decode(cm, dopts)
-			if err != nil {
-				return err
-			}
-			if _, _, err := strategy.Parse(text, strategy.ParseOptions{}); err != nil {
-				return fmt.Errorf("%s: %w", in.Source, err)
-			}
-			signed := cm.DeepCopy()
-			if signed.Annotations == nil {
-				signed.Annotations = map[string]string{}
-			}
-			if product != "" {
-				signed.Annotations[metakeys.ProductAnnotation] = product
-			}
-			if err := trust.Sign(signed.Annotations, codec.Digest(text), signer); err != nil {
-				return err
-			}
-			out, err := codec.MarshalYAML(signed)
-			if err != nil {
-				return err
-			}
-			_, err = o.streams.Out.Write(out)
-			return err
+			return o.signFile(src, name, product, signer)
 		},
 	}
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM private key file (required); an encrypted cosign key's password is read from $"+PasswordEnv)
@@ -157,6 +100,76 @@ func newSignCommand(o *options) *cobra.Command {
 	file = addFileFlag(cmd)
 	o.addRegistryFlag(cmd)
 	return cmd
+}
+
+// signInCluster signs the strategy ConfigMap cmName in the namespace
+// through the store.
+func (o *options) signInCluster(ctx context.Context, cmName string, signer *trust.Signer, product string) error {
+	c, err := o.cluster()
+	if err != nil {
+		return err
+	}
+	e, err := c.entryByName(ctx, cmName)
+	if err != nil {
+		return err
+	}
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return err
+	}
+	st, err := store.New(c.kube, store.Options{Decode: dopts, Signer: signer})
+	if err != nil {
+		return err
+	}
+	signed, err := st.Sign(ctx, e, store.SignOptions{Product: product})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.streams.Out, "configmap/%s signed in %s with key %s\n", signed.Name, signed.Namespace, signed.SignatureKey)
+	return nil
+}
+
+// signFile prints the strategy ConfigMap of a file (name picks one of
+// several) with its signature.
+func (o *options) signFile(src, name, product string, signer *trust.Signer) error {
+	in, err := o.readInput(src)
+	if err != nil {
+		return err
+	}
+	if in.Strategy != nil {
+		return fmt.Errorf("%s: a manifests text has no ConfigMap to carry a signature: encode it first (kubectl installstrategy encode), or sign the text itself with cosign sign-blob", in.Source)
+	}
+	cm, err := pickConfigMap(in, pick{name: name, flag: "--name"})
+	if err != nil {
+		return err
+	}
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return err
+	}
+	text, _, err := codec.Decode(cm, dopts)
+	if err != nil {
+		return err
+	}
+	if _, _, err := strategy.Parse(text, strategy.ParseOptions{}); err != nil {
+		return fmt.Errorf("%s: %w", in.Source, err)
+	}
+	signed := cm.DeepCopy()
+	if signed.Annotations == nil {
+		signed.Annotations = map[string]string{}
+	}
+	if product != "" {
+		signed.Annotations[metakeys.ProductAnnotation] = product
+	}
+	if err := trust.Sign(signed.Annotations, codec.Digest(text), signer); err != nil {
+		return err
+	}
+	out, err := codec.MarshalYAML(signed)
+	if err != nil {
+		return err
+	}
+	_, err = o.streams.Out.Write(out)
+	return err
 }
 
 // readSigner reads a PEM private key file; an encrypted one is opened with

@@ -105,29 +105,10 @@ func newVerifyCommand(o *options) *cobra.Command {
 				}
 				checks = verifyInput(src, data, dopts, ring)
 			}
-			if output == "json" {
-				enc := json.NewEncoder(o.streams.Out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(checks)
-			} else {
-				err = printChecks(o.streams.Out, checks)
-			}
-			if err != nil {
+			if err := printChecksAs(o.streams.Out, output, checks); err != nil {
 				return err
 			}
-			failed, warned := 0, 0
-			for _, c := range checks {
-				switch c.Status {
-				case "fail":
-					failed++
-				case "warn":
-					warned++
-				}
-			}
-			if failed > 0 || (strict && warned > 0) {
-				return &ExitError{Code: 1, Err: fmt.Errorf("verification failed: %d checks failed, %d warnings", failed, warned)}
-			}
-			return nil
+			return checksExit(checks, strict)
 		},
 	}
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings (repairs, unknown kinds, no digest) as failures")
@@ -138,6 +119,34 @@ func newVerifyCommand(o *options) *cobra.Command {
 	file = addFileFlag(cmd)
 	o.addRegistryFlag(cmd)
 	return cmd
+}
+
+// printChecksAs prints checks as text or json (--output).
+func printChecksAs(w io.Writer, output string, checks []Check) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(checks)
+	}
+	return printChecks(w, checks)
+}
+
+// checksExit is verify's exit status: 1 when a check failed, or (strict)
+// warned.
+func checksExit(checks []Check, strict bool) error {
+	failed, warned := 0, 0
+	for _, c := range checks {
+		switch c.Status {
+		case "fail":
+			failed++
+		case "warn":
+			warned++
+		}
+	}
+	if failed > 0 || (strict && warned > 0) {
+		return &ExitError{Code: 1, Err: fmt.Errorf("verification failed: %d checks failed, %d warnings", failed, warned)}
+	}
+	return nil
 }
 
 func verifyInput(source string, data []byte, dopts codec.DecodeOptions, ring *trust.KeyRing) []Check {
