@@ -71,12 +71,42 @@ func exitCode(newLog func(verbosity int) logr.Logger, args []string) int {
 	}
 }
 
-func run(newLog func(verbosity int) logr.Logger, args []string) error {
+// operatorFlags are the operator's command line.
+type operatorFlags struct {
+	dumpMode, metricsSecure, showVersion *bool
+	kubeconfig, format                   *string
+	verbosity                            *int
+	mo                                   managerOptions
+}
+
+// parseFlags reads the operator's command line.
+func parseFlags(args []string) (*operatorFlags, error) {
 	fs := flag.NewFlagSet("installstrategy-operator", flag.ContinueOnError)
-	dumpMode := fs.Bool("dump-install-strategy", false, "generate the strategy for the configuration in $"+identity.EnvVar+", publish it in its namespace, and exit")
-	kubeconfig := fs.String("kubeconfig", "", "kubeconfig file; empty means the in-cluster configuration")
-	format := fs.String("strategy-format", string(codec.FormatNative), "form of the published strategy ConfigMap: native or kubevirt")
-	var mo managerOptions
+	fl := &operatorFlags{}
+	fl.dumpMode = fs.Bool("dump-install-strategy", false, "generate the strategy for the configuration in $"+identity.EnvVar+", publish it in its namespace, and exit")
+	fl.kubeconfig = fs.String("kubeconfig", "", "kubeconfig file; empty means the in-cluster configuration")
+	fl.format = fs.String("strategy-format", string(codec.FormatNative), "form of the published strategy ConfigMap: native or kubevirt")
+	fl.metricsSecure = addManagerFlags(fs, &fl.mo)
+	addDumpPodFlags(fs, &fl.mo)
+	fl.verbosity = fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout, 2 adds every request to the API server (method, path, status, duration)")
+	fs.DurationVar(&fl.mo.stageDeadline, "stage-deadline", reconcile.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
+	fl.showVersion = fs.Bool("version", false, "print the version, commit and build date, and exit")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	fl.mo.metricsInsecure = !*fl.metricsSecure
+	if *fl.showVersion {
+		return fl, nil
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	return fl, nil
+}
+
+// addManagerFlags registers the flags of the manager's options on fs and
+// returns --metrics-secure.
+func addManagerFlags(fs *flag.FlagSet, mo *managerOptions) *bool {
 	fs.BoolVar(&mo.leaderElect, "leader-elect", false, "elect a leader, so that only one replica reconciles")
 	fs.StringVar(&mo.leaderElectionNamespace, "leader-election-namespace", "", "namespace of the leader election Lease; empty means the pod's namespace in a cluster, else --namespace or "+defaultLeaderElectionNamespace)
 	fs.StringVar(&mo.probeAddr, "health-probe-bind-address", ":8081", "address of the /healthz and /readyz endpoints; \"0\" disables them")
@@ -95,6 +125,11 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	fs.IntVar(&mo.maxReconciles, "max-concurrent-reconciles", 0, "Installations reconciled at once (a rollout holds one while it waits for its workloads); 0 means 4")
 	fs.DurationVar(&mo.resync, "resync-period", operator.DefaultResyncPeriod, "how often a deployed Installation is reconciled again to repair drift")
 	fs.DurationVar(&mo.servedCheck, "served-certificate-check", operator.DefaultServedCertificateCheck, "how often, at most, resyncs dial the Services of generated certificates to check what they present (condition CertificatesServed; also after every rollout); negative: never")
+	return metricsSecure
+}
+
+// addDumpPodFlags registers the flags that shape dump Job pods on fs.
+func addDumpPodFlags(fs *flag.FlagSet, mo *managerOptions) {
 	fs.Func("dump-pod-labels", "labels k=v[,k=v] put on dump Job pods (a test hook: the local cluster's simulated kubelet selects behaviours with them)", func(v string) (err error) {
 		mo.dumpPodLabels, err = keyValues(v)
 		return err
@@ -108,7 +143,7 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 	})
 	fs.Func("dump-pod-node-selector", "node selector k=v[,k=v] added to dump Job pods", func(v string) error {
 		sel, err := keyValues(v)
-		placement(&mo).NodeSelector = sel
+		placement(mo).NodeSelector = sel
 		return err
 	})
 	fs.Func("dump-pod-tolerations", "tolerations key=value:Effect[,key:Effect] added to dump Job pods", func(v string) error {
@@ -122,24 +157,14 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 			if hasValue {
 				tl.Operator, tl.Value = corev1.TolerationOpEqual, val
 			}
-			placement(&mo).Tolerations = append(placement(&mo).Tolerations, tl)
+			placement(mo).Tolerations = append(placement(mo).Tolerations, tl)
 		}
 		return nil
 	})
-	verbosity := fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout, 2 adds every request to the API server (method, path, status, duration)")
-	fs.DurationVar(&mo.stageDeadline, "stage-deadline", reconcile.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
-	showVersion := fs.Bool("version", false, "print the version, commit and build date, and exit")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	mo.metricsInsecure = !*metricsSecure
-	if *showVersion {
-		_, err := fmt.Fprintf(stdout, "installstrategy-operator %s\n", buildinfo.Get())
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
+}
+
+// checkManagerOptions checks and completes the options the flags gave.
+func checkManagerOptions(mo *managerOptions) error {
 	if mo.stageDeadline <= 0 {
 		return fmt.Errorf("--stage-deadline %s: must be positive", mo.stageDeadline)
 	}
@@ -167,9 +192,25 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 			}
 		}
 	}
-	log := newLog(*verbosity)
-	if !*dumpMode {
-		cfg, err := managerRestConfig(*kubeconfig)
+	return nil
+}
+
+func run(newLog func(verbosity int) logr.Logger, args []string) error {
+	fl, err := parseFlags(args)
+	if err != nil {
+		return err
+	}
+	if *fl.showVersion {
+		_, err := fmt.Fprintf(stdout, "installstrategy-operator %s\n", buildinfo.Get())
+		return err
+	}
+	mo := fl.mo
+	if err := checkManagerOptions(&mo); err != nil {
+		return err
+	}
+	log := newLog(*fl.verbosity)
+	if !*fl.dumpMode {
+		cfg, err := managerRestConfig(*fl.kubeconfig)
 		if err != nil {
 			return err
 		}
@@ -178,11 +219,18 @@ func run(newLog func(verbosity int) logr.Logger, args []string) error {
 		mo.version = version
 		return runManager(ctx, log, cfg, mo)
 	}
-	f, err := codec.ParseFormat(*format)
+	return runDump(log, *fl.kubeconfig, *fl.format)
+}
+
+// runDump is --dump-install-strategy: generate the strategy of
+// $TARGET_DEPLOYMENT_CONFIG (identity.EnvVar), publish it, and report its
+// digest.
+func runDump(log logr.Logger, kubeconfig, format string) error {
+	f, err := codec.ParseFormat(format)
 	if err != nil {
 		return err
 	}
-	cfg, err := restConfig(*kubeconfig)
+	cfg, err := restConfig(kubeconfig)
 	if err != nil {
 		return err
 	}

@@ -95,42 +95,16 @@ func (o managerOptions) resolvedKeyNamespace() string {
 
 // newManager builds the manager with the Installation controller.
 func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manager, error) {
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	strategies, err := labels.Parse(metakeys.StrategyLabel)
+	scheme, err := managerScheme()
 	if err != nil {
 		return nil, err
 	}
-	// Field managers stripped: nothing here reads them, and they are half
-	// of an object's metadata.
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}},
-		DefaultTransform: cache.TransformStripManagedFields()}
 	keyNamespace := o.resolvedKeyNamespace()
-	var watched []string
-	if o.namespace != "" {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
-		watched = []string{o.namespace}
-	} else {
-		// Every namespace but the key namespace.
-		cacheOpts.DefaultFieldSelector = operator.ExcludeKeyNamespace(keyNamespace)
-	}
-	if err := operator.CheckKeyNamespace(keyNamespace, watched, o.namespace == ""); err != nil {
+	cacheOpts, err := cacheOptions(o, keyNamespace)
+	if err != nil {
 		return nil, err
 	}
-	leNamespace := o.leaderElectionNamespace
-	if leNamespace == "" && o.namespace != "" {
-		leNamespace = o.namespace
-	}
-	if leNamespace == "" {
-		if _, err := rest.InClusterConfig(); err != nil {
-			leNamespace = defaultLeaderElectionNamespace
-		}
-	}
+	leNamespace := o.leaseNamespace()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Logger:                  log,
@@ -184,6 +158,61 @@ func newManager(log logr.Logger, cfg *rest.Config, o managerOptions) (ctrl.Manag
 		}
 	}
 	return mgr, nil
+}
+
+// managerScheme is the scheme of the manager: client-go's kinds and the
+// Installation.
+func managerScheme() (*runtime.Scheme, error) {
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	return scheme, nil
+}
+
+// cacheOptions is what the manager's cache holds: strategy ConfigMaps
+// only, without field managers, of the watched namespace (or every
+// namespace but the key namespace).
+func cacheOptions(o managerOptions, keyNamespace string) (cache.Options, error) {
+	strategies, err := labels.Parse(metakeys.StrategyLabel)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	// Field managers stripped: nothing here reads them, and they are half
+	// of an object's metadata.
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}},
+		DefaultTransform: cache.TransformStripManagedFields()}
+	var watched []string
+	if o.namespace != "" {
+		cacheOpts.DefaultNamespaces = map[string]cache.Config{o.namespace: {}}
+		watched = []string{o.namespace}
+	} else {
+		// Every namespace but the key namespace.
+		cacheOpts.DefaultFieldSelector = operator.ExcludeKeyNamespace(keyNamespace)
+	}
+	if err := operator.CheckKeyNamespace(keyNamespace, watched, o.namespace == ""); err != nil {
+		return cache.Options{}, err
+	}
+	return cacheOpts, nil
+}
+
+// leaseNamespace is the namespace of the leader election Lease:
+// --leader-election-namespace, else --namespace, else the pod's (left to
+// controller-runtime in a cluster), else defaultLeaderElectionNamespace.
+func (o managerOptions) leaseNamespace() string {
+	leNamespace := o.leaderElectionNamespace
+	if leNamespace == "" && o.namespace != "" {
+		leNamespace = o.namespace
+	}
+	if leNamespace == "" {
+		if _, err := rest.InClusterConfig(); err != nil {
+			leNamespace = defaultLeaderElectionNamespace
+		}
+	}
+	return leNamespace
 }
 
 // metricsOptions serves /metrics as kubebuilder scaffolds it: over HTTPS

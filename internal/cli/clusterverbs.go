@@ -324,16 +324,7 @@ func (c *cluster) newestOfVersion(ctx context.Context, id strategy.Identity) (st
 	return store.Entry{}, fmt.Errorf("no strategy of %s in namespace %s: %w", what, c.namespace, store.ErrNotFound)
 }
 
-func newPublishCommand(o *options) *cobra.Command {
-	var id strategy.Identity
-	var format, keyFile, product string
-	var file *fileFlag
-	var out *output
-	cmd := &cobra.Command{
-		Use:     "publish FILE|DIR|-|cm/NAME|oci://REF [oci://DESTINATION] | -f FILE [oci://DESTINATION]",
-		Aliases: []string{"push"},
-		Short:   "Store a strategy in the cluster (in chunks when it is large) or in a registry",
-		Long: `Publish a strategy into the cluster (namespace -n) through the store: a manifests
+const publishLong = `Publish a strategy into the cluster (namespace -n) through the store: a manifests
 text, a folder of manifests (as decode --output-dir writes), a strategy
 ConfigMap file, or a strategy artifact (oci://...). The text is parsed and stored
 in canonical form; when its encoding exceeds 900 KiB it is split into ordered
@@ -358,116 +349,158 @@ cosign signature under the artifact's sha256-<hex>.sig tag whose payload binds
 the digest to that identity). The pushed reference HOST/REPOSITORY@sha256:DIGEST
 is printed on standard output (what to pin), a summary on standard error; -o json
 or yaml print a PublishedArtifact (` + reportVersion + `). Credentials come from the
-docker config and its credential helpers (docker login), as for crane and cosign.`,
-		Example: `  kubectl installstrategy publish ./v1.9.0 -n kubevirt --version v1.9.0 --registry quay.io/kubevirt \
+docker config and its credential helpers (docker login), as for crane and cosign.`
+
+const publishExample = `  kubectl installstrategy publish ./v1.9.0 -n kubevirt --version v1.9.0 --registry quay.io/kubevirt \
       --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
   kubectl installstrategy publish kubevirt-v1.9.0.configmap.yaml -n kubevirt --format kubevirt
 
   # To a registry, signed; then into an air-gapped cluster from its mirror
   COSIGN_PASSWORD=... kubectl installstrategy push kubevirt-v1.9.0.configmap.yaml oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key
-  kubectl installstrategy publish oci://registry.internal:5000/mirror/kubevirt:v1.9.0 -n kubevirt`,
-		Args: cobra.MaximumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			dest := ""
-			if n := len(args); n == 2 || n == 1 && file.path != "" {
-				if !oci.IsReference(args[n-1]) {
-					return usageError(fmt.Errorf("%s: %s: the strategy is given already; a second argument is where to push it: want oci://HOST/REPOSITORY:TAG", cmd.CommandPath(), args[n-1]))
-				}
-				dest, args = args[n-1], args[:n-1]
-			}
-			if dest == "" && cmd.CalledAs() == "push" {
-				return usageError(errors.New("push: give where to push the strategy: push FILE|DIR|-|cm/NAME|oci://REF oci://HOST/REPOSITORY:TAG (publish without one stores it in the cluster)"))
-			}
-			src, err := file.source(cmd, args)
-			if err != nil {
-				return err
-			}
-			if err := out.validate(); err != nil {
-				return err
-			}
-			switch {
-			case dest == "" && product != "":
-				return usageError(errors.New("--product names the product of an artifact: it applies with an oci:// destination"))
-			case dest == "" && !out.Human():
-				return usageError(errors.New("--output: publish into the cluster prints text; -o applies with an oci:// destination"))
-			case dest != "" && cmd.Flags().Changed("format"):
-				return usageError(errors.New("--format is the ConfigMap form; an artifact holds the text"))
-			case out.Name():
-				return usageError(errors.New("--output name: publish prints one artifact; want text, json or yaml"))
-			}
-			f, err := codec.ParseFormat(format)
-			if err != nil {
-				return usageError(err)
-			}
-			text, fromCM, warnings, err := o.publishInput(cmd.Context(), src, dest != "")
-			if err != nil {
-				return err
-			}
-			printWarnings(o.streams.ErrOut, warnings)
-			if id == (strategy.Identity{}) {
-				id = fromCM
-			}
-			if id.Version == "" {
-				return usageError(errors.New("the strategy needs a version: give --version"))
-			}
-			var signer *trust.Signer
-			if keyFile != "" {
-				if signer, err = readSigner(keyFile); err != nil {
-					return err
-				}
-			}
-			if dest != "" {
-				info, err := o.pushStrategy(cmd.Context(), dest, text, id, product, signer)
-				if err != nil {
-					return err
-				}
-				return o.printArtifact(out, "PublishedArtifact", info, pushSummary(dest, info))
-			}
-			c, err := o.cluster()
-			if err != nil {
-				return err
-			}
-			dopts, err := o.decodeOptions()
-			if err != nil {
-				return err
-			}
-			sopts := store.Options{Format: f, Decode: dopts}
-			if signer != nil { // Options.Signer is an interface: no typed nil
-				sopts.Signer = signer
-			}
-			st, err := store.New(c.kube, sopts)
-			if err != nil {
-				return err
-			}
-			e, err := st.PublishText(cmd.Context(), c.namespace, text, id)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(o.streams.Out, "configmap/%s published in %s: %s, %s encoded", e.Name, e.Namespace, identityString(e.Identity), sizeShort(e.EncodedBytes))
-			if len(e.Chunks) > 0 {
-				names := make([]string, len(e.Chunks))
-				for i, ch := range e.Chunks {
-					names[i] = ch.Name
-				}
-				fmt.Fprintf(o.streams.Out, " in %d chunks (%s)", len(e.Chunks), strings.Join(names, ", "))
-			}
-			if e.SignatureKey != "" {
-				fmt.Fprintf(o.streams.Out, ", signed with key %s", e.SignatureKey)
-			}
-			fmt.Fprintln(o.streams.Out)
-			return nil
-		},
+  kubectl installstrategy publish oci://registry.internal:5000/mirror/kubevirt:v1.9.0 -n kubevirt`
+
+// publishCmd holds the flags of publish.
+type publishCmd struct {
+	o                        *options
+	id                       strategy.Identity
+	format, keyFile, product string
+	file                     *fileFlag
+	out                      *output
+}
+
+func newPublishCommand(o *options) *cobra.Command {
+	c := &publishCmd{o: o}
+	cmd := &cobra.Command{
+		Use:     "publish FILE|DIR|-|cm/NAME|oci://REF [oci://DESTINATION] | -f FILE [oci://DESTINATION]",
+		Aliases: []string{"push"},
+		Short:   "Store a strategy in the cluster (in chunks when it is large) or in a registry",
+		Long:    publishLong,
+		Example: publishExample,
+		Args:    cobra.MaximumNArgs(2),
+		RunE:    c.run,
 	}
-	cmd.Flags().StringVar(&keyFile, "key", "", "sign the strategy with this PEM private key (see sign; $"+PasswordEnv+" opens an encrypted cosign key)")
-	cmd.Flags().StringVar(&id.Version, "version", "", "the strategy's product version")
-	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
-	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
-	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt (chunked strategies are always native)")
-	cmd.Flags().StringVar(&product, "product", "", "with an oci:// destination: the artifact's product (default: the repository's last path element)")
-	out = addOutput(cmd, "text")
-	file = addFileFlag(cmd)
-	o.addRegistryFlag(cmd)
+	c.add(cmd)
 	return cmd
+}
+
+// add registers publish's flags on cmd.
+func (c *publishCmd) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&c.keyFile, "key", "", "sign the strategy with this PEM private key (see sign; $"+PasswordEnv+" opens an encrypted cosign key)")
+	cmd.Flags().StringVar(&c.id.Version, "version", "", "the strategy's product version")
+	cmd.Flags().StringVar(&c.id.Registry, "registry", "", "the image registry the strategy was generated for")
+	cmd.Flags().StringVar(&c.id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
+	cmd.Flags().StringVar(&c.format, "format", "native", "ConfigMap form: native or kubevirt (chunked strategies are always native)")
+	cmd.Flags().StringVar(&c.product, "product", "", "with an oci:// destination: the artifact's product (default: the repository's last path element)")
+	c.out = addOutput(cmd, "text")
+	c.file = addFileFlag(cmd)
+	c.o.addRegistryFlag(cmd)
+}
+
+// args splits the arguments into the strategy's source and the oci://
+// destination ("" for the cluster), and checks the flags against them.
+func (c *publishCmd) args(cmd *cobra.Command, args []string) (src, dest string, err error) {
+	if n := len(args); n == 2 || n == 1 && c.file.path != "" {
+		if !oci.IsReference(args[n-1]) {
+			return "", "", usageError(fmt.Errorf("%s: %s: the strategy is given already; a second argument is where to push it: want oci://HOST/REPOSITORY:TAG", cmd.CommandPath(), args[n-1]))
+		}
+		dest, args = args[n-1], args[:n-1]
+	}
+	if dest == "" && cmd.CalledAs() == "push" {
+		return "", "", usageError(errors.New("push: give where to push the strategy: push FILE|DIR|-|cm/NAME|oci://REF oci://HOST/REPOSITORY:TAG (publish without one stores it in the cluster)"))
+	}
+	if src, err = c.file.source(cmd, args); err != nil {
+		return "", "", err
+	}
+	if err := c.out.validate(); err != nil {
+		return "", "", err
+	}
+	switch {
+	case dest == "" && c.product != "":
+		return "", "", usageError(errors.New("--product names the product of an artifact: it applies with an oci:// destination"))
+	case dest == "" && !c.out.Human():
+		return "", "", usageError(errors.New("--output: publish into the cluster prints text; -o applies with an oci:// destination"))
+	case dest != "" && cmd.Flags().Changed("format"):
+		return "", "", usageError(errors.New("--format is the ConfigMap form; an artifact holds the text"))
+	case c.out.Name():
+		return "", "", usageError(errors.New("--output name: publish prints one artifact; want text, json or yaml"))
+	}
+	return src, dest, nil
+}
+
+func (c *publishCmd) run(cmd *cobra.Command, args []string) error {
+	o := c.o
+	src, dest, err := c.args(cmd, args)
+	if err != nil {
+		return err
+	}
+	f, err := codec.ParseFormat(c.format)
+	if err != nil {
+		return usageError(err)
+	}
+	text, fromCM, warnings, err := o.publishInput(cmd.Context(), src, dest != "")
+	if err != nil {
+		return err
+	}
+	printWarnings(o.streams.ErrOut, warnings)
+	if c.id == (strategy.Identity{}) {
+		c.id = fromCM
+	}
+	if c.id.Version == "" {
+		return usageError(errors.New("the strategy needs a version: give --version"))
+	}
+	var signer *trust.Signer
+	if c.keyFile != "" {
+		if signer, err = readSigner(c.keyFile); err != nil {
+			return err
+		}
+	}
+	if dest != "" {
+		info, err := o.pushStrategy(cmd.Context(), dest, text, c.id, c.product, signer)
+		if err != nil {
+			return err
+		}
+		return o.printArtifact(c.out, "PublishedArtifact", info, pushSummary(dest, info))
+	}
+	return c.publishInCluster(cmd.Context(), f, text, signer)
+}
+
+// publishInCluster stores text through the store in the namespace and
+// says what it wrote.
+func (c *publishCmd) publishInCluster(ctx context.Context, f codec.Format, text []byte, signer *trust.Signer) error {
+	o := c.o
+	cl, err := o.cluster()
+	if err != nil {
+		return err
+	}
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return err
+	}
+	sopts := store.Options{Format: f, Decode: dopts}
+	if signer != nil { // Options.Signer is an interface: no typed nil
+		sopts.Signer = signer
+	}
+	st, err := store.New(cl.kube, sopts)
+	if err != nil {
+		return err
+	}
+	e, err := st.PublishText(ctx, cl.namespace, text, c.id)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.streams.Out, "configmap/%s published in %s: %s, %s encoded", e.Name, e.Namespace, identityString(e.Identity), sizeShort(e.EncodedBytes))
+	if len(e.Chunks) > 0 {
+		names := make([]string, len(e.Chunks))
+		for i, ch := range e.Chunks {
+			names[i] = ch.Name
+		}
+		fmt.Fprintf(o.streams.Out, " in %d chunks (%s)", len(e.Chunks), strings.Join(names, ", "))
+	}
+	if e.SignatureKey != "" {
+		fmt.Fprintf(o.streams.Out, ", signed with key %s", e.SignatureKey)
+	}
+	fmt.Fprintln(o.streams.Out)
+	return nil
 }
 
 // publishInput returns the canonical text to publish and, for a ConfigMap

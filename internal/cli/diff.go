@@ -92,16 +92,7 @@ func diffStrategies(a, b *strategy.Strategy, nameA, nameB string, showSecrets bo
 	return c, nil
 }
 
-func newDiffCommand(o *options) *cobra.Command {
-	var summary, live, showSecrets bool
-	var output, from, to, fromName, toName string
-	var f reconcileFlags
-	var filter objectFilter
-	var ct *clusterTrust
-	cmd := &cobra.Command{
-		Use:   "diff A B | --from A --to B | FILE --from-name X --to-name Y | --live STRATEGY",
-		Short: "Show the objects added, removed and changed between two strategies, or against the cluster",
-		Long: `Compare two strategies (files, standard input, or cm/NAME for a strategy
+const diffLong = `Compare two strategies (files, standard input, or cm/NAME for a strategy
 ConfigMap in the cluster, in any mix): objects are matched by kind, namespace and
 name and compared in canonical form, so formatting and key order never count as
 changes. When a file holds several strategy ConfigMaps (kubectl get cm -o yaml),
@@ -135,98 +126,131 @@ named group.version.kind.namespace.name, into two temporary folders (FROM-...
 and TO-...) that it is given; its exit status 0 or 1 is diff's, another is an
 error (2).
 
-The exit status is that of diff(1): 0 when the same, 1 when different, 2 on error.`,
-		Example: `  # What changed between two KubeVirt releases
+The exit status is that of diff(1): 0 when the same, 1 when different, 2 on error.`
+
+const diffExample = `  # What changed between two KubeVirt releases
   kubectl installstrategy diff kubevirt-v1.8.4.configmap.yaml kubevirt-v1.9.0.configmap.yaml --summary
 
   # A stored strategy against a file, machine-readable
   kubectl installstrategy diff --from cm/kubevirt-install-strategy-abcde --to new.yaml -n kubevirt -o json
 
   # Drift: the cluster against the strategy it should run
-  kubectl installstrategy diff --live sample-v1.0.0.yaml -n sample`,
-		Args: cobra.MaximumNArgs(2),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			o.clusterTrust = ct // cm/NAME and oci:// by tag: --key checks them
-			fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
-			if output != "text" && output != "json" {
-				return usageError(fmt.Errorf("--output %q: want text or json", output))
-			}
-			pal, err := o.palette(o.streams.Out)
-			if err != nil {
-				return err
-			}
-			if live {
-				if len(args) != 1 {
-					return usageError(errors.New("--live takes one strategy"))
-				}
-				p, _, err := o.observePlan(cmd.Context(), args[0], &f)
-				if err != nil {
-					return fail(err)
-				}
-				filter.plan(p)
-				n, err := printLiveDiff(o.streams.Out, p)
-				if err != nil {
-					return fail(err)
-				}
-				if n > 0 {
-					return &ExitError{Code: 1}
-				}
-				return nil
-			}
-			if from != "" || to != "" {
-				args = append([]string{from, to}, args...)
-			}
-			if len(args) == 1 && fromName != "" && toName != "" {
-				args = append(args, args[0])
-			}
-			if len(args) != 2 || args[0] == "" || args[1] == "" {
-				return usageError(errors.New("give two strategies: A B, --from A --to B, or FILE --from-name X --to-name Y"))
-			}
-			la, err := o.loadStrategy(cmd.Context(), args[0], pick{name: fromName, flag: "--from-name"})
-			if err != nil {
-				return fail(err)
-			}
-			lb, err := o.loadStrategy(cmd.Context(), args[1], pick{name: toName, flag: "--to-name"})
-			if err != nil {
-				return fail(err)
-			}
-			sa, sb := filter.strategy(la.Strategy), filter.strategy(lb.Strategy)
-			if prog := os.Getenv("KUBECTL_EXTERNAL_DIFF"); prog != "" && output == "text" && !summary {
-				return externalDiff(cmd.Context(), o.streams, prog, sa, sb, showSecrets)
-			}
-			c, err := diffStrategies(sa, sb, "a", "b", showSecrets)
-			if err != nil {
-				return fail(err)
-			}
-			if output == "json" {
-				enc := json.NewEncoder(o.streams.Out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(c)
-			} else {
-				err = printChange(o.streams.Out, c, !summary, pal)
-			}
-			if err != nil {
-				return fail(err)
-			}
-			if !c.Empty() {
-				return &ExitError{Code: 1}
-			}
-			return nil
-		},
+  kubectl installstrategy diff --live sample-v1.0.0.yaml -n sample`
+
+// diffCmd holds the flags of diff.
+type diffCmd struct {
+	o                                  *options
+	summary, live, showSecrets         bool
+	output, from, to, fromName, toName string
+	f                                  reconcileFlags
+	filter                             objectFilter
+	ct                                 *clusterTrust
+}
+
+func newDiffCommand(o *options) *cobra.Command {
+	c := &diffCmd{o: o}
+	cmd := &cobra.Command{
+		Use:     "diff A B | --from A --to B | FILE --from-name X --to-name Y | --live STRATEGY",
+		Short:   "Show the objects added, removed and changed between two strategies, or against the cluster",
+		Long:    diffLong,
+		Example: diffExample,
+		Args:    cobra.MaximumNArgs(2),
+		RunE:    c.run,
 	}
-	cmd.Flags().BoolVar(&summary, "summary", false, "list the objects only, without the diff of each changed one")
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json (json lists objects only)")
-	cmd.Flags().StringVar(&from, "from", "", "the old strategy (instead of A)")
-	cmd.Flags().StringVar(&to, "to", "", "the new strategy (instead of B)")
-	cmd.Flags().BoolVar(&live, "live", false, "compare one strategy with the cluster")
-	cmd.Flags().StringVar(&fromName, "from-name", "", "the ConfigMap of the old strategy, when its file holds several")
-	cmd.Flags().StringVar(&toName, "to-name", "", "the ConfigMap of the new strategy, when its file holds several")
-	filter.add(cmd)
-	cmd.Flags().BoolVar(&showSecrets, "show-secrets", false, "show the values of Secrets' data and stringData in the diff of two strategies (masked by default; live Secret values are never shown)")
-	f.add(cmd)
-	o.addRegistryFlag(cmd)
-	ct = addOptionalClusterTrust(cmd)
+	c.add(cmd)
 	return cmd
+}
+
+// add registers diff's flags on cmd.
+func (c *diffCmd) add(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&c.summary, "summary", false, "list the objects only, without the diff of each changed one")
+	cmd.Flags().StringVarP(&c.output, "output", "o", "text", "output format: text or json (json lists objects only)")
+	cmd.Flags().StringVar(&c.from, "from", "", "the old strategy (instead of A)")
+	cmd.Flags().StringVar(&c.to, "to", "", "the new strategy (instead of B)")
+	cmd.Flags().BoolVar(&c.live, "live", false, "compare one strategy with the cluster")
+	cmd.Flags().StringVar(&c.fromName, "from-name", "", "the ConfigMap of the old strategy, when its file holds several")
+	cmd.Flags().StringVar(&c.toName, "to-name", "", "the ConfigMap of the new strategy, when its file holds several")
+	c.filter.add(cmd)
+	cmd.Flags().BoolVar(&c.showSecrets, "show-secrets", false, "show the values of Secrets' data and stringData in the diff of two strategies (masked by default; live Secret values are never shown)")
+	c.f.add(cmd)
+	c.o.addRegistryFlag(cmd)
+	c.ct = addOptionalClusterTrust(cmd)
+}
+
+func diffFail(err error) error { return &ExitError{Code: 2, Err: err} }
+
+func (c *diffCmd) run(cmd *cobra.Command, args []string) error {
+	o := c.o
+	o.clusterTrust = c.ct // cm/NAME and oci:// by tag: --key checks them
+	if c.output != "text" && c.output != "json" {
+		return usageError(fmt.Errorf("--output %q: want text or json", c.output))
+	}
+	pal, err := o.palette(o.streams.Out)
+	if err != nil {
+		return err
+	}
+	if c.live {
+		return c.runLive(cmd, args)
+	}
+	if c.from != "" || c.to != "" {
+		args = append([]string{c.from, c.to}, args...)
+	}
+	if len(args) == 1 && c.fromName != "" && c.toName != "" {
+		args = append(args, args[0])
+	}
+	if len(args) != 2 || args[0] == "" || args[1] == "" {
+		return usageError(errors.New("give two strategies: A B, --from A --to B, or FILE --from-name X --to-name Y"))
+	}
+	la, err := o.loadStrategy(cmd.Context(), args[0], pick{name: c.fromName, flag: "--from-name"})
+	if err != nil {
+		return diffFail(err)
+	}
+	lb, err := o.loadStrategy(cmd.Context(), args[1], pick{name: c.toName, flag: "--to-name"})
+	if err != nil {
+		return diffFail(err)
+	}
+	sa, sb := c.filter.strategy(la.Strategy), c.filter.strategy(lb.Strategy)
+	if prog := os.Getenv("KUBECTL_EXTERNAL_DIFF"); prog != "" && c.output == "text" && !c.summary {
+		return externalDiff(cmd.Context(), o.streams, prog, sa, sb, c.showSecrets)
+	}
+	ch, err := diffStrategies(sa, sb, "a", "b", c.showSecrets)
+	if err != nil {
+		return diffFail(err)
+	}
+	if c.output == "json" {
+		enc := json.NewEncoder(o.streams.Out)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(ch)
+	} else {
+		err = printChange(o.streams.Out, ch, !c.summary, pal)
+	}
+	if err != nil {
+		return diffFail(err)
+	}
+	if !ch.Empty() {
+		return &ExitError{Code: 1}
+	}
+	return nil
+}
+
+// runLive is diff --live: one strategy against the cluster.
+func (c *diffCmd) runLive(cmd *cobra.Command, args []string) error {
+	if len(args) != 1 {
+		return usageError(errors.New("--live takes one strategy"))
+	}
+	p, _, err := c.o.observePlan(cmd.Context(), args[0], &c.f)
+	if err != nil {
+		return diffFail(err)
+	}
+	c.filter.plan(p)
+	n, err := printLiveDiff(c.o.streams.Out, p)
+	if err != nil {
+		return diffFail(err)
+	}
+	if n > 0 {
+		return &ExitError{Code: 1}
+	}
+	return nil
 }
 
 func identityString(id strategy.Identity) string {

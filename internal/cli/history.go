@@ -195,13 +195,7 @@ func installationRevisions(owner inventory.Owner, u *unstructured.Unstructured) 
 	return h, nil
 }
 
-func newHistoryCommand(o *options) *cobra.Command {
-	var out *output
-	var only int
-	cmd := &cobra.Command{
-		Use:   "history NAME",
-		Short: "List the strategies an installation has run",
-		Long: `List the strategies the installation NAME (an Installation of namespace -n, or a
+const historyLong = `List the strategies the installation NAME (an Installation of namespace -n, or a
 plugin installation of apply --name) has run, newest first: the revision, the
 version, registry and identifier, when it was rolled out, where it came from,
 the ConfigMap that keeps it for rollback, and the result of its check.
@@ -225,11 +219,21 @@ revision and exits 1 unless it is verified.
 
 -o json, yaml, jsonpath= and go-template= print the history as an object of the
 print-only kind History (` + reportVersion + `); -o name prints the
-ConfigMaps that keep the revisions.`,
-		Example: `  kubectl installstrategy history sample -n sample
+ConfigMaps that keep the revisions.`
+
+const historyExample = `  kubectl installstrategy history sample -n sample
   kubectl installstrategy history demo -n sample -o jsonpath='{.revisions[0].identity.version}'
-  kubectl installstrategy history demo -n sample --revision 3`,
-		Args: cobra.ExactArgs(1),
+  kubectl installstrategy history demo -n sample --revision 3`
+
+func newHistoryCommand(o *options) *cobra.Command {
+	var out *output
+	var only int
+	cmd := &cobra.Command{
+		Use:     "history NAME",
+		Short:   "List the strategies an installation has run",
+		Long:    historyLong,
+		Example: historyExample,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err
@@ -336,15 +340,7 @@ func printHistory(w io.Writer, out *output, owner inventory.Owner, rows []revisi
 	return nil
 }
 
-func newRollbackCommand(o *options) *cobra.Command {
-	var f reconcileFlags
-	var a applyFlags
-	var toRevision int
-	var yes, allowUnanchored bool
-	cmd := &cobra.Command{
-		Use:   "rollback NAME [--to-revision N]",
-		Short: "Return an installation to a strategy it ran before",
-		Long: `Return the installation NAME (namespace -n) to the strategy of an earlier
+const rollbackLong = `Return the installation NAME (namespace -n) to the strategy of an earlier
 revision (see history): the one before the current, or --to-revision N.
 
 A plugin installation is applied again, as apply does, from the revision's
@@ -365,10 +361,22 @@ confirmation on a terminal; without a terminal it changes nothing unless
 An Installation is pointed at the revision's stored strategy: its
 spec.strategy becomes that ConfigMap, with its digest pinned, and the operator
 rolls it back (follow with status --watch); the change is shown and confirmed
-the same way.`,
-		Example: `  kubectl installstrategy rollback sample -n sample --wait
-  kubectl installstrategy rollback demo -n sample --to-revision 3 --yes`,
-		Args: cobra.ExactArgs(1),
+the same way.`
+
+const rollbackExample = `  kubectl installstrategy rollback sample -n sample --wait
+  kubectl installstrategy rollback demo -n sample --to-revision 3 --yes`
+
+func newRollbackCommand(o *options) *cobra.Command {
+	var f reconcileFlags
+	var a applyFlags
+	var toRevision int
+	var yes, allowUnanchored bool
+	cmd := &cobra.Command{
+		Use:     "rollback NAME [--to-revision N]",
+		Short:   "Return an installation to a strategy it ran before",
+		Long:    rollbackLong,
+		Example: rollbackExample,
+		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if toRevision < 0 {
 				return usageError(fmt.Errorf("--to-revision %d: want a revision number (see history)", toRevision))

@@ -151,6 +151,15 @@ func printReport(w io.Writer, out *output, r *Report) error {
 }
 
 func printReportTable(w io.Writer, r *Report) error {
+	if err := printReportHeader(w, r); err != nil {
+		return err
+	}
+	return printReportKinds(w, r)
+}
+
+// printReportHeader prints the fields of a report: where the strategy
+// is, its identity, digest and sizes, and its warnings.
+func printReportHeader(w io.Writer, r *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	field("Source", r.Source)
@@ -208,9 +217,13 @@ func printReportTable(w io.Writer, r *Report) error {
 	for _, x := range r.Warnings {
 		fmt.Fprintf(w, "  %s\n", x)
 	}
+	return nil
+}
 
+// printReportKinds prints a report's table of kinds and of objects.
+func printReportKinds(w io.Writer, r *Report) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w)
-	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "KIND\tGROUP\tCOUNT")
 	for _, k := range r.Kinds {
 		group := k.Group

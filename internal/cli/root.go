@@ -149,13 +149,7 @@ func (o *options) namespace() string {
 // NewRootCommand builds the command tree.
 func NewRootCommand(streams Streams) *cobra.Command { return newRootCommand(streams, nil) }
 
-func newRootCommand(streams Streams, wrap func(*rest.Config) *rest.Config) *cobra.Command {
-	o := &options{streams: streams, kube: genericclioptions.NewConfigFlags(true)}
-	o.kube.WrapConfigFn = wrap
-	root := &cobra.Command{
-		Use:   "kubectl-installstrategy",
-		Short: "Decode, inspect, diff and verify install strategies",
-		Long: `kubectl installstrategy works with install strategies: the complete, versioned set
+const rootLong = `kubectl installstrategy works with install strategies: the complete, versioned set
 of manifests a KubeVirt-style operator stores, gzip+base64 encoded, in a ConfigMap
 and reconciles into the cluster.
 
@@ -180,7 +174,15 @@ Every verb that prints objects (list, inspect, status, plan, decode, apply
 and cli-runtime's printers for json, yaml, name, jsonpath= and go-template=.
 
 Without a reachable cluster, a cluster verb fails at once in one line naming
-the server (client-go's klog output is silenced).`,
+the server (client-go's klog output is silenced).`
+
+func newRootCommand(streams Streams, wrap func(*rest.Config) *rest.Config) *cobra.Command {
+	o := &options{streams: streams, kube: genericclioptions.NewConfigFlags(true)}
+	o.kube.WrapConfigFn = wrap
+	root := &cobra.Command{
+		Use:           "kubectl-installstrategy",
+		Short:         "Decode, inspect, diff and verify install strategies",
+		Long:          rootLong,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, args []string) error {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -19,13 +20,7 @@ import (
 // PasswordEnv holds the password of an encrypted private key, as for cosign.
 const PasswordEnv = "COSIGN_PASSWORD"
 
-func newSignCommand(o *options) *cobra.Command {
-	var keyFile, name, product string
-	var file *fileFlag
-	cmd := &cobra.Command{
-		Use:   "sign (FILE|-|cm/NAME|oci://REF | -f FILE) --key KEY",
-		Short: "Sign a strategy ConfigMap or OCI artifact with a private key (cosign-compatible)",
-		Long: `Sign a strategy: the same strategy ConfigMap is written with a signature over the
+const signLong = `Sign a strategy: the same strategy ConfigMap is written with a signature over the
 digest of its decoded manifests text in the annotation installstrategy.io/signature
 and the id of the key in installstrategy.io/signature-key, with a signed statement
 of what it is (product, version, registry, identifier and text digest, as its
@@ -55,11 +50,21 @@ installstrategy.io/product annotation is set to it before signing). An
 operator's configMap source binds the product it deploys, so a strategy
 signed for another product is refused there: sign each product's strategy
 for that product. An artifact's product is set when it is published
-(publish --product) and is part of its digest; --product is refused for oci://.`,
-		Example: `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
+(publish --product) and is part of its digest; --product is refused for oci://.`
+
+const signExample = `  COSIGN_PASSWORD=... kubectl installstrategy sign strategy.yaml --key cosign.key > signed.yaml
   kubectl installstrategy sign cm/installstrategy-x7k2p -n sample --key operator.key
-  kubectl installstrategy sign oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl installstrategy sign oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.key`
+
+func newSignCommand(o *options) *cobra.Command {
+	var keyFile, name, product string
+	var file *fileFlag
+	cmd := &cobra.Command{
+		Use:     "sign (FILE|-|cm/NAME|oci://REF | -f FILE) --key KEY",
+		Short:   "Sign a strategy ConfigMap or OCI artifact with a private key (cosign-compatible)",
+		Long:    signLong,
+		Example: signExample,
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := file.source(cmd, args)
 			if err != nil {
@@ -84,67 +89,9 @@ for that product. An artifact's product is set when it is published
 				return o.signArtifact(cmd.Context(), src, signer)
 			}
 			if cmName, ok := clusterRef(src); ok {
-				c, err := o.cluster()
-				if err != nil {
-					return err
-				}
-				e, err := c.entryByName(cmd.Context(), cmName)
-				if err != nil {
-					return err
-				}
-				dopts, err := o.decodeOptions()
-				if err != nil {
-					return err
-				}
-				st, err := store.New(c.kube, store.Options{Decode: dopts, Signer: signer})
-				if err != nil {
-					return err
-				}
-				signed, err := st.Sign(cmd.Context(), e, store.SignOptions{Product: product})
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(o.streams.Out, "configmap/%s signed in %s with key %s\n", signed.Name, signed.Namespace, signed.SignatureKey)
-				return nil
+				return o.signInCluster(cmd.Context(), cmName, signer, product)
 			}
-			in, err := o.readInput(src)
-			if err != nil {
-				return err
-			}
-			if in.Strategy != nil {
-				return fmt.Errorf("%s: a manifests text has no ConfigMap to carry a signature: encode it first (kubectl installstrategy encode), or sign the text itself with cosign sign-blob", in.Source)
-			}
-			cm, err := pickConfigMap(in, pick{name: name, flag: "--name"})
-			if err != nil {
-				return err
-			}
-			dopts, err := o.decodeOptions()
-			if err != nil {
-				return err
-			}
-			text, _, err := codec.Decode(cm, dopts)
-			if err != nil {
-				return err
-			}
-			if _, _, err := strategy.Parse(text, strategy.ParseOptions{}); err != nil {
-				return fmt.Errorf("%s: %w", in.Source, err)
-			}
-			signed := cm.DeepCopy()
-			if signed.Annotations == nil {
-				signed.Annotations = map[string]string{}
-			}
-			if product != "" {
-				signed.Annotations[metakeys.ProductAnnotation] = product
-			}
-			if err := trust.Sign(signed.Annotations, codec.Digest(text), signer); err != nil {
-				return err
-			}
-			out, err := codec.MarshalYAML(signed)
-			if err != nil {
-				return err
-			}
-			_, err = o.streams.Out.Write(out)
-			return err
+			return o.signFile(src, name, product, signer)
 		},
 	}
 	cmd.Flags().StringVar(&keyFile, "key", "", "PEM private key file (required); an encrypted cosign key's password is read from $"+PasswordEnv)
@@ -153,6 +100,76 @@ for that product. An artifact's product is set when it is published
 	file = addFileFlag(cmd)
 	o.addRegistryFlag(cmd)
 	return cmd
+}
+
+// signInCluster signs the strategy ConfigMap cmName in the namespace
+// through the store.
+func (o *options) signInCluster(ctx context.Context, cmName string, signer *trust.Signer, product string) error {
+	c, err := o.cluster()
+	if err != nil {
+		return err
+	}
+	e, err := c.entryByName(ctx, cmName)
+	if err != nil {
+		return err
+	}
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return err
+	}
+	st, err := store.New(c.kube, store.Options{Decode: dopts, Signer: signer})
+	if err != nil {
+		return err
+	}
+	signed, err := st.Sign(ctx, e, store.SignOptions{Product: product})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.streams.Out, "configmap/%s signed in %s with key %s\n", signed.Name, signed.Namespace, signed.SignatureKey)
+	return nil
+}
+
+// signFile prints the strategy ConfigMap of a file (name picks one of
+// several) with its signature.
+func (o *options) signFile(src, name, product string, signer *trust.Signer) error {
+	in, err := o.readInput(src)
+	if err != nil {
+		return err
+	}
+	if in.Strategy != nil {
+		return fmt.Errorf("%s: a manifests text has no ConfigMap to carry a signature: encode it first (kubectl installstrategy encode), or sign the text itself with cosign sign-blob", in.Source)
+	}
+	cm, err := pickConfigMap(in, pick{name: name, flag: "--name"})
+	if err != nil {
+		return err
+	}
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return err
+	}
+	text, _, err := codec.Decode(cm, dopts)
+	if err != nil {
+		return err
+	}
+	if _, _, err := strategy.Parse(text, strategy.ParseOptions{}); err != nil {
+		return fmt.Errorf("%s: %w", in.Source, err)
+	}
+	signed := cm.DeepCopy()
+	if signed.Annotations == nil {
+		signed.Annotations = map[string]string{}
+	}
+	if product != "" {
+		signed.Annotations[metakeys.ProductAnnotation] = product
+	}
+	if err := trust.Sign(signed.Annotations, codec.Digest(text), signer); err != nil {
+		return err
+	}
+	out, err := codec.MarshalYAML(signed)
+	if err != nil {
+		return err
+	}
+	_, err = o.streams.Out.Write(out)
+	return err
 }
 
 // readSigner reads a PEM private key file; an encrypted one is opened with

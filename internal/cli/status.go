@@ -61,14 +61,7 @@ var (
 	kubevirtsGVR     = schema.GroupVersionResource{Group: "kubevirt.io", Version: "v1", Resource: "kubevirts"}
 )
 
-func newStatusCommand(o *options) *cobra.Command {
-	var watch bool
-	var timeout time.Duration
-	var out *output
-	cmd := &cobra.Command{
-		Use:   "status [INSTALLATION | kubevirt/NAME]",
-		Short: "Show the phase, conditions and rollout progress of an installation",
-		Long: `Show an Installation's phase, conditions, observed and target identity, and the
+const statusLong = `Show an Installation's phase, conditions, observed and target identity, and the
 rollout progress of each component (desired, updated, ready pods; bars in a
 terminal, plain lines otherwise). Without a name, the one Installation of the
 namespace is shown; if there is none, the namespace's KubeVirt custom resource.
@@ -84,11 +77,22 @@ or --timeout passes (exit 1).
 -o json, yaml, jsonpath= and go-template= print the status as an object of the
 custom resource's kind (apiVersion, kind, metadata, then phase, observed,
 target, conditions and components); -o name prints installation.installstrategy.io/NAME
-or kubevirt.kubevirt.io/NAME.`,
-		Example: `  kubectl installstrategy status -n sample
+or kubevirt.kubevirt.io/NAME.`
+
+const statusExample = `  kubectl installstrategy status -n sample
   kubectl installstrategy status demo -n sample --watch --timeout 10m
-  kubectl installstrategy status kubevirt/kubevirt -n kubevirt -o yaml`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl installstrategy status kubevirt/kubevirt -n kubevirt -o yaml`
+
+func newStatusCommand(o *options) *cobra.Command {
+	var watch bool
+	var timeout time.Duration
+	var out *output
+	cmd := &cobra.Command{
+		Use:     "status [INSTALLATION | kubevirt/NAME]",
+		Short:   "Show the phase, conditions and rollout progress of an installation",
+		Long:    statusLong,
+		Example: statusExample,
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := out.validate(); err != nil {
 				return err

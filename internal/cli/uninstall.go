@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"time"
 
@@ -16,14 +17,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-func newUninstallCommand(o *options) *cobra.Command {
-	var keepCRDs, wait bool
-	var systemObjects []string
-	var timeout time.Duration
-	cmd := &cobra.Command{
-		Use:   "uninstall NAME",
-		Short: "Remove what a plugin installation applied",
-		Long: `Remove the objects the installation NAME (of apply --name, in namespace -n)
+const uninstallLong = `Remove the objects the installation NAME (of apply --name, in namespace -n)
 applied: exactly what its inventory lists that still carries its labels, in
 the reconciler's delete order — webhooks and APIServices first, so nothing
 calls a backend that is gone, then custom resources, workloads, services,
@@ -39,8 +33,19 @@ kube-node-lease themselves) is kept unless --allow-system-object names it. Objec
 installations, and objects labelled by hand, are never touched. The CA Secret
 and the inventory go last; the history and the revisions it kept go first.
 
-An installation an Installation drives is removed by deleting the Installation.`,
-		Example: `  kubectl installstrategy uninstall sample -n sample --wait`,
+An installation an Installation drives is removed by deleting the Installation.`
+
+const uninstallExample = `  kubectl installstrategy uninstall sample -n sample --wait`
+
+func newUninstallCommand(o *options) *cobra.Command {
+	var keepCRDs, wait bool
+	var systemObjects []string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:     "uninstall NAME",
+		Short:   "Remove what a plugin installation applied",
+		Long:    uninstallLong,
+		Example: uninstallExample,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
@@ -68,20 +73,7 @@ An installation an Installation drives is removed by deleting the Installation.`
 			kept := 0
 			opts := reconcile.UninstallOptions{
 				Owner: owner, KeepCRDs: keepCRDs, Wait: wait, SystemConsent: consent,
-				OnEvent: func(e reconcile.Event) {
-					if strings.HasPrefix(e.Step, "hook ") {
-						if e.Ref != (strategy.ObjectRef{}) {
-							fmt.Fprintf(out, "  %s: %s %s\n", e.Step, e.Action, e.Ref)
-						}
-						return
-					}
-					if e.Action == apply.ActionDelete {
-						fmt.Fprintf(out, "  delete %s\n", e.Ref)
-					} else {
-						kept++
-						fmt.Fprintf(out, "  kept   %s (%s)\n", e.Ref, e.Reason)
-					}
-				},
+				OnEvent: uninstallEvents(out, &kept),
 			}
 			rc, err := c.reconciler()
 			if err != nil {
@@ -97,21 +89,7 @@ An installation an Installation drives is removed by deleting the Installation.`
 			} else {
 				fmt.Fprintf(o.streams.ErrOut, "installation %s: no delete hooks run: %s\n", owner, why)
 			}
-			// Webhooks and APIServices go first, so that one whose backend
-			// is down cannot refuse the deletions that follow; then the
-			// history (its ConfigMaps are not objects the installation
-			// applied, and would keep its namespace); then the rest.
-			admission := opts
-			admission.AdmissionOnly = true
-			deleted, err := rc.Uninstall(ctx, admission)
-			if err == nil {
-				err = c.deleteHistory(ctx, owner)
-			}
-			if err == nil {
-				var rest []strategy.ObjectRef
-				rest, err = rc.Uninstall(ctx, opts)
-				deleted = append(deleted, rest...)
-			}
+			deleted, err := c.uninstallAll(ctx, rc, opts)
 			fmt.Fprintf(out, "installation %s: %d objects deleted, %d kept\n", owner, len(deleted), kept)
 			if errors.Is(err, context.DeadlineExceeded) {
 				return fmt.Errorf("uninstall %s: not finished within --timeout %s: %w", owner, timeout, err)
@@ -124,6 +102,47 @@ An installation an Installation drives is removed by deleting the Installation.`
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "give up after this long")
 	cmd.Flags().StringArrayVar(&systemObjects, "allow-system-object", nil, "let uninstall delete this system object the installation took over (see apply --allow-system-object), named KIND[.GROUP]/NAME or KIND[.GROUP]/NAMESPACE/NAME (repeat the flag for more)")
 	return cmd
+}
+
+// uninstallEvents prints what an uninstall deletes and keeps, counting
+// the kept objects in kept.
+func uninstallEvents(out io.Writer, kept *int) func(reconcile.Event) {
+	return func(e reconcile.Event) {
+		if strings.HasPrefix(e.Step, "hook ") {
+			if e.Ref != (strategy.ObjectRef{}) {
+				fmt.Fprintf(out, "  %s: %s %s\n", e.Step, e.Action, e.Ref)
+			}
+			return
+		}
+		if e.Action == apply.ActionDelete {
+			fmt.Fprintf(out, "  delete %s\n", e.Ref)
+		} else {
+			*kept++
+			fmt.Fprintf(out, "  kept   %s (%s)\n", e.Ref, e.Reason)
+		}
+	}
+}
+
+// uninstallAll deletes an installation's objects in order and returns
+// those deleted.
+func (c *cluster) uninstallAll(ctx context.Context, rc *reconcile.Reconciler, opts reconcile.UninstallOptions) ([]strategy.ObjectRef, error) {
+	owner := opts.Owner
+	// Webhooks and APIServices go first, so that one whose backend
+	// is down cannot refuse the deletions that follow; then the
+	// history (its ConfigMaps are not objects the installation
+	// applied, and would keep its namespace); then the rest.
+	admission := opts
+	admission.AdmissionOnly = true
+	deleted, err := rc.Uninstall(ctx, admission)
+	if err == nil {
+		err = c.deleteHistory(ctx, owner)
+	}
+	if err == nil {
+		var rest []strategy.ObjectRef
+		rest, err = rc.Uninstall(ctx, opts)
+		deleted = append(deleted, rest...)
+	}
+	return deleted, err
 }
 
 // installedStrategy returns the strategy the plugin installation owner

@@ -24,16 +24,7 @@ type Check struct {
 	Detail string `json:"detail"`
 }
 
-func newVerifyCommand(o *options) *cobra.Command {
-	var strict bool
-	var output string
-	var keys []string
-	var want trust.Expect
-	var file *fileFlag
-	cmd := &cobra.Command{
-		Use:   "verify FILE|-|cm/NAME|oci://REF | -f FILE",
-		Short: "Check that a strategy decodes, matches its digest and parses",
-		Long: `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
+const verifyLong = `Verify every strategy ConfigMap in the input (or a manifests text): the encoding
 decodes (base64, gzip, size limit), the recorded digest matches (native form),
 every document parses, and every object has apiVersion, kind and metadata.name.
 Repairs that KubeVirt compatibility needs are reported as warnings.
@@ -55,12 +46,25 @@ installstrategy.io/digest=... A bare cosign signature (no such annotations) is
 refused: it is not bound to an identity.
 
 Exit status: 0 when every check passes, 1 when one fails (with --strict, also
-when there are warnings).`,
-		Example: `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
+when there are warnings).`
+
+const verifyExample = `  kubectl installstrategy verify kubevirt-v1.9.0.configmap.yaml
   kubectl get cm -n kubevirt -l kubevirt.io/install-strategy -o yaml | kubectl installstrategy verify - --strict
   kubectl installstrategy verify cm/installstrategy-x7k2p -n sample --key cosign.pub
-  kubectl installstrategy verify oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.pub --version v1.9.0`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl installstrategy verify oci://ghcr.io/acme/kubevirt:v1.9.0 --key cosign.pub --version v1.9.0`
+
+func newVerifyCommand(o *options) *cobra.Command {
+	var strict bool
+	var output string
+	var keys []string
+	var want trust.Expect
+	var file *fileFlag
+	cmd := &cobra.Command{
+		Use:     "verify FILE|-|cm/NAME|oci://REF | -f FILE",
+		Short:   "Check that a strategy decodes, matches its digest and parses",
+		Long:    verifyLong,
+		Example: verifyExample,
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			src, err := file.source(cmd, args)
 			if err != nil {
@@ -101,29 +105,10 @@ when there are warnings).`,
 				}
 				checks = verifyInput(src, data, dopts, ring)
 			}
-			if output == "json" {
-				enc := json.NewEncoder(o.streams.Out)
-				enc.SetIndent("", "  ")
-				err = enc.Encode(checks)
-			} else {
-				err = printChecks(o.streams.Out, checks)
-			}
-			if err != nil {
+			if err := printChecksAs(o.streams.Out, output, checks); err != nil {
 				return err
 			}
-			failed, warned := 0, 0
-			for _, c := range checks {
-				switch c.Status {
-				case "fail":
-					failed++
-				case "warn":
-					warned++
-				}
-			}
-			if failed > 0 || (strict && warned > 0) {
-				return &ExitError{Code: 1, Err: fmt.Errorf("verification failed: %d checks failed, %d warnings", failed, warned)}
-			}
-			return nil
+			return checksExit(checks, strict)
 		},
 	}
 	cmd.Flags().BoolVar(&strict, "strict", false, "treat warnings (repairs, unknown kinds, no digest) as failures")
@@ -134,6 +119,34 @@ when there are warnings).`,
 	file = addFileFlag(cmd)
 	o.addRegistryFlag(cmd)
 	return cmd
+}
+
+// printChecksAs prints checks as text or json (--output).
+func printChecksAs(w io.Writer, output string, checks []Check) error {
+	if output == "json" {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(checks)
+	}
+	return printChecks(w, checks)
+}
+
+// checksExit is verify's exit status: 1 when a check failed, or (strict)
+// warned.
+func checksExit(checks []Check, strict bool) error {
+	failed, warned := 0, 0
+	for _, c := range checks {
+		switch c.Status {
+		case "fail":
+			failed++
+		case "warn":
+			warned++
+		}
+	}
+	if failed > 0 || (strict && warned > 0) {
+		return &ExitError{Code: 1, Err: fmt.Errorf("verification failed: %d checks failed, %d warnings", failed, warned)}
+	}
+	return nil
 }
 
 func verifyInput(source string, data []byte, dopts codec.DecodeOptions, ring *trust.KeyRing) []Check {

@@ -2,7 +2,8 @@
 // docs/ARCHITECTURE.md: TestImportRules reads its table of forbidden
 // dependencies and fails on any package that has one (or on a rule whose
 // pattern names no package), and TestHackHoldsCommandsOnly keeps hack/ to
-// commands, so that no library grows there again.
+// commands, so that no library grows there again; TestSizeLimits keeps
+// functions to 80 lines and files to 600 (size_test.go).
 package architecture_test
 
 import (
