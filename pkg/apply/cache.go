@@ -99,7 +99,7 @@ type recentVersions struct {
 const seenVersions = 8
 
 // SyncTimeout bounds how long a new informer may take to sync; after
-// that the kind's reads go to the API server for BypassFor. FirstSyncWait
+// that the kind's reads go to the API server for bypassFor. firstSyncWait
 // is how long a read (Cached) waits for the informer it starts: reads of
 // a kind whose informer is still syncing after that are not answered (the
 // applier asks the API server) rather than held. The watch of a kind
@@ -109,8 +109,8 @@ const seenVersions = 8
 // otherwise wait that second.
 var (
 	SyncTimeout   = 10 * time.Second
-	BypassFor     = 5 * time.Minute
-	FirstSyncWait = 300 * time.Millisecond
+	bypassFor     = 5 * time.Minute
+	firstSyncWait = 300 * time.Millisecond
 )
 
 // ErrNotSynced is returned by InformerCache.Cached for a kind whose
@@ -118,9 +118,9 @@ var (
 // can.
 var ErrNotSynced = errors.New("informer not synced yet")
 
-// ManagedSelector selects the objects an installstrategy installation
+// managedSelector selects the objects an installstrategy installation
 // wrote.
-func ManagedSelector() labels.Selector {
+func managedSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{metakeys.ManagedByLabel: metakeys.ManagedBy})
 }
 
@@ -132,7 +132,7 @@ func NewInformerCache(cfg *rest.Config) (*InformerCache, error) {
 	ic := &InformerCache{bypass: map[schema.GroupVersionKind]time.Time{},
 		watched: map[schema.GroupVersionKind]bool{}, starting: map[schema.GroupVersionKind]time.Time{},
 		versions: map[cacheKey]*recentVersions{}}
-	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: ManagedSelector(),
+	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: managedSelector(),
 		DefaultTransform: ic.transform(crcache.TransformStripManagedFields())})
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
@@ -175,18 +175,18 @@ func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind
 }
 
 // Cached implements Cache. The first read of a kind starts its informer
-// and waits for it to sync up to FirstSyncWait; until it has synced, reads
+// and waits for it to sync up to firstSyncWait; until it has synced, reads
 // of the kind return ErrNotSynced.
 func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
-	return c.cached(ctx, gvk, namespace, name, FirstSyncWait)
+	return c.cached(ctx, gvk, namespace, name, firstSyncWait)
 }
 
-// CachedShared is Cached without the copy: the object returned is the
+// cachedShared is Cached without the copy: the object returned is the
 // informer's own, which the caller must not change (nor anything it
 // holds). The applier reads bulky kinds' objects (kinds.Info.Bulky: CRDs
 // with their schemas) this way to decide a write.
-func (c *InformerCache) CachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
-	return c.cached(ctx, gvk, namespace, name, FirstSyncWait, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
+func (c *InformerCache) cachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
+	return c.cached(ctx, gvk, namespace, name, firstSyncWait, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
 }
 
 // cached reads an object of gvk, waiting for the kind's informer to sync
@@ -218,7 +218,7 @@ func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind,
 // synced starts the informer of gvk (obj: an empty object of the kind) if
 // it has not started, and waits until it has synced, up to patience from
 // its start: ErrNotSynced after that, and past SyncTimeout the kind is
-// bypassed for BypassFor.
+// bypassed for bypassFor.
 func (c *InformerCache) synced(ctx context.Context, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, patience time.Duration) error {
 	inf, err := c.cache.GetInformer(ctx, obj, crcache.BlockUntilSynced(false))
 	if err != nil {
@@ -244,7 +244,7 @@ func (c *InformerCache) synced(ctx context.Context, gvk schema.GroupVersionKind,
 				return fmt.Errorf("%s: %w", gvk, ErrNotSynced)
 			}
 			c.mu.Lock()
-			c.bypass[gvk] = time.Now().Add(BypassFor)
+			c.bypass[gvk] = time.Now().Add(bypassFor)
 			delete(c.starting, gvk)
 			c.mu.Unlock()
 			return fmt.Errorf("informer of %s did not sync in %s", gvk, SyncTimeout)

@@ -106,7 +106,7 @@ func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing 
 	if !found {
 		return true, strings.Join(info.PodTemplate, ".")
 	}
-	if ch := Additions(want, have); len(ch) > 0 {
+	if ch := additions(want, have); len(ch) > 0 {
 		return true, "." + strings.Join(info.PodTemplate, ".") + ch[0].Path
 	}
 	return true, ""
@@ -149,7 +149,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	case claim == inventory.ClaimNone:
 		res.Adopted = true
 	}
-	changes := Differences(prepared.Object, live.Object)
+	changes := differences(prepared.Object, live.Object)
 	if len(changes) == 0 {
 		res.Action = ActionUnchanged
 		if res.Shared {

@@ -209,7 +209,7 @@ func IsOurs(live *unstructured.Unstructured, owner inventory.Owner) bool {
 // (metakeys.KeptTemplateAnnotation), the workload's own, which the same write set.
 func TemplateIdentity(live *unstructured.Unstructured) strategy.Identity {
 	if _, kept := live.GetAnnotations()[metakeys.KeptTemplateAnnotation]; kept {
-		return IdentityOf(live)
+		return identityOf(live)
 	}
 	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
 	if info.PodTemplate == nil {
@@ -219,8 +219,8 @@ func TemplateIdentity(live *unstructured.Unstructured) strategy.Identity {
 	return strategy.Identity{Version: ann[metakeys.InstallStrategyVersionAnnotation], Registry: ann[metakeys.InstallStrategyRegistryAnnotation], Identifier: ann[metakeys.InstallStrategyIdentifierAnnotation]}
 }
 
-// IdentityOf returns the identity annotations of a live object.
-func IdentityOf(live *unstructured.Unstructured) strategy.Identity {
+// identityOf returns the identity annotations of a live object.
+func identityOf(live *unstructured.Unstructured) strategy.Identity {
 	ann := live.GetAnnotations()
 	return strategy.Identity{Version: ann[metakeys.InstallStrategyVersionAnnotation], Registry: ann[metakeys.InstallStrategyRegistryAnnotation], Identifier: ann[metakeys.InstallStrategyIdentifierAnnotation]}
 }
