@@ -44,7 +44,7 @@ type Cache interface {
 type InformerCache struct {
 	cache crcache.Cache
 	mu    sync.Mutex
-	// bypass holds kinds whose informer did not sync in SyncTimeout (no
+	// bypass holds kinds whose informer did not sync in syncTimeout (no
 	// right to list them, say), until when reads of them skip the cache.
 	bypass map[schema.GroupVersionKind]time.Time
 	// watched holds the kinds whose informer reports the versions it
@@ -98,7 +98,7 @@ type recentVersions struct {
 // can land between an applier's write and its next read.
 const seenVersions = 8
 
-// SyncTimeout bounds how long a new informer may take to sync; after
+// syncTimeout bounds how long a new informer may take to sync; after
 // that the kind's reads go to the API server for bypassFor. firstSyncWait
 // is how long a read (Cached) waits for the informer it starts: reads of
 // a kind whose informer is still syncing after that are not answered (the
@@ -108,7 +108,7 @@ const seenVersions = 8
 // later: a rollout writing that kind's objects right after its CRD would
 // otherwise wait that second.
 var (
-	SyncTimeout   = 10 * time.Second
+	syncTimeout   = 10 * time.Second
 	bypassFor     = 5 * time.Minute
 	firstSyncWait = 300 * time.Millisecond
 )
@@ -149,7 +149,7 @@ func (c *InformerCache) Start(ctx context.Context) error { return c.cache.Start(
 func (c *InformerCache) Informers() crcache.Cache { return c.cache }
 
 // Warm starts the informers of gvks, several at a time, and returns when
-// each has synced or, after SyncTimeout, is bypassed (as a first read
+// each has synced or, after syncTimeout, is bypassed (as a first read
 // would start it; Cached). Starting them before the first installation
 // keeps their lists and watches out of its rollout.
 func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind) error {
@@ -162,7 +162,7 @@ func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind
 	for _, gvk := range gvks {
 		eg.Go(func() error {
 			// Any key: the read starts the informer and waits for it.
-			if _, _, err := c.cached(ctx, gvk, "", "", SyncTimeout); err != nil {
+			if _, _, err := c.cached(ctx, gvk, "", "", syncTimeout); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -217,7 +217,7 @@ func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind,
 
 // synced starts the informer of gvk (obj: an empty object of the kind) if
 // it has not started, and waits until it has synced, up to patience from
-// its start: ErrNotSynced after that, and past SyncTimeout the kind is
+// its start: ErrNotSynced after that, and past syncTimeout the kind is
 // bypassed for bypassFor.
 func (c *InformerCache) synced(ctx context.Context, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, patience time.Duration) error {
 	inf, err := c.cache.GetInformer(ctx, obj, crcache.BlockUntilSynced(false))
@@ -235,19 +235,19 @@ func (c *InformerCache) synced(ctx context.Context, gvk schema.GroupVersionKind,
 		c.starting[gvk] = now
 	}
 	c.mu.Unlock()
-	deadline := since.Add(min(patience, SyncTimeout))
+	deadline := since.Add(min(patience, syncTimeout))
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !inf.HasSynced() {
 		if !time.Now().Before(deadline) {
-			if time.Since(since) < SyncTimeout {
+			if time.Since(since) < syncTimeout {
 				return fmt.Errorf("%s: %w", gvk, ErrNotSynced)
 			}
 			c.mu.Lock()
 			c.bypass[gvk] = time.Now().Add(bypassFor)
 			delete(c.starting, gvk)
 			c.mu.Unlock()
-			return fmt.Errorf("informer of %s did not sync in %s", gvk, SyncTimeout)
+			return fmt.Errorf("informer of %s did not sync in %s", gvk, syncTimeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -80,12 +80,12 @@ func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 	return u, nil
 }
 
-// PrepareShared returns the object as the applier writes it into an
+// prepareShared returns the object as the applier writes it into an
 // existing object that is not an installation's, of a kind the table marks
 // kinds.Info.MergeIntoExisting (a Namespace made by someone else): the
 // strategy's own fields only — no owner labels, identity or applied hash —
 // so the object is never taken for ours and never deleted.
-func PrepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
+func prepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	u := strip(obj)
 	if ann := u.GetAnnotations(); ann[metakeys.ImplicitAnnotation] != "" {
 		delete(ann, metakeys.ImplicitAnnotation)
