@@ -20,16 +20,16 @@ import (
 
 // Keys of the inventory ConfigMap.
 const (
-	// ObjectsKey is the data key holding the entries as JSON.
-	ObjectsKey = "objects"
-	// ObjectsGzipKey is the binaryData key holding the entries as gzip'd
+	// objectsKey is the data key holding the entries as JSON.
+	objectsKey = "objects"
+	// objectsGzipKey is the binaryData key holding the entries as gzip'd
 	// JSON instead, when their JSON is longer than compressAbove: an
 	// installation of 20,000 objects lists about 1.4 MB of JSON, more than
 	// one ConfigMap may hold, and less than 100 KB compressed.
-	ObjectsGzipKey = "objects.gz"
+	objectsGzipKey = "objects.gz"
 	// compressAbove is the length of the entries' JSON above which the
-	// inventory stores them compressed (ObjectsGzipKey); at or below it
-	// they stay readable with kubectl (ObjectsKey).
+	// inventory stores them compressed (objectsGzipKey); at or below it
+	// they stay readable with kubectl (objectsKey).
 	compressAbove = 256 << 10
 	// NamePrefix starts every inventory ConfigMap's name.
 	NamePrefix = "installstrategy-inventory-"
@@ -165,9 +165,9 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 	inv.Version = cm.Annotations[metakeys.VersionAnnotation]
 	_, inv.Released = cm.Annotations[metakeys.ReleasedAnnotation]
 	inv.HooksRan = cm.Annotations[metakeys.HooksRanAnnotation]
-	data, key := cm.Data[ObjectsKey], "data."+ObjectsKey
-	if gz, ok := cm.BinaryData[ObjectsGzipKey]; ok {
-		key = "binaryData." + ObjectsGzipKey
+	data, key := cm.Data[objectsKey], "data."+objectsKey
+	if gz, ok := cm.BinaryData[objectsGzipKey]; ok {
+		key = "binaryData." + objectsGzipKey
 		text, err := codec.Gunzip(gz, maxObjectsJSON)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of %s: configmap %s/%s: %s: %w", o, cm.Namespace, cm.Name, key, err)
@@ -224,9 +224,9 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 		if err != nil {
 			return fmt.Errorf("inventory of %s: %w", o, err)
 		}
-		cm.BinaryData = map[string][]byte{ObjectsGzipKey: gz}
+		cm.BinaryData = map[string][]byte{objectsGzipKey: gz}
 	} else {
-		cm.Data = map[string]string{ObjectsKey: string(data)}
+		cm.Data = map[string]string{objectsKey: string(data)}
 	}
 	if inv.Released {
 		cm.Annotations[metakeys.ReleasedAnnotation] = "true"
