@@ -45,7 +45,7 @@ func chunkConfigMaps(cm *corev1.ConfigMap, max int) []*corev1.ConfigMap {
 	for i, p := range parts {
 		out[i] = &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
-				GenerateName: ChunkGenerateName,
+				GenerateName: chunkGenerateName,
 				Namespace:    cm.Namespace,
 				Labels:       map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.ChunkLabel: ""},
 				Annotations: map[string]string{
