@@ -271,26 +271,6 @@ func (s *Store) Delete(ctx context.Context, o Owner) error {
 	return nil
 }
 
-// list returns every inventory in a namespace ("" for all), with the owners
-// their annotations name.
-func (s *Store) list(ctx context.Context, namespace string) ([]*Inventory, error) {
-	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: metakeys.InventoryLabel})
-	if err != nil {
-		return nil, fmt.Errorf("list inventories: %w", err)
-	}
-	var out []*Inventory
-	for i := range l.Items {
-		cm := &l.Items[i]
-		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[metakeys.InstallationAnnotation], Kind: cm.Annotations[metakeys.OwnerKindAnnotation]}
-		inv, err := decode(o, cm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, inv)
-	}
-	return out, nil
-}
-
 // Holder returns the installation whose inventory the installation labels
 // of an object name (NameLabel and metakeys.InstallationNamespaceLabel, as Owner.Labels writes
 // them): ok is false when no such inventory exists — the installation is

@@ -346,16 +346,6 @@ func (l *Loader) evict() {
 	}
 }
 
-// forget drops everything the loader remembers about an identifier: its
-// cached strategy and its failures (so the next Load may start a Job at
-// once).
-func (l *Loader) forget(identifier string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.cache, identifier)
-	delete(l.state, identifier)
-}
-
 // clone copies s for a caller, except the kinds' bulky fields (a CRD's
 // version schemas, most of a KubeVirt strategy), which stay the values
 // Parse shared: a deep copy expanded KubeVirt's 1.7 MB of parsed schemas

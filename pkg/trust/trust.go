@@ -233,16 +233,6 @@ func (k *KeyRing) AddPEM(name string, data []byte) error {
 	return nil
 }
 
-// merge adds every key of other.
-func (k *KeyRing) merge(other *KeyRing) {
-	if other == nil {
-		return
-	}
-	for _, id := range slices.Sorted(maps.Keys(other.keys)) {
-		_ = k.Add(other.names[id], other.keys[id])
-	}
-}
-
 // Len is the number of trusted keys.
 func (k *KeyRing) Len() int {
 	if k == nil {
