@@ -185,7 +185,7 @@ func (a *Applier) writeDecided(ctx context.Context, ri dynamic.ResourceInterface
 }
 
 // sharedReader is a Cache that can return its own copy of an object to a
-// reader that does not change it (InformerCache.CachedShared).
+// reader that does not change it (InformerCache.cachedShared).
 type sharedReader interface {
 	CachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error)
 }
@@ -208,7 +208,7 @@ func (a *Applier) dryRun() []string {
 func (a *Applier) write(ctx context.Context, ri dynamic.ResourceInterface, prepared, live *unstructured.Unstructured) (*unstructured.Unstructured, bool, error) {
 	force := true
 	out, err := ri.Apply(ctx, prepared.GetName(), prepared, metav1.ApplyOptions{FieldManager: a.opts.FieldManager, Force: force, DryRun: a.dryRun()})
-	if err == nil || !IsSSARejection(err) {
+	if err == nil || !isSSARejection(err) {
 		return out, false, err
 	}
 	if live == nil {
@@ -248,11 +248,11 @@ func (a *Applier) recreate(ctx context.Context, ri dynamic.ResourceInterface, pr
 	return a.write(ctx, ri, prepared, nil)
 }
 
-// IsSSARejection reports whether server-side apply refused an object
+// isSSARejection reports whether server-side apply refused an object
 // because the object itself cannot be converted to its structured form
 // (e.g. a list keyed by containerPort holding the same key twice), the case
 // in which create/update still works.
-func IsSSARejection(err error) bool {
+func isSSARejection(err error) bool {
 	if err == nil {
 		return false
 	}

@@ -44,7 +44,7 @@ type Cache interface {
 type InformerCache struct {
 	cache crcache.Cache
 	mu    sync.Mutex
-	// bypass holds kinds whose informer did not sync in SyncTimeout (no
+	// bypass holds kinds whose informer did not sync in syncTimeout (no
 	// right to list them, say), until when reads of them skip the cache.
 	bypass map[schema.GroupVersionKind]time.Time
 	// watched holds the kinds whose informer reports the versions it
@@ -98,8 +98,8 @@ type recentVersions struct {
 // can land between an applier's write and its next read.
 const seenVersions = 8
 
-// SyncTimeout bounds how long a new informer may take to sync; after
-// that the kind's reads go to the API server for BypassFor. FirstSyncWait
+// syncTimeout bounds how long a new informer may take to sync; after
+// that the kind's reads go to the API server for bypassFor. firstSyncWait
 // is how long a read (Cached) waits for the informer it starts: reads of
 // a kind whose informer is still syncing after that are not answered (the
 // applier asks the API server) rather than held. The watch of a kind
@@ -108,9 +108,9 @@ const seenVersions = 8
 // later: a rollout writing that kind's objects right after its CRD would
 // otherwise wait that second.
 var (
-	SyncTimeout   = 10 * time.Second
-	BypassFor     = 5 * time.Minute
-	FirstSyncWait = 300 * time.Millisecond
+	syncTimeout   = 10 * time.Second
+	bypassFor     = 5 * time.Minute
+	firstSyncWait = 300 * time.Millisecond
 )
 
 // ErrNotSynced is returned by InformerCache.Cached for a kind whose
@@ -118,9 +118,9 @@ var (
 // can.
 var ErrNotSynced = errors.New("informer not synced yet")
 
-// ManagedSelector selects the objects an installstrategy installation
+// managedSelector selects the objects an installstrategy installation
 // wrote.
-func ManagedSelector() labels.Selector {
+func managedSelector() labels.Selector {
 	return labels.SelectorFromSet(labels.Set{metakeys.ManagedByLabel: metakeys.ManagedBy})
 }
 
@@ -132,7 +132,7 @@ func NewInformerCache(cfg *rest.Config) (*InformerCache, error) {
 	ic := &InformerCache{bypass: map[schema.GroupVersionKind]time.Time{},
 		watched: map[schema.GroupVersionKind]bool{}, starting: map[schema.GroupVersionKind]time.Time{},
 		versions: map[cacheKey]*recentVersions{}}
-	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: ManagedSelector(),
+	c, err := crcache.New(cfg, crcache.Options{Scheme: runtime.NewScheme(), DefaultLabelSelector: managedSelector(),
 		DefaultTransform: ic.transform(crcache.TransformStripManagedFields())})
 	if err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
@@ -149,7 +149,7 @@ func (c *InformerCache) Start(ctx context.Context) error { return c.cache.Start(
 func (c *InformerCache) Informers() crcache.Cache { return c.cache }
 
 // Warm starts the informers of gvks, several at a time, and returns when
-// each has synced or, after SyncTimeout, is bypassed (as a first read
+// each has synced or, after syncTimeout, is bypassed (as a first read
 // would start it; Cached). Starting them before the first installation
 // keeps their lists and watches out of its rollout.
 func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind) error {
@@ -162,7 +162,7 @@ func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind
 	for _, gvk := range gvks {
 		eg.Go(func() error {
 			// Any key: the read starts the informer and waits for it.
-			if _, _, err := c.cached(ctx, gvk, "", "", SyncTimeout); err != nil {
+			if _, _, err := c.cached(ctx, gvk, "", "", syncTimeout); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()
@@ -175,18 +175,18 @@ func (c *InformerCache) Warm(ctx context.Context, gvks []schema.GroupVersionKind
 }
 
 // Cached implements Cache. The first read of a kind starts its informer
-// and waits for it to sync up to FirstSyncWait; until it has synced, reads
+// and waits for it to sync up to firstSyncWait; until it has synced, reads
 // of the kind return ErrNotSynced.
 func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
-	return c.cached(ctx, gvk, namespace, name, FirstSyncWait)
+	return c.cached(ctx, gvk, namespace, name, firstSyncWait)
 }
 
-// CachedShared is Cached without the copy: the object returned is the
+// cachedShared is Cached without the copy: the object returned is the
 // informer's own, which the caller must not change (nor anything it
 // holds). The applier reads bulky kinds' objects (kinds.Info.Bulky: CRDs
 // with their schemas) this way to decide a write.
-func (c *InformerCache) CachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
-	return c.cached(ctx, gvk, namespace, name, FirstSyncWait, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
+func (c *InformerCache) cachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
+	return c.cached(ctx, gvk, namespace, name, firstSyncWait, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
 }
 
 // cached reads an object of gvk, waiting for the kind's informer to sync
@@ -217,8 +217,8 @@ func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind,
 
 // synced starts the informer of gvk (obj: an empty object of the kind) if
 // it has not started, and waits until it has synced, up to patience from
-// its start: ErrNotSynced after that, and past SyncTimeout the kind is
-// bypassed for BypassFor.
+// its start: ErrNotSynced after that, and past syncTimeout the kind is
+// bypassed for bypassFor.
 func (c *InformerCache) synced(ctx context.Context, gvk schema.GroupVersionKind, obj *unstructured.Unstructured, patience time.Duration) error {
 	inf, err := c.cache.GetInformer(ctx, obj, crcache.BlockUntilSynced(false))
 	if err != nil {
@@ -235,19 +235,19 @@ func (c *InformerCache) synced(ctx context.Context, gvk schema.GroupVersionKind,
 		c.starting[gvk] = now
 	}
 	c.mu.Unlock()
-	deadline := since.Add(min(patience, SyncTimeout))
+	deadline := since.Add(min(patience, syncTimeout))
 	tick := time.NewTicker(5 * time.Millisecond)
 	defer tick.Stop()
 	for !inf.HasSynced() {
 		if !time.Now().Before(deadline) {
-			if time.Since(since) < SyncTimeout {
+			if time.Since(since) < syncTimeout {
 				return fmt.Errorf("%s: %w", gvk, ErrNotSynced)
 			}
 			c.mu.Lock()
-			c.bypass[gvk] = time.Now().Add(BypassFor)
+			c.bypass[gvk] = time.Now().Add(bypassFor)
 			delete(c.starting, gvk)
 			c.mu.Unlock()
-			return fmt.Errorf("informer of %s did not sync in %s", gvk, SyncTimeout)
+			return fmt.Errorf("informer of %s did not sync in %s", gvk, syncTimeout)
 		}
 		select {
 		case <-ctx.Done():

@@ -108,9 +108,9 @@ func TestCacheThatCannotListFallsBackToTheAPIServer(t *testing.T) {
 	}
 	limited := rest.CopyConfig(env.Config)
 	limited.Impersonate = rest.ImpersonationConfig{UserName: user}
-	restore := apply.SyncTimeout
-	apply.SyncTimeout = 3 * time.Second
-	t.Cleanup(func() { apply.SyncTimeout = restore })
+	restore := *apply.SyncTimeout
+	*apply.SyncTimeout = 3 * time.Second
+	t.Cleanup(func() { *apply.SyncTimeout = restore })
 	c := applytest.StartCache(t, limited)
 	// The first read waits apply.FirstSyncWait for the informer it starts,
 	// not SyncTimeout: the cache cannot answer yet, the API server can.

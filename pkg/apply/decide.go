@@ -16,11 +16,11 @@ import (
 // object (nil when absent): with the owner's labels and identity (see
 // Prepare), or, for an existing object that no installation owns of a kind
 // the table merges into (kinds.Info.MergeIntoExisting), only the
-// strategy's own fields (see PrepareShared).
+// strategy's own fields (see prepareShared).
 func (a *Applier) Prepare(obj, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	obj = WithLive(obj, live)
+	obj = withLive(obj, live)
 	if live != nil && a.shared(obj, live) {
-		return PrepareShared(obj), nil
+		return prepareShared(obj), nil
 	}
 	prepared, err := prepare(obj, a.opts.Identity, a.opts.Owner, !a.opts.LeavePodTemplates)
 	if err != nil || live == nil {
@@ -106,7 +106,7 @@ func templateHeld(obj, live *unstructured.Unstructured) (workload bool, missing 
 	if !found {
 		return true, strings.Join(info.PodTemplate, ".")
 	}
-	if ch := Additions(want, have); len(ch) > 0 {
+	if ch := additions(want, have); len(ch) > 0 {
 		return true, "." + strings.Join(info.PodTemplate, ".") + ch[0].Path
 	}
 	return true, ""
@@ -140,7 +140,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 		res.Reason = a.conflictOf(res.Ref, live, claim).Error()
 		return res
 	case claim == inventory.ClaimNone && !owned:
-		// Prepared by PrepareShared.
+		// Prepared by prepareShared.
 		res.Shared = true
 	case claim == inventory.ClaimNone && !a.adoptable(res.Ref, live):
 		res.Action = ActionConflict
@@ -149,7 +149,7 @@ func (a *Applier) Decide(prepared, live *unstructured.Unstructured) Result {
 	case claim == inventory.ClaimNone:
 		res.Adopted = true
 	}
-	changes := Differences(prepared.Object, live.Object)
+	changes := differences(prepared.Object, live.Object)
 	if len(changes) == 0 {
 		res.Action = ActionUnchanged
 		if res.Shared {

@@ -6,7 +6,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 )
 
-// WithLive returns the object to apply given the live one (nil when
+// withLive returns the object to apply given the live one (nil when
 // absent): the object itself, except where the kind table says the server
 // keeps something a strategy may drop (kinds.Info.KeepStoredVersions: CRD
 // versions still listed in status.storedVersions are kept as the live CRD
@@ -20,7 +20,7 @@ import (
 // the migration leaves a CRD whose stored objects can still be read at
 // the version they were written at, which the next run's CRD preflight
 // judges them by (pkg/crdsafety) instead of refusing for every object.
-func WithLive(obj, live *unstructured.Unstructured) *unstructured.Unstructured {
+func withLive(obj, live *unstructured.Unstructured) *unstructured.Unstructured {
 	if live == nil {
 		return obj
 	}

@@ -53,9 +53,9 @@ type Options struct {
 	// persisted, and a recreate is only reported.
 	DryRun bool
 	// RetryFor bounds how long Apply and Delete retry a transient failure
-	// (IsTransient: a webhook whose backend is not up yet, 429, 5xx, a
+	// (isTransient: a webhook whose backend is not up yet, 429, 5xx, a
 	// conflict, a broken connection) before returning it; 0 means
-	// DefaultRetryFor, a negative value does not retry.
+	// defaultRetryFor, a negative value does not retry.
 	RetryFor time.Duration
 	// LeavePodTemplates leaves pod templates as the strategy has them: no
 	// identity annotations are put on them, so taking over running

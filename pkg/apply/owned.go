@@ -14,10 +14,10 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 )
 
-// DefaultMaxOwnedBytes bounds what OwnedObjects reads: the objects of one
+// defaultMaxOwnedBytes bounds what OwnedObjects reads: the objects of one
 // installation's namespace, as JSON (a strategy's whole text is at most
 // 64 MiB; the objects a chart looks up are a small part of it).
-const DefaultMaxOwnedBytes = 32 << 20
+const defaultMaxOwnedBytes = 32 << 20
 
 // OwnedObjects reads the live objects of an inventory that a chart's
 // lookup may see (pkg/render's HelmLookup): the namespaced objects in
@@ -25,10 +25,10 @@ const DefaultMaxOwnedBytes = 32 << 20
 // API server with the applier's identity, never from a cache. Objects
 // that are gone, whose kind is no longer served, or that another owner
 // (or nobody) now labels are left out. More than maxBytes of them as JSON
-// (0 means DefaultMaxOwnedBytes) is an error: reading stops there.
+// (0 means defaultMaxOwnedBytes) is an error: reading stops there.
 func (a *Applier) OwnedObjects(ctx context.Context, inv *inventory.Inventory, namespace string, maxBytes int64) ([]*unstructured.Unstructured, error) {
 	if maxBytes <= 0 {
-		maxBytes = DefaultMaxOwnedBytes
+		maxBytes = defaultMaxOwnedBytes
 	}
 	var (
 		out   []*unstructured.Unstructured

@@ -79,12 +79,12 @@ func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner invento
 	return u, nil
 }
 
-// PrepareShared returns the object as the applier writes it into an
+// prepareShared returns the object as the applier writes it into an
 // existing object that is not an installation's, of a kind the table marks
 // kinds.Info.MergeIntoExisting (a Namespace made by someone else): the
 // strategy's own fields only — no owner labels, identity or applied hash —
 // so the object is never taken for ours and never deleted.
-func PrepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
+func prepareShared(obj *unstructured.Unstructured) *unstructured.Unstructured {
 	u := strip(obj)
 	if ann := u.GetAnnotations(); ann[metakeys.ImplicitAnnotation] != "" {
 		delete(ann, metakeys.ImplicitAnnotation)
@@ -208,7 +208,7 @@ func IsOurs(live *unstructured.Unstructured, owner inventory.Owner) bool {
 // (metakeys.KeptTemplateAnnotation), the workload's own, which the same write set.
 func TemplateIdentity(live *unstructured.Unstructured) strategy.Identity {
 	if _, kept := live.GetAnnotations()[metakeys.KeptTemplateAnnotation]; kept {
-		return IdentityOf(live)
+		return identityOf(live)
 	}
 	info, _ := kinds.Lookup(live.GroupVersionKind().GroupKind())
 	if info.PodTemplate == nil {
@@ -218,8 +218,8 @@ func TemplateIdentity(live *unstructured.Unstructured) strategy.Identity {
 	return strategy.Identity{Version: ann[metakeys.InstallStrategyVersionAnnotation], Registry: ann[metakeys.InstallStrategyRegistryAnnotation], Identifier: ann[metakeys.InstallStrategyIdentifierAnnotation]}
 }
 
-// IdentityOf returns the identity annotations of a live object.
-func IdentityOf(live *unstructured.Unstructured) strategy.Identity {
+// identityOf returns the identity annotations of a live object.
+func identityOf(live *unstructured.Unstructured) strategy.Identity {
 	ann := live.GetAnnotations()
 	return strategy.Identity{Version: ann[metakeys.InstallStrategyVersionAnnotation], Registry: ann[metakeys.InstallStrategyRegistryAnnotation], Identifier: ann[metakeys.InstallStrategyIdentifierAnnotation]}
 }

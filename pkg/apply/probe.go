@@ -15,10 +15,10 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// ProbeMin is the number of objects of one resource and namespace, none of
+// probeMin is the number of objects of one resource and namespace, none of
 // them in the cache, from which Probe lists that resource instead of
 // letting each apply read its object: one request instead of one each.
-const ProbeMin = 2
+const probeMin = 2
 
 // probePage is the page size of a probe list.
 const probePage = 500
@@ -29,7 +29,7 @@ const probePage = 500
 // else's, refused as a conflict) and is read from the API server before
 // its write; on a first install that is one read per object, and without
 // a cache (the plugin) one per object on every apply. Probe lists each
-// resource and namespace where at least ProbeMin of objs are not in the
+// resource and namespace where at least probeMin of objs are not in the
 // cache: metadata only with a cache, the objects themselves without one.
 // Until the returned applier's first write of an object, its reads of one
 // the list did not hold answer "absent", and without a cache its reads of
@@ -79,7 +79,7 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 	var eg errgroup.Group
 	eg.SetLimit(8)
 	for g, members := range groups {
-		if len(members) < ProbeMin {
+		if len(members) < probeMin {
 			continue
 		}
 		eg.Go(func() error {

@@ -13,11 +13,11 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
-// DefaultRetryFor is how long Apply retries a transient failure when
+// defaultRetryFor is how long Apply retries a transient failure when
 // Options.RetryFor is 0.
-const DefaultRetryFor = time.Minute
+const defaultRetryFor = time.Minute
 
-// IsTransient reports whether a failed request may succeed when sent again
+// isTransient reports whether a failed request may succeed when sent again
 // unchanged: the server is overloaded or briefly unavailable (429, 500,
 // 502, 503, 504, timeouts, an etcd leader change), an admission webhook
 // could not be called (its backend is not up yet: the API server answers
@@ -25,7 +25,7 @@ const DefaultRetryFor = time.Minute
 // Conflict on update), or the connection broke. Validation, permission and
 // immutability errors are permanent, and so is a *ConflictError (another
 // owner's object).
-func IsTransient(err error) bool {
+func isTransient(err error) bool {
 	if err == nil {
 		return false
 	}
@@ -60,23 +60,23 @@ func IsTransient(err error) bool {
 // answer to this request alone (429, a 409 conflict, an admission webhook
 // that could not be called yet).
 func serverTrouble(err error) bool {
-	if !IsTransient(err) || apierrors.IsTooManyRequests(err) || apierrors.IsConflict(err) {
+	if !isTransient(err) || apierrors.IsTooManyRequests(err) || apierrors.IsConflict(err) {
 		return false
 	}
 	return !strings.Contains(err.Error(), "failed calling webhook")
 }
 
-// PermanentError marks a failure the API server gave that IsTransient
+// permanentError marks a failure the API server gave that isTransient
 // judged permanent (validation, permission, immutability, a webhook's
 // denial): it was not retried, and its message says so.
-type PermanentError struct{ Err error }
+type permanentError struct{ Err error }
 
-func (e *PermanentError) Error() string { return e.Err.Error() + " (permanent, not retried)" }
+func (e *permanentError) Error() string { return e.Err.Error() + " (permanent, not retried)" }
 
 // Unwrap gives the server's error, so apierrors' predicates still apply.
-func (e *PermanentError) Unwrap() error { return e.Err }
+func (e *permanentError) Unwrap() error { return e.Err }
 
-// permanent wraps an API server's error in a *PermanentError; other errors
+// permanent wraps an API server's error in a *permanentError; other errors
 // (another owner's object, a local failure) are returned as they are.
 func permanent(err error) error {
 	var status apierrors.APIStatus
@@ -84,12 +84,12 @@ func permanent(err error) error {
 	if errors.As(err, &owned) || !errors.As(err, &status) || apierrors.IsNotFound(err) {
 		return err
 	}
-	return &PermanentError{Err: err}
+	return &permanentError{Err: err}
 }
 
 // Retry calls f as Apply and Delete send their requests: again while it
 // fails with a transient error, for up to Options.RetryFor; a permanent
-// error is returned at once as a *PermanentError.
+// error is returned at once as a *permanentError.
 func (a *Applier) Retry(ctx context.Context, f func() error) error { return a.retry(ctx, f) }
 
 // retry calls f until it succeeds, fails with an error that is not
@@ -98,7 +98,7 @@ func (a *Applier) Retry(ctx context.Context, f func() error) error { return a.re
 func (a *Applier) retry(ctx context.Context, f func() error) error {
 	limit := a.opts.RetryFor
 	if limit == 0 {
-		limit = DefaultRetryFor
+		limit = defaultRetryFor
 	}
 	start := time.Now()
 	wait := 200 * time.Millisecond
@@ -107,7 +107,7 @@ func (a *Applier) retry(ctx context.Context, f func() error) error {
 		if err == nil || limit < 0 {
 			return err
 		}
-		if !IsTransient(err) {
+		if !isTransient(err) {
 			return permanent(err)
 		}
 		if serverTrouble(err) {

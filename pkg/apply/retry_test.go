@@ -56,7 +56,7 @@ func TestIsTransientAndServerTrouble(t *testing.T) {
 		"connection reset": true, "unexpected EOF": true, "etcd leader change": true, "etcd leader change from the server": true,
 		"500": true, "502": true, "connection lost": true}
 	for _, c := range cases {
-		if got := IsTransient(c.err); got != c.want {
+		if got := isTransient(c.err); got != c.want {
 			t.Errorf("%s: IsTransient(%v) = %v, want %v", c.name, c.err, got, c.want)
 		}
 		if got := serverTrouble(c.err); got != trouble[c.name] {
@@ -90,7 +90,7 @@ func TestRetryStopsAtPermanentErrors(t *testing.T) {
 	if calls != 1 || !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "permanent, not retried") {
 		t.Fatalf("permanent: %d calls, err %v; want 1 call and a forbidden error saying it was not retried", calls, err)
 	}
-	var perm *PermanentError
+	var perm *permanentError
 	if !errors.As(err, &perm) {
 		t.Fatalf("permanent: %T is not a *PermanentError", err)
 	}

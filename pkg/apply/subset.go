@@ -18,35 +18,35 @@ type Change struct {
 	Desired any `json:"desired,omitempty"`
 }
 
-// Differences lists the fields of desired whose value live does not hold,
+// differences lists the fields of desired whose value live does not hold,
 // ignoring what the server adds (defaults, status, metadata it owns). Lists
 // must have the same length and each element of desired must be held by the
 // element of live at the same index; a list that differs is one Change. A
 // null, empty map, empty list, false, 0 or "" in desired matches an absent
 // field. Numbers
 // compare by value whatever their Go type.
-func Differences(desired, live any) []Change {
+func differences(desired, live any) []Change {
 	var out []Change
 	diff(desired, live, "", false, &out)
 	return out
 }
 
-// Additions lists the fields of desired that live does not hold when live
+// additions lists the fields of desired that live does not hold when live
 // may also add to lists: like Differences, except that a list holds
 // desired's list when desired's elements are held, in order, by elements
 // of it (other elements may come before, between and after them). It says
 // whether live is desired plus what someone else added: fields, list
 // entries (a toleration, an argument, a volume), server defaults.
-func Additions(desired, live any) []Change {
+func additions(desired, live any) []Change {
 	var out []Change
 	diff(desired, live, "", true, &out)
 	return out
 }
 
-// Subset reports whether live holds every field of desired (no
+// subset reports whether live holds every field of desired (no
 // Differences).
-func Subset(desired, live any) bool {
-	return len(Differences(desired, live)) == 0
+func subset(desired, live any) bool {
+	return len(differences(desired, live)) == 0
 }
 
 func diff(d, l any, path string, additions bool, out *[]Change) {

@@ -24,7 +24,7 @@ func TestDifferences(t *testing.T) {
 		{"type change", `{"a":{"b":1}}`, `{"a":"x"}`, []string{".a"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := changedPaths(t, Differences, tc.desired, tc.live)
+			got := changedPaths(t, differences, tc.desired, tc.live)
 			if len(got) != len(tc.want) {
 				t.Fatalf("got %v, want %v", got, tc.want)
 			}
@@ -38,10 +38,10 @@ func TestDifferences(t *testing.T) {
 }
 
 func TestNumbersCompareByValue(t *testing.T) {
-	if !Subset(map[string]any{"n": int64(3)}, map[string]any{"n": float64(3)}) {
+	if !subset(map[string]any{"n": int64(3)}, map[string]any{"n": float64(3)}) {
 		t.Error("int64(3) vs float64(3)")
 	}
-	if !Subset(map[string]any{"n": json.Number("3")}, map[string]any{"n": int64(3)}) {
+	if !subset(map[string]any{"n": json.Number("3")}, map[string]any{"n": int64(3)}) {
 		t.Error("json.Number vs int64")
 	}
 }
@@ -63,7 +63,7 @@ func TestAdditions(t *testing.T) {
 		{"nested lists", `{"c":[{"args":["--x"]}]}`, `{"c":[{"args":["--x","--y"]}]}`, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := changedPaths(t, Additions, tc.desired, tc.live); !slices.Equal(got, tc.want) {
+			if got := changedPaths(t, additions, tc.desired, tc.live); !slices.Equal(got, tc.want) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})

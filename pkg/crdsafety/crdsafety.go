@@ -64,8 +64,8 @@ const (
 var Rules = []Rule{RuleScope, RuleStoredVersionRemoved, RuleServedVersionRemoved, RuleFieldRemoved, RuleTypeChanged,
 	RuleEnumTightened, RuleBoundTightened, RuleRequiredAdded, RuleDefaultChanged}
 
-// Known reports whether r is one of Rules.
-func Known(r Rule) bool { return slices.Contains(Rules, r) }
+// known reports whether r is one of Rules.
+func known(r Rule) bool { return slices.Contains(Rules, r) }
 
 // Allow accepts the findings of one rule on one CRD (by its name).
 type Allow struct {
@@ -83,7 +83,7 @@ func ParseAllow(s string) (Allow, error) {
 		return Allow{}, fmt.Errorf("crd safety override %q: want CRD=RULE", s)
 	}
 	a := Allow{CRD: crd, Rule: Rule(rule)}
-	if !Known(a.Rule) {
+	if !known(a.Rule) {
 		return Allow{}, fmt.Errorf("crd safety override %q: unknown rule %q (one of %s)", s, rule, ruleList())
 	}
 	return a, nil
@@ -164,12 +164,12 @@ func (f Finding) String() string {
 	return b.String()
 }
 
-// MaxExamples is how many affected objects a finding names.
-const MaxExamples = 5
+// maxExamples is how many affected objects a finding names.
+const maxExamples = 5
 
-// Affects reports whether obj (a custom resource, read at f.ReadAt) is
+// affects reports whether obj (a custom resource, read at f.ReadAt) is
 // affected by f; always false for findings not judged by values.
-func (f *Finding) Affects(obj map[string]any) bool {
+func (f *Finding) affects(obj map[string]any) bool {
 	if f.Judge != ObjectValues || f.check == nil {
 		return f.Judge == AnyObject
 	}
@@ -298,7 +298,7 @@ func (f *Finding) ObserveStored(st Stored) {
 	}
 	o := st.Object
 	f.Objects++
-	if len(f.Examples) < MaxExamples {
+	if len(f.Examples) < maxExamples {
 		name := o.GetName()
 		if ns := o.GetNamespace(); ns != "" {
 			name = ns + "/" + name
@@ -312,11 +312,11 @@ func (f *Finding) affectsStored(st Stored) bool {
 	case st.Pruned:
 		return false
 	case st.Desired == nil || f.Judge != ObjectValues:
-		return f.Affects(st.Object.Object)
-	case f.Rule != RuleDefaultChanged && f.Affects(st.Desired.Object):
+		return f.affects(st.Object.Object)
+	case f.Rule != RuleDefaultChanged && f.affects(st.Desired.Object):
 		return true
 	}
-	return f.Affects(st.Object.Object) && othersOwn(st.Object, f.segs, st.Ours)
+	return f.affects(st.Object.Object) && othersOwn(st.Object, f.segs, st.Ours)
 }
 
 // othersOwn reports whether a field manager entry that is not ours owns

@@ -69,7 +69,7 @@ type Checker struct {
 	// StableAfter is how long a container that restarted after a failed
 	// exit (its last termination a non-zero exit code) must have been
 	// running before its pod counts as ready: until then it is "restarted
-	// Ns ago". 0 means DefaultStableAfter; a negative value turns the rule
+	// Ns ago". 0 means defaultStableAfter; a negative value turns the rule
 	// off. The start time is the node's, compared with this process's
 	// clock.
 	StableAfter time.Duration
@@ -81,10 +81,10 @@ type Checker struct {
 	listed map[strategy.ObjectRef]time.Time
 }
 
-// DefaultStableAfter is Checker.StableAfter's default: the kubelet's first
+// defaultStableAfter is Checker.StableAfter's default: the kubelet's first
 // crash-loop back-off, so a container that crashes soon after it starts is
 // back in CrashLoopBackOff before it would count as ready.
-const DefaultStableAfter = 10 * time.Second
+const defaultStableAfter = 10 * time.Second
 
 func (c *Checker) now() time.Time {
 	if c.Now != nil {

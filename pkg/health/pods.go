@@ -60,12 +60,12 @@ func (c *Checker) pods(ctx context.Context, live *unstructured.Unstructured, ns 
 // PodCarriesIdentity reports whether a pod carries the identity
 // annotations of id (so it runs the target version).
 func PodCarriesIdentity(p *corev1.Pod, id strategy.Identity) bool {
-	return AnnotationsCarry(p.Annotations, id)
+	return annotationsCarry(p.Annotations, id)
 }
 
-// AnnotationsCarry reports whether annotations (a pod's, a pod template's)
+// annotationsCarry reports whether annotations (a pod's, a pod template's)
 // carry the identity.
-func AnnotationsCarry(a map[string]string, id strategy.Identity) bool {
+func annotationsCarry(a map[string]string, id strategy.Identity) bool {
 	return a[metakeys.InstallStrategyVersionAnnotation] == id.Version && a[metakeys.InstallStrategyRegistryAnnotation] == id.Registry && a[metakeys.InstallStrategyIdentifierAnnotation] == id.Identifier
 }
 
@@ -101,7 +101,7 @@ func PodReady(p *corev1.Pod) bool {
 func (c *Checker) restartedRecently(p *corev1.Pod) (string, bool) {
 	stable := c.StableAfter
 	if stable == 0 {
-		stable = DefaultStableAfter
+		stable = defaultStableAfter
 	}
 	if stable < 0 {
 		return "", false

@@ -55,8 +55,8 @@ func (r *Release) String() string {
 	return fmt.Sprintf("helm release %s/%s revision %d (chart %s %s)", r.Namespace, r.Name, r.Revision, r.Chart.Name, r.Chart.Version)
 }
 
-// BackupName is the name of the Secret Retire keeps the release in.
-func (r *Release) BackupName() string { return "installstrategy-helm-release-" + r.Name }
+// backupName is the name of the Secret Retire keeps the release in.
+func (r *Release) backupName() string { return "installstrategy-helm-release-" + r.Name }
 
 // Find reads release name in namespace ns: the revision whose status is
 // deployed (the newest, if several claim it).
@@ -138,16 +138,16 @@ type VerifyOptions struct {
 	SystemConsent inventory.SystemConsent
 }
 
-// RefusedError lists the objects of a release's manifest that are not
+// refusedError lists the objects of a release's manifest that are not
 // provably the release's, each with why: nothing is taken over.
-type RefusedError struct {
+type refusedError struct {
 	// Release names the release (Release.String).
 	Release string
 	// Refused are "REF: why", in manifest order.
 	Refused []string
 }
 
-func (e *RefusedError) Error() string {
+func (e *refusedError) Error() string {
 	return fmt.Sprintf("%s: %d objects of its manifest are not provably the release's, nothing taken over (Helm's own ownership check: label %s=%s and annotations %s, %s naming the release on the live object):\n  %s",
 		e.Release, len(e.Refused), metakeys.ManagedByLabel, metakeys.HelmManagedBy, metakeys.HelmReleaseNameAnnotation, metakeys.HelmReleaseNamespaceAnnotation, strings.Join(e.Refused, "\n  "))
 }
@@ -164,7 +164,7 @@ func (e *RefusedError) Error() string {
 // (inventory.TakeoverNeedsConsent), is not the release's to give unless
 // opts.SystemConsent names it, and an object not in the cluster is
 // refused unless opts.AllowMissing. Like Helm, one object that fails
-// refuses the whole takeover: a *RefusedError lists every one. On success
+// refuses the whole takeover: a *refusedError lists every one. On success
 // Verify returns the release's objects that exist.
 func (r *Release) Verify(ctx context.Context, resolve Resolver, objs []*unstructured.Unstructured, opts VerifyOptions) (map[strategy.ObjectRef]bool, error) {
 	owned := map[strategy.ObjectRef]bool{}
@@ -204,7 +204,7 @@ func (r *Release) Verify(ctx context.Context, resolve Resolver, objs []*unstruct
 		owned[ref] = true
 	}
 	if len(refused) > 0 {
-		return nil, &RefusedError{Release: r.String(), Refused: refused}
+		return nil, &refusedError{Release: r.String(), Refused: refused}
 	}
 	return owned, nil
 }
@@ -230,7 +230,7 @@ func (r *Release) Plan(ctx context.Context, resolve Resolver, objs []*unstructur
 
 // Retire retires the release after its objects (objs, as the strategy
 // has them) were taken over: it keeps every release Secret in the Secret
-// BackupName, removes Helm's ownership annotations from each object that
+// backupName, removes Helm's ownership annotations from each object that
 // carries this release's, then deletes the release Secrets. It can be run
 // again after a failure.
 func (r *Release) Retire(ctx context.Context, kube kubernetes.Interface, resolve Resolver, objs []*unstructured.Unstructured) (*Retirement, error) {
@@ -239,7 +239,7 @@ func (r *Release) Retire(ctx context.Context, kube kubernetes.Interface, resolve
 
 // retire does the work; a nil kube only reads.
 func (r *Release) retire(ctx context.Context, kube kubernetes.Interface, resolve Resolver, objs []*unstructured.Unstructured) (*Retirement, error) {
-	res := &Retirement{Backup: r.BackupName()}
+	res := &Retirement{Backup: r.backupName()}
 	if kube != nil {
 		if err := r.backup(ctx, kube); err != nil {
 			return nil, err
@@ -289,16 +289,16 @@ func (r *Release) retire(ctx context.Context, kube kubernetes.Interface, resolve
 	return res, nil
 }
 
-// backup creates (or completes) the Secret BackupName with every release
+// backup creates (or completes) the Secret backupName with every release
 // Secret's encoded release under the Secret's name.
 func (r *Release) backup(ctx context.Context, kube kubernetes.Interface) error {
 	secrets := kube.CoreV1().Secrets(r.Namespace)
-	b, err := secrets.Get(ctx, r.BackupName(), metav1.GetOptions{})
+	b, err := secrets.Get(ctx, r.backupName(), metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
 		b = &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{
-				Name: r.BackupName(), Namespace: r.Namespace,
+				Name: r.backupName(), Namespace: r.Namespace,
 				Labels:      map[string]string{metakeys.HelmReleaseLabel: r.Name},
 				Annotations: map[string]string{metakeys.HelmReleaseSourceAnnotation: r.String()},
 			},
@@ -306,9 +306,9 @@ func (r *Release) backup(ctx context.Context, kube kubernetes.Interface) error {
 			Data: map[string][]byte{},
 		}
 	case err != nil:
-		return fmt.Errorf("retire %s: get secret %s: %w", r, r.BackupName(), err)
+		return fmt.Errorf("retire %s: get secret %s: %w", r, r.backupName(), err)
 	case b.Type != metakeys.HelmReleaseBackupSecretType:
-		return fmt.Errorf("retire %s: secret %s exists and is not a helm release backup (type %s)", r, r.BackupName(), b.Type)
+		return fmt.Errorf("retire %s: secret %s exists and is not a helm release backup (type %s)", r, r.backupName(), b.Type)
 	}
 	if b.Data == nil {
 		b.Data = map[string][]byte{}
@@ -322,7 +322,7 @@ func (r *Release) backup(ctx context.Context, kube kubernetes.Interface) error {
 		_, err = secrets.Update(ctx, b, metav1.UpdateOptions{FieldManager: metakeys.HelmAdoptFieldManager})
 	}
 	if err != nil {
-		return fmt.Errorf("retire %s: keep the release in secret %s: %w", r, r.BackupName(), err)
+		return fmt.Errorf("retire %s: keep the release in secret %s: %w", r, r.backupName(), err)
 	}
 	return nil
 }

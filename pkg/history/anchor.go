@@ -29,12 +29,12 @@ import (
 // installer of a product with cluster-scoped objects (CRDs, ClusterRoles)
 // has the rights to write it anyway.
 
-// MaxAnchored is the most revisions one anchor keeps (the newest): every
+// maxAnchored is the most revisions one anchor keeps (the newest): every
 // installation of a namespace shares its Namespace object's 256 KiB of
 // annotations.
-const MaxAnchored = 100
+const maxAnchored = 100
 
-// maxAnchorBytes bounds the anchor annotation read: MaxAnchored entries of
+// maxAnchorBytes bounds the anchor annotation read: maxAnchored entries of
 // the longest identity the API accepts would not reach it.
 const maxAnchorBytes = 128 << 10
 
@@ -142,7 +142,7 @@ func decodeAnchor(o inventory.Owner, raw string) (*Anchor, error) {
 
 // RecordAnchor anchors revision r of an owner (replacing an anchored
 // revision of the same number) and keeps the newest limit anchored
-// revisions (0 means DefaultLimit, at most MaxAnchored). The write is a
+// revisions (0 means DefaultLimit, at most maxAnchored). The write is a
 // patch of the Namespace's annotation conditional on the version read, so
 // a concurrent record is read again rather than lost.
 func (s *Store) RecordAnchor(ctx context.Context, o inventory.Owner, r Revision, limit int) (*Anchor, error) {
@@ -152,7 +152,7 @@ func (s *Store) RecordAnchor(ctx context.Context, o inventory.Owner, r Revision,
 	if limit <= 0 {
 		limit = DefaultLimit
 	}
-	limit = min(limit, MaxAnchored)
+	limit = min(limit, maxAnchored)
 	var out *Anchor
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		a, ns, err := s.anchor(ctx, o)

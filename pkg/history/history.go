@@ -29,9 +29,9 @@ import (
 const (
 	// RevisionsKey is the data key holding the revisions as JSON.
 	RevisionsKey = "revisions"
-	// NamePrefix starts every history ConfigMap's name; the rest is the
+	// namePrefix starts every history ConfigMap's name; the rest is the
 	// inventory's (see inventory.ConfigMapName).
-	NamePrefix = "installstrategy-history-"
+	namePrefix = "installstrategy-history-"
 	// DefaultLimit is how many revisions are kept when Limit is 0.
 	DefaultLimit = 5
 )
@@ -88,7 +88,7 @@ func (h *History) Get(n int) (*Revision, error) {
 
 // ConfigMapName is the name of an owner's history ConfigMap.
 func ConfigMapName(o inventory.Owner) string {
-	return NamePrefix + strings.TrimPrefix(inventory.ConfigMapName(o), inventory.NamePrefix)
+	return namePrefix + strings.TrimPrefix(inventory.ConfigMapName(o), inventory.NamePrefix)
 }
 
 // Store reads and writes histories.
@@ -124,12 +124,12 @@ func (s *Store) get(ctx context.Context, o inventory.Owner) (*History, *corev1.C
 }
 
 // ErrCorrupt is wrapped by the error of a history ConfigMap whose records
-// do not decode (or are beyond MaxRecordsBytes): whoever may edit the
+// do not decode (or are beyond maxRecordsBytes): whoever may edit the
 // namespace's ConfigMaps can write one.
 var ErrCorrupt = errors.New("history unreadable")
 
-// MaxRecordsBytes bounds the records decoded: what one ConfigMap holds.
-const MaxRecordsBytes = 1 << 20
+// maxRecordsBytes bounds the records decoded: what one ConfigMap holds.
+const maxRecordsBytes = 1 << 20
 
 // decode reads a history ConfigMap's records. One that does not decode is
 // an error wrapping ErrCorrupt, returned with an empty history of cm, so a
@@ -144,8 +144,8 @@ func decode(o inventory.Owner, cm *corev1.ConfigMap) (*History, error) {
 	fail := func(err error) (*History, error) {
 		return &History{Owner: o, read: cm}, fmt.Errorf("history of %s: configmap %s/%s: data.%s: %w: %w", o, cm.Namespace, cm.Name, RevisionsKey, ErrCorrupt, err)
 	}
-	if len(data) > MaxRecordsBytes {
-		return fail(fmt.Errorf("%d bytes, more than %d", len(data), MaxRecordsBytes))
+	if len(data) > maxRecordsBytes {
+		return fail(fmt.Errorf("%d bytes, more than %d", len(data), maxRecordsBytes))
 	}
 	if err := json.Unmarshal([]byte(data), &h.Revisions); err != nil {
 		return fail(err)

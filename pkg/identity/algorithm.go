@@ -45,7 +45,7 @@ var (
 	//
 	// That is the field list of KubeVirt v1.8 and later. The release lines
 	// v1.5, v1.6 and v1.7 hashed other fields in place of ComponentImages
-	// and its thirteen (see KubeVirtReleaseLine): the version of the
+	// and its thirteen (see kubeVirtReleaseLine): the version of the
 	// configuration picks the list, as each virt-operator hashes with its
 	// own. v1.5: ten image fields (no synchronization controller, no
 	// virt-template) then their ten shasum fields (virtOperatorSha, ...,
@@ -233,12 +233,6 @@ func kubeVirtLayoutOf(version string) kubeVirtLayout {
 	}
 	return kubeVirtV18
 }
-
-// KubeVirtReleaseLine names the KubeVirt release line whose field list the
-// KubeVirt algorithm hashes a configuration of this version with: "v1.5",
-// "v1.6", "v1.7", or "v1.8" (which holds for v1.8 and every later or
-// other version).
-func KubeVirtReleaseLine(version string) string { return kubeVirtLayoutOf(version).line }
 
 func (kubeVirt) Name() string { return NameKubeVirt }
 

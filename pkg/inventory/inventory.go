@@ -20,17 +20,17 @@ import (
 
 // Keys of the inventory ConfigMap.
 const (
-	// ObjectsKey is the data key holding the entries as JSON.
-	ObjectsKey = "objects"
-	// ObjectsGzipKey is the binaryData key holding the entries as gzip'd
-	// JSON instead, when their JSON is longer than CompressAbove: an
+	// objectsKey is the data key holding the entries as JSON.
+	objectsKey = "objects"
+	// objectsGzipKey is the binaryData key holding the entries as gzip'd
+	// JSON instead, when their JSON is longer than compressAbove: an
 	// installation of 20,000 objects lists about 1.4 MB of JSON, more than
 	// one ConfigMap may hold, and less than 100 KB compressed.
-	ObjectsGzipKey = "objects.gz"
-	// CompressAbove is the length of the entries' JSON above which the
-	// inventory stores them compressed (ObjectsGzipKey); at or below it
-	// they stay readable with kubectl (ObjectsKey).
-	CompressAbove = 256 << 10
+	objectsGzipKey = "objects.gz"
+	// compressAbove is the length of the entries' JSON above which the
+	// inventory stores them compressed (objectsGzipKey); at or below it
+	// they stay readable with kubectl (objectsKey).
+	compressAbove = 256 << 10
 	// NamePrefix starts every inventory ConfigMap's name.
 	NamePrefix = "installstrategy-inventory-"
 )
@@ -114,14 +114,14 @@ func ConfigMapName(o Owner) string {
 	return NamePrefix + hex.EncodeToString(sum[:])[:40]
 }
 
-// OwnerKindError reports an inventory written for another kind of owner: a
+// ownerKindError reports an inventory written for another kind of owner: a
 // plugin apply meeting an Installation's inventory, or the reverse.
-type OwnerKindError struct {
+type ownerKindError struct {
 	Owner Owner
 	Kind  string
 }
 
-func (e *OwnerKindError) Error() string {
+func (e *ownerKindError) Error() string {
 	if e.Kind == KindInstallation {
 		return fmt.Sprintf("installation %s is driven by the operator (Installation %s); change the Installation instead", e.Owner, e.Owner)
 	}
@@ -143,7 +143,7 @@ func NewStore(kube kubernetes.Interface) *Store { return &Store{kube: kube} }
 
 // Get reads an owner's inventory. A missing one is returned empty (see
 // Inventory.Exists); one written for another kind of owner is an
-// *OwnerKindError.
+// *ownerKindError.
 func (s *Store) Get(ctx context.Context, o Owner) (*Inventory, error) {
 	cm, err := s.kube.CoreV1().ConfigMaps(o.Namespace).Get(ctx, ConfigMapName(o), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -157,7 +157,7 @@ func (s *Store) Get(ctx context.Context, o Owner) (*Inventory, error) {
 
 func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 	if k := cm.Annotations[metakeys.OwnerKindAnnotation]; k != o.kind() {
-		return nil, &OwnerKindError{Owner: o, Kind: k}
+		return nil, &ownerKindError{Owner: o, Kind: k}
 	}
 	inv := New(o)
 	inv.resourceVersion = cm.ResourceVersion
@@ -165,9 +165,9 @@ func decode(o Owner, cm *corev1.ConfigMap) (*Inventory, error) {
 	inv.Version = cm.Annotations[metakeys.VersionAnnotation]
 	_, inv.Released = cm.Annotations[metakeys.ReleasedAnnotation]
 	inv.HooksRan = cm.Annotations[metakeys.HooksRanAnnotation]
-	data, key := cm.Data[ObjectsKey], "data."+ObjectsKey
-	if gz, ok := cm.BinaryData[ObjectsGzipKey]; ok {
-		key = "binaryData." + ObjectsGzipKey
+	data, key := cm.Data[objectsKey], "data."+objectsKey
+	if gz, ok := cm.BinaryData[objectsGzipKey]; ok {
+		key = "binaryData." + objectsGzipKey
 		text, err := codec.Gunzip(gz, maxObjectsJSON)
 		if err != nil {
 			return nil, fmt.Errorf("inventory of %s: configmap %s/%s: %s: %w", o, cm.Namespace, cm.Name, key, err)
@@ -219,14 +219,14 @@ func (s *Store) Write(ctx context.Context, inv *Inventory) error {
 			OwnerReferences: inv.ownerRefs,
 		},
 	}
-	if len(data) > CompressAbove {
+	if len(data) > compressAbove {
 		gz, err := codec.Gzip(data)
 		if err != nil {
 			return fmt.Errorf("inventory of %s: %w", o, err)
 		}
-		cm.BinaryData = map[string][]byte{ObjectsGzipKey: gz}
+		cm.BinaryData = map[string][]byte{objectsGzipKey: gz}
 	} else {
-		cm.Data = map[string]string{ObjectsKey: string(data)}
+		cm.Data = map[string]string{objectsKey: string(data)}
 	}
 	if inv.Released {
 		cm.Annotations[metakeys.ReleasedAnnotation] = "true"
@@ -269,26 +269,6 @@ func (s *Store) Delete(ctx context.Context, o Owner) error {
 		return fmt.Errorf("delete inventory of %s: %w", o, err)
 	}
 	return nil
-}
-
-// List returns every inventory in a namespace ("" for all), with the owners
-// their annotations name.
-func (s *Store) List(ctx context.Context, namespace string) ([]*Inventory, error) {
-	l, err := s.kube.CoreV1().ConfigMaps(namespace).List(ctx, metav1.ListOptions{LabelSelector: metakeys.InventoryLabel})
-	if err != nil {
-		return nil, fmt.Errorf("list inventories: %w", err)
-	}
-	var out []*Inventory
-	for i := range l.Items {
-		cm := &l.Items[i]
-		o := Owner{Namespace: cm.Namespace, Name: cm.Annotations[metakeys.InstallationAnnotation], Kind: cm.Annotations[metakeys.OwnerKindAnnotation]}
-		inv, err := decode(o, cm)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, inv)
-	}
-	return out, nil
 }
 
 // Holder returns the installation whose inventory the installation labels

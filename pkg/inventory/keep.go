@@ -11,8 +11,8 @@ import (
 // strategy (a chart's rendering keeps it), and metakeys.ResourcePolicyAnnotation
 // says the same for strategies from any source.
 const (
-	// KeepPolicy keeps the object when prune or uninstall would delete it.
-	KeepPolicy = "keep"
+	// keepPolicy keeps the object when prune or uninstall would delete it.
+	keepPolicy = "keep"
 )
 
 // KeptBy returns the annotation (key=value) that keeps an object with
@@ -23,7 +23,7 @@ const (
 func KeptBy(annotations map[string]string) string {
 	for _, key := range []string{metakeys.ResourcePolicyAnnotation, metakeys.HelmResourcePolicyAnnotation} {
 		v, ok := annotations[key]
-		if ok && strings.EqualFold(strings.TrimSpace(v), KeepPolicy) {
+		if ok && strings.EqualFold(strings.TrimSpace(v), keepPolicy) {
 			return key + "=" + v
 		}
 	}

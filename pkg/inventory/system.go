@@ -11,20 +11,20 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// The marks of Kubernetes' own objects (see SystemObject).
+// The marks of Kubernetes' own objects (see systemObject).
 const (
-	// SystemPrefix starts the names Kubernetes reserves for itself
+	// systemPrefix starts the names Kubernetes reserves for itself
 	// (system:masters, system:aggregate-to-admin, system:node...).
-	SystemPrefix = "system:"
+	systemPrefix = "system:"
 )
 
 // systemNamespaces are the namespaces Kubernetes keeps for itself.
 var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true, "kube-node-lease": true}
 
-// SystemObject says why the object ref, live as live (nil when absent), is
+// systemObject says why the object ref, live as live (nil when absent), is
 // Kubernetes' own, or "" when it is not. It is the one rule of what is a
 // system object: one of the API server's bootstrap objects
-// (APIServerBootstrapped), a name that starts with SystemPrefix, or one of
+// (APIServerBootstrapped), a name that starts with systemPrefix, or one of
 // the namespaces kube-system, kube-public and kube-node-lease. Such an
 // object is adopted, or deleted after an adoption, only when a
 // SystemConsent names it (see AdoptionNeedsConsent, DeletionNeedsConsent).
@@ -35,32 +35,32 @@ var systemNamespaces = map[string]bool{"kube-system": true, "kube-public": true,
 // operator may have made them before an adoption. It is one when the list
 // of objects comes from someone less trusted than the strategy's author
 // (a Helm release Secret): see TakeoverNeedsConsent.
-func SystemObject(ref strategy.ObjectRef, live *unstructured.Unstructured) string {
+func systemObject(ref strategy.ObjectRef, live *unstructured.Unstructured) string {
 	switch {
 	case APIServerBootstrapped(live):
 		return fmt.Sprintf("the API server's own: label %s=%s", metakeys.BootstrappingLabel, live.GetLabels()[metakeys.BootstrappingLabel])
-	case strings.HasPrefix(ref.Name, SystemPrefix):
-		return "its name starts with " + SystemPrefix
+	case strings.HasPrefix(ref.Name, systemPrefix):
+		return "its name starts with " + systemPrefix
 	case ref.GroupKind() == kinds.Namespace && systemNamespaces[ref.Name]:
 		return "a namespace Kubernetes keeps for itself"
 	}
 	return ""
 }
 
-// SystemNamespace reports whether ns is one Kubernetes keeps for itself:
+// systemNamespace reports whether ns is one Kubernetes keeps for itself:
 // kube-system, kube-public, kube-node-lease.
-func SystemNamespace(ns string) bool { return systemNamespaces[ns] }
+func systemNamespace(ns string) bool { return systemNamespaces[ns] }
 
 // TakeoverNeedsConsent is AdoptionNeedsConsent for a list of objects that
 // someone other than the strategy's author wrote (a Helm release Secret,
 // which anyone who may write Secrets in its namespace may forge): there,
-// an object in a system namespace (SystemNamespace) needs consent too.
+// an object in a system namespace (systemNamespace) needs consent too.
 func TakeoverNeedsConsent(ref strategy.ObjectRef, live *unstructured.Unstructured, consent SystemConsent) string {
 	if why := AdoptionNeedsConsent(ref, live, consent); why != "" {
 		return why
 	}
-	if SystemNamespace(ref.Namespace) && !consent.Allows(ref) {
-		return fmt.Sprintf("a system object (in namespace %s): not taken over unless named (%s)", ref.Namespace, ConsentName(ref))
+	if systemNamespace(ref.Namespace) && !consent.allows(ref) {
+		return fmt.Sprintf("a system object (in namespace %s): not taken over unless named (%s)", ref.Namespace, consentName(ref))
 	}
 	return ""
 }
@@ -91,30 +91,30 @@ func APIServerBootstrapped(live *unstructured.Unstructured) bool {
 
 // AdoptionNeedsConsent says why taking over the live object of ref needs
 // consent naming it, or "" when it does not: a system object
-// (SystemObject) is never taken over unless consent names it.
+// (systemObject) is never taken over unless consent names it.
 func AdoptionNeedsConsent(ref strategy.ObjectRef, live *unstructured.Unstructured, consent SystemConsent) string {
-	why := SystemObject(ref, live)
-	if why == "" || consent.Allows(ref) {
+	why := systemObject(ref, live)
+	if why == "" || consent.allows(ref) {
 		return ""
 	}
-	return fmt.Sprintf("a system object (%s): not taken over unless named (%s)", why, ConsentName(ref))
+	return fmt.Sprintf("a system object (%s): not taken over unless named (%s)", why, consentName(ref))
 }
 
 // DeletionNeedsConsent says why deleting the live object of an inventory
 // entry needs consent naming it, or "" when it does not. A system object
-// (SystemObject) the installation created may be deleted (a product that
+// (systemObject) the installation created may be deleted (a product that
 // installs into kube-system); one it adopted (Entry.Adopted) may not, nor
 // one of the API server's own (APIServerBootstrapped, decided on the live
 // object whatever the inventory, which a ConfigMap editor may write).
 func DeletionNeedsConsent(e Entry, live *unstructured.Unstructured, consent SystemConsent) string {
-	why := SystemObject(e.ObjectRef, live)
-	if why == "" || consent.Allows(e.ObjectRef) {
+	why := systemObject(e.ObjectRef, live)
+	if why == "" || consent.allows(e.ObjectRef) {
 		return ""
 	}
 	if !e.Adopted && !APIServerBootstrapped(live) {
 		return ""
 	}
-	return fmt.Sprintf("a system object (%s) taken over, not created: not deleted unless named (%s)", why, ConsentName(e.ObjectRef))
+	return fmt.Sprintf("a system object (%s) taken over, not created: not deleted unless named (%s)", why, consentName(e.ObjectRef))
 }
 
 // ObjectName names an object on the command line: KIND[.GROUP]/NAME, or
@@ -126,8 +126,8 @@ type ObjectName struct {
 	AnyGroup bool
 }
 
-// ParseObjectName reads KIND[.GROUP]/[NAMESPACE/]NAME.
-func ParseObjectName(s string) (ObjectName, error) {
+// parseObjectName reads KIND[.GROUP]/[NAMESPACE/]NAME.
+func parseObjectName(s string) (ObjectName, error) {
 	parts := strings.Split(s, "/")
 	var n ObjectName
 	switch len(parts) {
@@ -150,15 +150,15 @@ func (n ObjectName) Matches(ref strategy.ObjectRef) bool {
 	return strings.EqualFold(n.Kind, ref.Kind) && (n.AnyGroup || n.Group == ref.Group) && n.Namespace == ref.Namespace && n.Name == ref.Name
 }
 
-// SystemConsent names the system objects (SystemObject) an installation
+// SystemConsent names the system objects (systemObject) an installation
 // may take over and delete. The zero value names none.
 type SystemConsent []ObjectName
 
-// ParseSystemConsent reads names of ParseObjectName's form.
+// ParseSystemConsent reads names of parseObjectName's form.
 func ParseSystemConsent(names []string) (SystemConsent, error) {
 	var c SystemConsent
 	for _, s := range names {
-		n, err := ParseObjectName(s)
+		n, err := parseObjectName(s)
 		if err != nil {
 			return nil, err
 		}
@@ -167,8 +167,8 @@ func ParseSystemConsent(names []string) (SystemConsent, error) {
 	return c, nil
 }
 
-// Allows reports whether consent names ref.
-func (c SystemConsent) Allows(ref strategy.ObjectRef) bool {
+// allows reports whether consent names ref.
+func (c SystemConsent) allows(ref strategy.ObjectRef) bool {
 	for _, n := range c {
 		if n.Matches(ref) {
 			return true
@@ -177,8 +177,8 @@ func (c SystemConsent) Allows(ref strategy.ObjectRef) bool {
 	return false
 }
 
-// ConsentName is how consent names ref: KIND[.GROUP]/[NAMESPACE/]NAME.
-func ConsentName(ref strategy.ObjectRef) string {
+// consentName is how consent names ref: KIND[.GROUP]/[NAMESPACE/]NAME.
+func consentName(ref strategy.ObjectRef) string {
 	s := ref.Kind
 	if ref.Group != "" {
 		s += "." + ref.Group

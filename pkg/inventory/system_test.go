@@ -53,16 +53,16 @@ func TestSystemObject(t *testing.T) {
 		{"ordinary cluster-scoped", crb("app-admin"), liveObject(nil, "helm"), false, false},
 	}
 	for _, c := range cases {
-		if got := SystemObject(c.ref, c.live) != ""; got != c.system {
+		if got := systemObject(c.ref, c.live) != ""; got != c.system {
 			t.Errorf("%s: SystemObject = %v, want %v", c.name, got, c.system)
 		}
 		if got := AdoptionNeedsConsent(c.ref, c.live, nil) != ""; got != c.system {
 			t.Errorf("%s: AdoptionNeedsConsent = %v, want %v", c.name, got, c.system)
 		}
-		if got := TakeoverNeedsConsent(c.ref, c.live, nil); (got != "") != c.strict || (got != "" && !strings.Contains(got, ConsentName(c.ref))) {
-			t.Errorf("%s: TakeoverNeedsConsent = %q, want needed %v, naming %s", c.name, got, c.strict, ConsentName(c.ref))
+		if got := TakeoverNeedsConsent(c.ref, c.live, nil); (got != "") != c.strict || (got != "" && !strings.Contains(got, consentName(c.ref))) {
+			t.Errorf("%s: TakeoverNeedsConsent = %q, want needed %v, naming %s", c.name, got, c.strict, consentName(c.ref))
 		}
-		consent, err := ParseSystemConsent([]string{ConsentName(c.ref)})
+		consent, err := ParseSystemConsent([]string{consentName(c.ref)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,11 +101,11 @@ func TestDeletionNeedsConsent(t *testing.T) {
 
 func TestParseObjectName(t *testing.T) {
 	for _, bad := range []string{"", "x", "ClusterRole/", "/x", "ClusterRole//x", "ClusterRole./x", "a/b/c/d"} {
-		if _, err := ParseObjectName(bad); err == nil {
+		if _, err := parseObjectName(bad); err == nil {
 			t.Errorf("ParseObjectName(%q) accepted", bad)
 		}
 	}
-	n, err := ParseObjectName("RoleBinding.rbac.authorization.k8s.io/kube-system/x")
+	n, err := parseObjectName("RoleBinding.rbac.authorization.k8s.io/kube-system/x")
 	if err != nil || n.Group != "rbac.authorization.k8s.io" || n.Kind != "RoleBinding" || n.Namespace != "kube-system" || n.Name != "x" || n.AnyGroup {
 		t.Errorf("got %+v, %v", n, err)
 	}
@@ -113,7 +113,7 @@ func TestParseObjectName(t *testing.T) {
 	if !n.Matches(rb) || n.Matches(strategy.ObjectRef{Group: "other.io", Kind: "RoleBinding", Namespace: "kube-system", Name: "x"}) {
 		t.Error("group not compared")
 	}
-	any, _ := ParseObjectName("rolebinding/kube-system/x")
+	any, _ := parseObjectName("rolebinding/kube-system/x")
 	if !any.Matches(rb) || any.Matches(strategy.ObjectRef{Kind: "RoleBinding", Name: "x"}) {
 		t.Error("kind without group, or namespace, compared wrongly")
 	}

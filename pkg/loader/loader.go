@@ -51,10 +51,10 @@ const (
 	DefaultJobTTL         = time.Hour
 	DefaultStartTimeout   = 2 * time.Minute
 	DefaultInitialBackoff = 10 * time.Second
-	DefaultMaxBackoff     = 5 * time.Minute
+	defaultMaxBackoff     = 5 * time.Minute
 	DefaultPollInterval   = 5 * time.Second
-	DefaultLogLines       = 20
-	DefaultCacheSize      = 8
+	defaultLogLines       = 20
+	defaultCacheSize      = 8
 )
 
 // Options configure a Loader. Store and Kube are required; every other
@@ -117,16 +117,16 @@ type Options struct {
 	StartTimeout time.Duration
 	// InitialBackoff is the wait after the first failure, doubled after
 	// each further one up to MaxBackoff; 0 means DefaultInitialBackoff
-	// and DefaultMaxBackoff.
+	// and defaultMaxBackoff.
 	InitialBackoff, MaxBackoff time.Duration
 	// PollInterval is the RequeueAfter of a pending result; 0 means
 	// DefaultPollInterval.
 	PollInterval time.Duration
 	// LogLines of a failed pod are fetched for the error; 0 means
-	// DefaultLogLines, negative fetches none.
+	// defaultLogLines, negative fetches none.
 	LogLines int64
 	// CacheSize is how many identifiers' strategies are cached; 0 means
-	// DefaultCacheSize.
+	// defaultCacheSize.
 	CacheSize int
 }
 
@@ -237,7 +237,7 @@ func New(opts Options) (*Loader, error) {
 	def(&opts.JobTTL, DefaultJobTTL)
 	def(&opts.StartTimeout, DefaultStartTimeout)
 	def(&opts.InitialBackoff, DefaultInitialBackoff)
-	def(&opts.MaxBackoff, DefaultMaxBackoff)
+	def(&opts.MaxBackoff, defaultMaxBackoff)
 	def(&opts.PollInterval, DefaultPollInterval)
 	if opts.ServiceAccount == "" {
 		opts.ServiceAccount = DefaultServiceAccount
@@ -246,10 +246,10 @@ func New(opts Options) (*Loader, error) {
 		opts.ImagePullPolicy = corev1.PullIfNotPresent
 	}
 	if opts.LogLines == 0 {
-		opts.LogLines = DefaultLogLines
+		opts.LogLines = defaultLogLines
 	}
 	if opts.CacheSize <= 0 {
-		opts.CacheSize = DefaultCacheSize
+		opts.CacheSize = defaultCacheSize
 	}
 	return &Loader{opts: opts, cache: map[string]*cached{}, state: map[string]*attempts{}}, nil
 }
@@ -344,16 +344,6 @@ func (l *Loader) evict() {
 		}
 		delete(l.cache, oldest)
 	}
-}
-
-// Forget drops everything the loader remembers about an identifier: its
-// cached strategy and its failures (so the next Load may start a Job at
-// once).
-func (l *Loader) Forget(identifier string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.cache, identifier)
-	delete(l.state, identifier)
 }
 
 // clone copies s for a caller, except the kinds' bulky fields (a CRD's

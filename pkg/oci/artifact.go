@@ -65,7 +65,7 @@ func (c *Client) Push(ctx context.Context, ref string, text []byte, meta Meta) (
 		ArtifactType:  ArtifactType,
 		Config:        v1.Descriptor{MediaType: ConfigMediaType, Size: int64(len(emptyConfig)), Digest: cd},
 		Layers: []v1.Descriptor{{MediaType: LayerMediaType, Size: int64(len(gz)), Digest: ld,
-			Annotations: map[string]string{ociTitleAnnotation: LayerTitle}}},
+			Annotations: map[string]string{ociTitleAnnotation: layerTitle}}},
 		Annotations: meta.annotations(),
 	}
 	body, err := json.Marshal(m)

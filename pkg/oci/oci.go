@@ -15,8 +15,8 @@
 // Signatures are cosign's keyed image signatures, stored the way cosign
 // stores them: an image tagged "sha256-<hex>.sig" in the same repository,
 // each layer a simple-signing payload (media type
-// SimpleSigningMediaType) with the base64 signature in the layer
-// annotation SignatureAnnotation. The payload's "optional" section carries
+// simpleSigningMediaType) with the base64 signature in the layer
+// annotation signatureAnnotation. The payload's "optional" section carries
 // the trust.Statement fields, so `cosign verify --key cosign.pub
 // --insecure-ignore-tlog -a installstrategy.io/version=v1.2.0 REF`
 // checks the same binding.
@@ -49,8 +49,8 @@ const (
 	// LayerMediaType is the media type of the one layer: the manifests
 	// text, gzip-compressed.
 	LayerMediaType = "application/vnd.installstrategy.strategy.manifests.v1+gzip"
-	// LayerTitle is the layer's org.opencontainers.image.title.
-	LayerTitle = "manifests.yaml"
+	// layerTitle is the layer's org.opencontainers.image.title.
+	layerTitle = "manifests.yaml"
 )
 
 // Scheme starts every reference this package takes: oci://HOST/REPO:TAG

@@ -25,11 +25,11 @@ import (
 
 // What cosign writes for a keyed image signature.
 const (
-	// SimpleSigningMediaType is the media type of a signature layer: the
+	// simpleSigningMediaType is the media type of a signature layer: the
 	// signed payload.
-	SimpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
-	// SignatureAnnotation holds the base64 signature on a signature layer.
-	SignatureAnnotation = "dev.cosignproject.cosign/signature"
+	simpleSigningMediaType = "application/vnd.dev.cosign.simplesigning.v1+json"
+	// signatureAnnotation holds the base64 signature on a signature layer.
+	signatureAnnotation = "dev.cosignproject.cosign/signature"
 	// maxPayloadBytes bounds a signature payload read from a registry.
 	maxPayloadBytes = 1 << 20
 )
@@ -131,8 +131,8 @@ func (c *Client) AddSignatures(ctx context.Context, repository, digest string, s
 			continue
 		}
 		have[s.key()] = true
-		base, err = mutate.Append(base, mutate.Addendum{Layer: static.NewLayer(s.Payload, SimpleSigningMediaType),
-			Annotations: map[string]string{SignatureAnnotation: s.Signature}})
+		base, err = mutate.Append(base, mutate.Addendum{Layer: static.NewLayer(s.Payload, simpleSigningMediaType),
+			Annotations: map[string]string{signatureAnnotation: s.Signature}})
 		if err != nil {
 			return fmt.Errorf("%s: sign: %w", ref, err)
 		}
@@ -206,7 +206,7 @@ func (c *Client) readSignatures(ctx context.Context, tag name.Tag) ([]Signature,
 	}
 	var layers []v1.Descriptor
 	for _, l := range m.Layers {
-		if l.MediaType == SimpleSigningMediaType && l.Annotations[SignatureAnnotation] != "" {
+		if l.MediaType == simpleSigningMediaType && l.Annotations[signatureAnnotation] != "" {
 			layers = append(layers, l)
 		}
 	}
@@ -220,7 +220,7 @@ func (c *Client) readSignatures(ctx context.Context, tag name.Tag) ([]Signature,
 		if err != nil {
 			return nil, nil, err
 		}
-		out = append(out, Signature{Payload: body, Signature: l.Annotations[SignatureAnnotation]})
+		out = append(out, Signature{Payload: body, Signature: l.Annotations[signatureAnnotation]})
 	}
 	return out, img, nil
 }

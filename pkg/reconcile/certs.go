@@ -88,9 +88,9 @@ type certState struct {
 	read       bool
 }
 
-// PreviousCAKey is the key of the CA Secret that keeps the CA certificate
+// previousCAKey is the key of the CA Secret that keeps the CA certificate
 // the current one replaced, while it is still valid.
-const PreviousCAKey = "previous-ca.crt"
+const previousCAKey = "previous-ca.crt"
 
 func (o *CertOptions) defaults() {
 	if o.CASecret == "" {
@@ -205,7 +205,7 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 		// every run: the CA is renewed by the longer of the two.
 		before := max(renewBefore(c.opts.CARenewBefore, c.opts.CAValidity), renewBefore(c.opts.CertRenewBefore, c.opts.CertValidity))
 		if certs.Renewal(p, nil, nil, now, before) == "" {
-			c.previous = stillValid(live.Data[PreviousCAKey], now)
+			c.previous = stillValid(live.Data[previousCAKey], now)
 			return p, nil
 		}
 		c.previous, c.rotated = stillValid(p.Cert, now), true
@@ -220,7 +220,7 @@ func (c *certState) loadCA(ctx context.Context, ns string) (certs.Pair, error) {
 		Data:       map[string][]byte{certs.CertKey: p.Cert, certs.KeyKey: p.Key},
 	}
 	if len(c.previous) > 0 {
-		sec.Data[PreviousCAKey] = c.previous
+		sec.Data[previousCAKey] = c.previous
 	}
 	if !exists {
 		_, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: c.r.opts.FieldManager})

@@ -16,9 +16,9 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// DefaultMaxStoredObjects is how many custom resources per CRD version the
+// defaultMaxStoredObjects is how many custom resources per CRD version the
 // CRD preflight reads when Options.MaxStoredObjects is 0.
-const DefaultMaxStoredObjects = 10000
+const defaultMaxStoredObjects = 10000
 
 // storedPageSize is the page size of the preflight's lists.
 const storedPageSize = 500
@@ -33,7 +33,7 @@ const storedPageSize = 500
 func (r *run) crdChanges(ctx context.Context) ([]crdsafety.Finding, error) {
 	limit := r.opts.MaxStoredObjects
 	if limit <= 0 {
-		limit = DefaultMaxStoredObjects
+		limit = defaultMaxStoredObjects
 	}
 	var out []crdsafety.Finding
 	for _, obj := range r.s.Objects {

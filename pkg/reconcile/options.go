@@ -107,7 +107,7 @@ type Options struct {
 	// a CRD before anything is written (a *crdsafety.UnsafeError).
 	AllowCRDChanges []crdsafety.Allow
 	// MaxStoredObjects bounds how many custom resources per CRD version
-	// the CRD preflight reads; 0 means DefaultMaxStoredObjects. A change
+	// the CRD preflight reads; 0 means defaultMaxStoredObjects. A change
 	// none of those read is affected by is still refused when more are
 	// stored.
 	MaxStoredObjects int

@@ -212,12 +212,12 @@ func (r *run) rewriteStored(ctx context.Context, gvr schema.GroupVersionResource
 	}
 }
 
-// StorageVersionHash is the storageVersionHash discovery shows for the
+// storageVersionHash is the storageVersionHash discovery shows for the
 // resources of kind stored at group/version: what the API server's
 // discovery computes (k8s.io/apiserver/pkg/endpoints/discovery, copied
 // rather than linked: that package pulls the API server's endpoint code
 // in; TestStorageVersionHashIsDiscoverys holds the copy to the cluster's).
-func StorageVersionHash(group, version, kind string) string {
+func storageVersionHash(group, version, kind string) string {
 	sum := sha256.Sum256([]byte(group + "/" + version + "/" + kind))
 	return base64.StdEncoding.EncodeToString(sum[:8])
 }
@@ -237,7 +237,7 @@ func (r *run) waitStorage(ctx context.Context, crd *unstructured.Unstructured, s
 		// Nothing serves the resource: nothing can be rewritten either.
 		return fmt.Errorf("no version of %s.%s is served to rewrite its objects at %s", plural, group, storage)
 	}
-	want := StorageVersionHash(group, storage, kind)
+	want := storageVersionHash(group, storage, kind)
 	last := "not listed"
 	err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, r.opts.StageDeadline, true, func(ctx context.Context) (bool, error) {
 		list, err := r.kube.Discovery().ServerResourcesForGroupVersion(group + "/" + served[0])

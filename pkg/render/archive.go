@@ -23,9 +23,9 @@ const (
 	// its tar stream (headers included) and those of every archive
 	// nested in it, counted together.
 	MaxArchiveBytes = 32 << 20
-	// MaxArchiveDepth bounds how deep archives nest (a chart's subchart
+	// maxArchiveDepth bounds how deep archives nest (a chart's subchart
 	// archive is depth 1).
-	MaxArchiveDepth = 8
+	maxArchiveDepth = 8
 )
 
 // errArchiveBudget ends a check whose decompressed bytes passed the bound.
@@ -35,7 +35,7 @@ var errArchiveBudget = errors.New("decompressed bytes over the bound")
 // it, and refuses it, with a *trust.RefusedError at step "size", when its
 // decompressed bytes (every nested .tgz opened and counted in the same
 // total) pass MaxArchiveBytes or archives nest deeper than
-// MaxArchiveDepth. It costs the gzip and tar readers of each level, not
+// maxArchiveDepth. It costs the gzip and tar readers of each level, not
 // the archive's size. A malformed archive is not its business: Helm's
 // loader says what is wrong with it.
 func CheckArchive(archive []byte) error {
@@ -44,8 +44,8 @@ func CheckArchive(archive []byte) error {
 }
 
 func checkArchive(r io.Reader, where string, depth int, budget *int64) error {
-	if depth > MaxArchiveDepth {
-		return &trust.RefusedError{Step: "size", Err: fmt.Errorf("%w: archives in the chart archive nest deeper than %d (at %s)", trust.ErrTooLarge, MaxArchiveDepth, strings.TrimPrefix(where, "/"))}
+	if depth > maxArchiveDepth {
+		return &trust.RefusedError{Step: "size", Err: fmt.Errorf("%w: archives in the chart archive nest deeper than %d (at %s)", trust.ErrTooLarge, maxArchiveDepth, strings.TrimPrefix(where, "/"))}
 	}
 	zr, err := gzip.NewReader(r)
 	if err != nil {

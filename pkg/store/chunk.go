@@ -45,7 +45,7 @@ func chunkConfigMaps(cm *corev1.ConfigMap, max int) []*corev1.ConfigMap {
 	for i, p := range parts {
 		out[i] = &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{
-				GenerateName: ChunkGenerateName,
+				GenerateName: chunkGenerateName,
 				Namespace:    cm.Namespace,
 				Labels:       map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.ChunkLabel: ""},
 				Annotations: map[string]string{
@@ -77,12 +77,12 @@ func head(cm *corev1.ConfigMap, chunks []*corev1.ConfigMap) (*corev1.ConfigMap, 
 	return h, nil
 }
 
-// MaxChunks is the most chunks a head may list, and MaxEncodedBytes the
+// maxChunks is the most chunks a head may list, and MaxEncodedBytes the
 // most their parts may hold together: enough for a text at codec's
 // decoded-size limit that does not compress at all (64 MiB, 86 MiB as
 // base64), so a head cannot make a reader fetch or join more.
 const (
-	MaxChunks       = 1024
+	maxChunks       = 1024
 	MaxEncodedBytes = codec.DefaultMaxDecodedBytes/3*4 + 4<<20
 )
 
@@ -94,8 +94,8 @@ func parseChunks(raw string) ([]Chunk, error) {
 	if len(chunks) == 0 {
 		return nil, errors.New("lists no chunks")
 	}
-	if len(chunks) > MaxChunks {
-		return nil, fmt.Errorf("lists %d chunks, more than %d", len(chunks), MaxChunks)
+	if len(chunks) > maxChunks {
+		return nil, fmt.Errorf("lists %d chunks, more than %d", len(chunks), maxChunks)
 	}
 	seen := make(map[string]int, len(chunks))
 	total := 0

@@ -38,8 +38,8 @@ const (
 	// ChunkKey is the data key of a chunk's part: a slice of the
 	// gzip+base64 text that data.manifests would hold unchunked.
 	ChunkKey = "part"
-	// ChunkGenerateName is the name prefix of chunks.
-	ChunkGenerateName = "installstrategy-chunk-"
+	// chunkGenerateName is the name prefix of chunks.
+	chunkGenerateName = "installstrategy-chunk-"
 )
 
 // DefaultMaxObjectBytes is the most encoded text one ConfigMap holds

@@ -99,7 +99,7 @@ func TestParseChunks(t *testing.T) {
 	}
 }
 
-// A head lists each chunk once, at most MaxChunks of them, holding at most
+// A head lists each chunk once, at most maxChunks of them, holding at most
 // MaxEncodedBytes together: a head naming one chunk thousands of times
 // (issue 39) made a reader fetch and join it thousands of times.
 func TestParseChunksBounds(t *testing.T) {
@@ -125,7 +125,7 @@ func TestParseChunksBounds(t *testing.T) {
 	for name, raw := range map[string]string{
 		"one chunk listed 5000 times":  many(5000, false),
 		"one chunk listed twice":       list(chunk("a", 10), chunk("b", 10), chunk("a", 10)),
-		"more than MaxChunks chunks":   many(MaxChunks+1, true),
+		"more than MaxChunks chunks":   many(maxChunks+1, true),
 		"parts above MaxEncodedBytes":  list(big...),
 		"a part above the object size": list(chunk("a", 2<<20)),
 		"a part of no bytes":           list(chunk("a", 0)),
@@ -136,7 +136,7 @@ func TestParseChunksBounds(t *testing.T) {
 			}
 		})
 	}
-	if _, err := parseChunks(many(MaxChunks, true)); err != nil {
+	if _, err := parseChunks(many(maxChunks, true)); err != nil {
 		t.Fatalf("MaxChunks distinct chunks: %v", err)
 	}
 }
@@ -163,7 +163,7 @@ func FuzzParseChunks(f *testing.F) {
 			}
 			seen[c.Name], total = true, total+c.Size
 		}
-		if len(chunks) > MaxChunks || total > MaxEncodedBytes {
+		if len(chunks) > maxChunks || total > MaxEncodedBytes {
 			t.Fatalf("accepted %d chunks of %d bytes", len(chunks), total)
 		}
 	})

@@ -10,26 +10,26 @@ import (
 // strategy needs (KubeVirt v1.9.0: 249 documents, nesting below 40
 // levels, no anchors) and far below what would exhaust a process.
 const (
-	// MaxDocuments is the most documents a text may hold.
-	MaxDocuments = 10000
-	// DefaultMaxErrors is how many errors are listed when
+	// maxDocuments is the most documents a text may hold.
+	maxDocuments = 10000
+	// defaultMaxErrors is how many errors are listed when
 	// ParseOptions.MaxErrors is 0; the rest are counted ("and N more").
-	DefaultMaxErrors = 20
-	// MaxDepth is the deepest nesting of maps and lists in one document.
-	MaxDepth = 512
-	// MaxAliasValues is the most values one document's YAML aliases may
+	defaultMaxErrors = 20
+	// maxDepth is the deepest nesting of maps and lists in one document.
+	maxDepth = 512
+	// maxAliasValues is the most values one document's YAML aliases may
 	// expand to (a "billion laughs" document is refused).
-	MaxAliasValues = 100000
+	maxAliasValues = 100000
 )
 
 // ErrTooManyDocuments is wrapped by the error of a text with more than
-// MaxDocuments documents.
-var ErrTooManyDocuments = fmt.Errorf("more than %d documents", MaxDocuments)
+// maxDocuments documents.
+var ErrTooManyDocuments = fmt.Errorf("more than %d documents", maxDocuments)
 
 // maxErrors is opts.MaxErrors or its default.
 func (opts ParseOptions) maxErrors() int {
 	if opts.MaxErrors <= 0 {
-		return DefaultMaxErrors
+		return defaultMaxErrors
 	}
 	return opts.MaxErrors
 }

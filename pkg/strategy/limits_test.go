@@ -13,7 +13,7 @@ import (
 // Finding 5 of issue 39: one error per document without limit made a text
 // of a few million "kind: A" documents cost gigabytes and a status message
 // no API server accepts. Each route to "many bad objects" lists at most
-// DefaultMaxErrors errors and counts the rest.
+// defaultMaxErrors errors and counts the rest.
 func TestParseErrorsAreCapped(t *testing.T) {
 	list := func(n int) []byte {
 		var b strings.Builder
@@ -24,9 +24,9 @@ func TestParseErrorsAreCapped(t *testing.T) {
 		return []byte(b.String())
 	}
 	for name, text := range map[string][]byte{
-		"documents without apiVersion":  bytes.Repeat([]byte("---\nkind: A\n"), MaxDocuments),
-		"documents that are not YAML":   bytes.Repeat([]byte("---\n[\n"), MaxDocuments),
-		"documents that are no objects": bytes.Repeat([]byte("---\n- x\n"), MaxDocuments),
+		"documents without apiVersion":  bytes.Repeat([]byte("---\nkind: A\n"), maxDocuments),
+		"documents that are not YAML":   bytes.Repeat([]byte("---\n[\n"), maxDocuments),
+		"documents that are no objects": bytes.Repeat([]byte("---\n- x\n"), maxDocuments),
 		"list items without apiVersion": list(50000),
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -36,8 +36,8 @@ func TestParseErrorsAreCapped(t *testing.T) {
 				t.Fatal("parsed")
 			}
 			msg := err.Error()
-			if lines := strings.Count(msg, "\n") + 1; lines > DefaultMaxErrors+1 {
-				t.Errorf("%d lines of errors, want at most %d and a count", lines, DefaultMaxErrors+1)
+			if lines := strings.Count(msg, "\n") + 1; lines > defaultMaxErrors+1 {
+				t.Errorf("%d lines of errors, want at most %d and a count", lines, defaultMaxErrors+1)
 			}
 			if !strings.Contains(msg, "more documents with errors not shown") {
 				t.Errorf("error does not count the errors not shown: ...%s", msg[max(0, len(msg)-200):])
@@ -46,7 +46,7 @@ func TestParseErrorsAreCapped(t *testing.T) {
 	}
 }
 
-// More than MaxDocuments documents are refused before any is decoded: the
+// More than maxDocuments documents are refused before any is decoded: the
 // cost is a scan of the text, not one object per document.
 func TestParseRefusesTooManyDocuments(t *testing.T) {
 	text := bytes.Repeat([]byte("---\nkind: A\n"), 5<<20/12) // 5 MiB, 436906 documents
@@ -59,15 +59,15 @@ func TestParseRefusesTooManyDocuments(t *testing.T) {
 		t.Errorf("refusing %d bytes allocated %d bytes, want at most 16 MiB", len(text), n)
 	}
 	// The limit itself is accepted (documents of valid objects).
-	ok := strings.Repeat("---\napiVersion: v1\nkind: A\nmetadata: {name: a}\n", MaxDocuments)
+	ok := strings.Repeat("---\napiVersion: v1\nkind: A\nmetadata: {name: a}\n", maxDocuments)
 	if _, err := ReadDocuments([]byte(ok), ParseOptions{}); err != nil {
-		t.Fatalf("%d documents: %v", MaxDocuments, err)
+		t.Fatalf("%d documents: %v", maxDocuments, err)
 	}
 }
 
 // aliasBomb is a document whose aliases expand to about 10^levels values,
 // padded with a comment so the converter's node budget (16 per byte)
-// would let it through: only MaxAliasValues stops it.
+// would let it through: only maxAliasValues stops it.
 func aliasBomb(levels int) []byte {
 	var b bytes.Buffer
 	b.WriteString("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
@@ -109,9 +109,9 @@ func keys(n int) string {
 
 func TestParseRefusesDeepNesting(t *testing.T) {
 	for name, text := range map[string]string{
-		"flow sequences": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: " + strings.Repeat("[", MaxDepth+10) + strings.Repeat("]", MaxDepth+10) + "\n",
-		"flow mappings":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: " + strings.Repeat("{a: ", MaxDepth+10) + "x" + strings.Repeat("}", MaxDepth+10) + "\n",
-		"through an alias": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nd: &d " + strings.Repeat("[", MaxDepth-5) + strings.Repeat("]", MaxDepth-5) +
+		"flow sequences": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: " + strings.Repeat("[", maxDepth+10) + strings.Repeat("]", maxDepth+10) + "\n",
+		"flow mappings":  "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\ndata: " + strings.Repeat("{a: ", maxDepth+10) + "x" + strings.Repeat("}", maxDepth+10) + "\n",
+		"through an alias": "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\nd: &d " + strings.Repeat("[", maxDepth-5) + strings.Repeat("]", maxDepth-5) +
 			"\ne: " + strings.Repeat("[", 10) + "*d" + strings.Repeat("]", 10) + "\n",
 	} {
 		t.Run(name, func(t *testing.T) {

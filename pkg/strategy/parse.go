@@ -26,7 +26,7 @@ type ParseOptions struct {
 	// Parallelism bounds the documents parsed at once; 0 means GOMAXPROCS.
 	Parallelism int
 	// MaxErrors bounds the errors reported before Parse stops listing them
-	// (the rest are counted); 0 means DefaultMaxErrors.
+	// (the rest are counted); 0 means defaultMaxErrors.
 	MaxErrors int
 }
 
@@ -76,7 +76,7 @@ type Document struct {
 // The objects share their keys and strings: each worker holds one copy of
 // each (jsonshare.Strings), none of them part of the text.
 func ReadDocuments(text []byte, opts ParseOptions) ([]Document, error) {
-	docs, more := splitDocumentsMax(text, MaxDocuments)
+	docs, more := splitDocumentsMax(text, maxDocuments)
 	if more {
 		return nil, fmt.Errorf("read documents: %w", ErrTooManyDocuments)
 	}
@@ -414,7 +414,7 @@ func decodeYAML(d document, strs *jsonshare.Strings) (any, int, error) {
 		}
 		return nil, line, fmt.Errorf("not valid YAML: %s", msg)
 	}
-	c := converter{base: d.Line - 1, budget: 16*len(d.Data) + 1024, aliasValues: MaxAliasValues, strs: strs}
+	c := converter{base: d.Line - 1, budget: 16*len(d.Data) + 1024, aliasValues: maxAliasValues, strs: strs}
 	v, err := c.value(&n)
 	if err != nil {
 		return nil, c.line, err
@@ -427,9 +427,9 @@ type converter struct {
 	base   int // line offset of the document in the whole text
 	line   int // line of the last error
 	budget int // nodes left to convert; bounds alias expansion
-	// depth is the nesting of the value converted (MaxDepth bounds it);
+	// depth is the nesting of the value converted (maxDepth bounds it);
 	// inAlias counts the aliases being expanded, and aliasValues the
-	// values they may still expand to (MaxAliasValues).
+	// values they may still expand to (maxAliasValues).
 	depth, inAlias, aliasValues int
 	strs                        *jsonshare.Strings
 }
@@ -446,11 +446,11 @@ func (c *converter) value(n *yaml.Node) (any, error) {
 	}
 	if c.inAlias > 0 {
 		if c.aliasValues--; c.aliasValues < 0 {
-			return nil, c.errorf(n, "aliases expand to more than %d values (alias bomb?)", MaxAliasValues)
+			return nil, c.errorf(n, "aliases expand to more than %d values (alias bomb?)", maxAliasValues)
 		}
 	}
-	if c.depth++; c.depth > MaxDepth {
-		return nil, c.errorf(n, "nested deeper than %d levels", MaxDepth)
+	if c.depth++; c.depth > maxDepth {
+		return nil, c.errorf(n, "nested deeper than %d levels", maxDepth)
 	}
 	defer func() { c.depth-- }()
 	switch n.Kind {

@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-// RequirementsGroupKind is the kind of a strategy's declared preflights: an
+// requirementsGroupKind is the kind of a strategy's declared preflights: an
 // object of the strategy's own text (so signed with it) that the engine
 // reads before its first write and never applies. At most one per strategy.
 //
@@ -24,7 +24,7 @@ import (
 //	  nodes:                                # each matched by one node at least
 //	  - {matchLabels: {kubernetes.io/os: linux}}
 //	  upgradeFrom: ">= 1.8.0-0"             # versions an upgrade may start from
-var RequirementsGroupKind = schema.GroupKind{Group: "installstrategy.io", Kind: "Requirements"}
+var requirementsGroupKind = schema.GroupKind{Group: "installstrategy.io", Kind: "Requirements"}
 
 // Requirements is what a strategy declares the cluster must offer before
 // it is applied.
@@ -58,7 +58,7 @@ func (s *Strategy) Requirements() (*Requirements, *Strategy, error) {
 		rest  []*unstructured.Unstructured
 	)
 	for _, o := range s.Objects {
-		if o.GroupVersionKind().GroupKind() != RequirementsGroupKind {
+		if o.GroupVersionKind().GroupKind() != requirementsGroupKind {
 			rest = append(rest, o)
 			continue
 		}

@@ -23,12 +23,12 @@ const (
 	// PrivateKeyKey is the Secret key of the current private key (PKCS#8
 	// PEM, unencrypted: the Secret is the protection).
 	PrivateKeyKey = "cosign.key"
-	// PublicKeyKey is the Secret key of the current public key (PEM).
-	PublicKeyKey = "cosign.pub"
-	// RetiredKeysKey is the Secret key of the public keys of earlier
+	// publicKeyKey is the Secret key of the current public key (PEM).
+	publicKeyKey = "cosign.pub"
+	// retiredKeysKey is the Secret key of the public keys of earlier
 	// signing keys (PEM blocks, oldest first): still trusted, so
 	// strategies signed before a rotation stay valid.
-	RetiredKeysKey = "retired.pub"
+	retiredKeysKey = "retired.pub"
 	// TrustedKeysConfigMap holds further trusted public keys: every data
 	// value is a PEM file of one or more "PUBLIC KEY" blocks, named by its
 	// data key.
@@ -75,7 +75,7 @@ func EnsureOperatorKey(ctx context.Context, kube kubernetes.Interface, namespace
 }
 
 // RotateOperatorKey replaces the operator's signing key by a new one and
-// moves the old public key to RetiredKeysKey, so strategies it signed stay
+// moves the old public key to retiredKeysKey, so strategies it signed stay
 // trusted. Operators read the key when they start: restart them after a
 // rotation.
 func RotateOperatorKey(ctx context.Context, kube kubernetes.Interface, namespace string) (*OperatorKey, error) {
@@ -91,7 +91,7 @@ func RotateOperatorKey(ctx context.Context, kube kubernetes.Interface, namespace
 	if err != nil {
 		return nil, err
 	}
-	retired := append(bytes.Clone(sec.Data[RetiredKeysKey]), sec.Data[PublicKeyKey]...)
+	retired := append(bytes.Clone(sec.Data[retiredKeysKey]), sec.Data[publicKeyKey]...)
 	next := keySecret(namespace, s, retired)
 	next.ResourceVersion = sec.ResourceVersion
 	out, err := secrets.Update(ctx, next, metav1.UpdateOptions{})
@@ -102,9 +102,9 @@ func RotateOperatorKey(ctx context.Context, kube kubernetes.Interface, namespace
 }
 
 func keySecret(namespace string, s *Signer, retired []byte) *corev1.Secret {
-	data := map[string][]byte{PrivateKeyKey: s.PrivatePEM(), PublicKeyKey: s.PublicPEM()}
+	data := map[string][]byte{PrivateKeyKey: s.PrivatePEM(), publicKeyKey: s.PublicPEM()}
 	if len(retired) > 0 {
-		data[RetiredKeysKey] = retired
+		data[retiredKeysKey] = retired
 	}
 	return &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: OperatorKeySecret, Namespace: namespace,
@@ -128,13 +128,13 @@ func operatorKeyOf(sec *corev1.Secret) (*OperatorKey, error) {
 	if err := ring.Add("operator key "+s.KeyID(), s.Public()); err != nil {
 		return nil, err
 	}
-	if retired := sec.Data[RetiredKeysKey]; len(bytes.TrimSpace(retired)) > 0 {
+	if retired := sec.Data[retiredKeysKey]; len(bytes.TrimSpace(retired)) > 0 {
 		keys, err := ParsePublicKeys(retired)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %s: %w", where, RetiredKeysKey, err)
+			return nil, fmt.Errorf("%s: %s: %w", where, retiredKeysKey, err)
 		}
 		for _, pub := range keys {
-			id, _ := KeyID(pub)
+			id, _ := keyID(pub)
 			if err := ring.Add("retired operator key "+id, pub); err != nil {
 				return nil, err
 			}

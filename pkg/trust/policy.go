@@ -33,7 +33,7 @@ type Policy struct {
 type Subject struct {
 	// Digest is "sha256:<hex>" of the decoded text.
 	Digest string
-	// Signature and KeyID are the ConfigMap's signature annotations.
+	// Signature and keyID are the ConfigMap's signature annotations.
 	Signature, KeyID string
 	// Statement and StatementSignature are its signed statement
 	// annotations.

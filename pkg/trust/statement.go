@@ -78,16 +78,16 @@ func (s Statement) Check(e Expect) error {
 	if len(bad) > 0 {
 		return fmt.Errorf("%w: signed for %s", ErrIdentityMismatch, strings.Join(bad, ", "))
 	}
-	if e.Version == "" && !e.AllowDowngrade && IsDowngrade(e.Deployed, s.Version) {
+	if e.Version == "" && !e.AllowDowngrade && isDowngrade(e.Deployed, s.Version) {
 		return fmt.Errorf("%w: %s is older than the deployed %s (allow it with spec.allowDowngrade, or name the version in spec.version)", ErrDowngrade, s.Version, e.Deployed)
 	}
 	return nil
 }
 
-// IsDowngrade reports whether target is an older semantic version than
+// isDowngrade reports whether target is an older semantic version than
 // deployed. Versions that are not semantic versions (with or without a
 // leading "v") cannot be ordered and are never a downgrade.
-func IsDowngrade(deployed, target string) bool {
+func isDowngrade(deployed, target string) bool {
 	if deployed == "" || target == "" {
 		return false
 	}

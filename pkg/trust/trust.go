@@ -50,9 +50,9 @@ var (
 	ErrBadSignature = errors.New("signature does not verify")
 )
 
-// KeyID identifies a public key: "sha256:" and the hex SHA-256 of its PKIX
+// keyID identifies a public key: "sha256:" and the hex SHA-256 of its PKIX
 // DER encoding (what `openssl pkey -pubin -outform der | sha256sum` prints).
-func KeyID(pub crypto.PublicKey) (string, error) {
+func keyID(pub crypto.PublicKey) (string, error) {
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
 		return "", fmt.Errorf("key id: %w", err)
@@ -80,7 +80,7 @@ func newSigner(key *ecdsa.PrivateKey) (*Signer, error) {
 	if key.Curve != elliptic.P256() {
 		return nil, fmt.Errorf("signing key: curve %s, want P-256", key.Curve.Params().Name)
 	}
-	id, err := KeyID(&key.PublicKey)
+	id, err := keyID(&key.PublicKey)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func ParsePrivateKey(data, password []byte) (*Signer, error) {
 	return newSigner(ec)
 }
 
-// KeyID is the id of the signer's public key (see KeyID).
+// keyID is the id of the signer's public key (see keyID).
 func (s *Signer) KeyID() string { return s.id }
 
 // Public is the signer's public key.
@@ -201,7 +201,7 @@ type KeyRing struct {
 // Add trusts a public key under a name; adding a key twice keeps the first
 // name.
 func (k *KeyRing) Add(name string, pub *ecdsa.PublicKey) error {
-	id, err := KeyID(pub)
+	id, err := keyID(pub)
 	if err != nil {
 		return err
 	}
@@ -231,16 +231,6 @@ func (k *KeyRing) AddPEM(name string, data []byte) error {
 		}
 	}
 	return nil
-}
-
-// Merge adds every key of other.
-func (k *KeyRing) Merge(other *KeyRing) {
-	if other == nil {
-		return
-	}
-	for _, id := range slices.Sorted(maps.Keys(other.keys)) {
-		_ = k.Add(other.names[id], other.keys[id])
-	}
 }
 
 // Len is the number of trusted keys.

@@ -19,12 +19,12 @@ import (
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 )
 
-// MaxDownloadBytes bounds every download of a chart reference: a
+// maxDownloadBytes bounds every download of a chart reference: a
 // repository's index.yaml and a chart archive alike. A chart larger than
 // the largest strategy text a ConfigMap is decoded to (pkg/codec's
 // DefaultMaxDecodedBytes, 64 MiB) could not be stored anyway; Helm's own
 // getter reads whatever it is sent.
-const MaxDownloadBytes = 64 << 20
+const maxDownloadBytes = 64 << 20
 
 // isURL reports whether ref is a chart's http(s) URL, as helm takes one.
 func isURL(ref string) bool {

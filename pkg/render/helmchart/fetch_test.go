@@ -69,11 +69,11 @@ func TestIndexDigestChecked(t *testing.T) {
 		files.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	_, _, err = fromRepoURL(context.Background(), srv.URL, "echo", "1.0.0", MaxDownloadBytes)
+	_, _, err = fromRepoURL(context.Background(), srv.URL, "echo", "1.0.0", maxDownloadBytes)
 	if err == nil || !strings.Contains(err.Error(), srv.URL+"/echo-1.0.0.tgz") || !strings.Contains(err.Error(), "the repository index says") {
 		t.Errorf("a substituted archive: %v", err)
 	}
-	if _, _, err := fromRepoURL(context.Background(), srv.URL, "echo", "1.1.0", MaxDownloadBytes); err != nil {
+	if _, _, err := fromRepoURL(context.Background(), srv.URL, "echo", "1.1.0", maxDownloadBytes); err != nil {
 		t.Errorf("the archive the index names: %v", err)
 	}
 }

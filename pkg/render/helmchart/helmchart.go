@@ -44,7 +44,7 @@ import (
 // repo update cached it), a chart name with opts.RepoURL (--repo), or an
 // oci:// reference (registry credentials from Helm's registry config), of
 // opts.ChartVersion when set. Downloads of http(s) charts and indexes are
-// bounded by MaxDownloadBytes, oci:// pulls by pkg/oci's bounds. Nothing is sent to a cluster. Errors name
+// bounded by maxDownloadBytes, oci:// pulls by pkg/oci's bounds. Nothing is sent to a cluster. Errors name
 // the input at fault: the chart or its URL, a values file, a --set
 // expression, or the template and its line (Helm's own message).
 func Helm(ctx context.Context, ref string, opts render.HelmOptions) (*render.HelmResult, error) {
@@ -131,11 +131,11 @@ func load(ctx context.Context, settings *cli.EnvSettings, ref string, opts rende
 	)
 	switch {
 	case opts.RepoURL != "":
-		loaded, err = loadBytes(fromRepoURL(ctx, opts.RepoURL, ref, opts.ChartVersion, MaxDownloadBytes))
+		loaded, err = loadBytes(fromRepoURL(ctx, opts.RepoURL, ref, opts.ChartVersion, maxDownloadBytes))
 	case registry.IsOCI(ref):
 		loaded, err = pullOCI(ctx, settings, ref, opts)
 	case isURL(ref):
-		data, dlErr := download(ctx, ref, nil, MaxDownloadBytes)
+		data, dlErr := download(ctx, ref, nil, maxDownloadBytes)
 		loaded, err = loadBytes(data, ref, dlErr)
 		if err == nil {
 			err = checkVersion(loaded, ref, opts.ChartVersion)
@@ -155,7 +155,7 @@ func load(ctx context.Context, settings *cli.EnvSettings, ref string, opts rende
 		case !errors.Is(statErr, os.ErrNotExist):
 			return nil, fmt.Errorf("chart %s: %w", ref, statErr)
 		case isRepoChart(ref):
-			loaded, err = loadBytes(fromRepository(ctx, settings.RepositoryConfig, settings.RepositoryCache, ref, opts.ChartVersion, MaxDownloadBytes))
+			loaded, err = loadBytes(fromRepository(ctx, settings.RepositoryConfig, settings.RepositoryCache, ref, opts.ChartVersion, maxDownloadBytes))
 		default:
 			return nil, fmt.Errorf("chart %s: no such chart folder or archive (a chart is a folder, a .tgz, REPO/CHART, an http(s):// URL, a name with --repo, or an oci:// reference)", ref)
 		}

@@ -31,10 +31,10 @@ import (
 // program and then in $PATH.
 const HelperName = "installstrategy-helm-render"
 
-// DefaultMaxResultBytes bounds a response: a rendered chart larger than
+// defaultMaxResultBytes bounds a response: a rendered chart larger than
 // the largest strategy text a ConfigMap is decoded to (pkg/codec's
 // DefaultMaxDecodedBytes, 64 MiB) could not be stored anyway.
-const DefaultMaxResultBytes = 64 << 20
+const defaultMaxResultBytes = 64 << 20
 
 // maxStderr is how much of the helper's standard error an error quotes.
 const maxStderr = 8 << 10
@@ -59,7 +59,7 @@ type Response struct {
 type Renderer struct {
 	// Path is the helper's executable; empty means DefaultPath.
 	Path string
-	// MaxResultBytes bounds the response; 0 means DefaultMaxResultBytes.
+	// MaxResultBytes bounds the response; 0 means defaultMaxResultBytes.
 	MaxResultBytes int64
 }
 
@@ -110,7 +110,7 @@ func (r Renderer) RenderArchive(ctx context.Context, name string, archive []byte
 	}
 	limit := r.MaxResultBytes
 	if limit <= 0 {
-		limit = DefaultMaxResultBytes
+		limit = defaultMaxResultBytes
 	}
 	cmd := exec.CommandContext(ctx, path)
 	cmd.Env = []string{}

@@ -1,0 +1,4 @@
+package reconcile
+
+// What the package's external tests reach that is not its API.
+var StorageVersionHash = storageVersionHash
