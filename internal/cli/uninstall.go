@@ -70,7 +70,9 @@ An installation an Installation drives is removed by deleting the Installation.`
 				Owner: owner, KeepCRDs: keepCRDs, Wait: wait, SystemConsent: consent,
 				OnEvent: func(e reconcile.Event) {
 					if strings.HasPrefix(e.Step, "hook ") {
-						if e.Ref != (strategy.ObjectRef{}) {
+						if e.Type == reconcile.EventKept {
+							fmt.Fprintf(out, "  %s: left %s (%s)\n", e.Step, e.Ref, e.Reason)
+						} else if e.Ref != (strategy.ObjectRef{}) {
 							fmt.Fprintf(out, "  %s: %s %s\n", e.Step, e.Action, e.Ref)
 						}
 						return
