@@ -283,6 +283,11 @@ type HelmStrategySource struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	KubeVersion string `json:"kubeVersion,omitempty"`
+	// SkipCRDs leaves the chart's crds/ folder out of the render, as helm
+	// install --skip-crds does; CRDs among the chart's templates stay, as
+	// with Helm. Changing it is a new strategy.
+	// +optional
+	SkipCRDs bool `json:"skipCRDs,omitempty"`
 	// Values are the chart's values (as a values file would give them),
 	// merged over the chart's values.yaml. They come from here only: no
 	// Secret or ConfigMap is read for values.

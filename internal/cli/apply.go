@@ -276,6 +276,11 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	if a.wait && !res.RolledOver {
 		return &ExitError{Code: 1, Err: errors.New("applied, but not rolled over")}
 	}
+	if notes := strings.TrimSpace(l.Strategy.Notes()); notes != "" && !f.rollback {
+		// A chart's NOTES.txt, from the strategy's own text, as helm
+		// install prints it.
+		fmt.Fprintf(out, "NOTES:\n%s\n", notes)
+	}
 	return nil
 }
 

@@ -80,8 +80,9 @@ phase, by hook weight, waiting for Jobs to complete, with their delete
 policies (see docs/PRODUCTS.md, "Helm hooks"); test hooks are dropped. Each
 hook and what became of it is printed on standard error. The chart's name, version
 and appVersion are recorded in the ConfigMap's annotations
-(installstrategy.io/helm-chart, -chart-version, -app-version). NOTES.txt is
-not rendered into the strategy (see docs/PRODUCTS.md, Helm semantics).
+(installstrategy.io/helm-chart, -chart-version, -app-version). The chart's
+rendered NOTES.txt travels in the strategy's text as a Notes document
+(signed with it, never applied); apply prints it after a successful run.
 
 --from-kustomize DIR builds a kustomization with kustomize's krusty, as
 kubectl kustomize DIR does (same options, same order).`,

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	helmcli "helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/postrenderer"
+	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -122,7 +123,8 @@ func (r *renderFlags) versions(version string, id *strategy.Identity) error {
 
 // render renders the chart or builds the kustomization, reports each
 // hook on standard error, and returns the text and the annotations of the
-// strategy; an unset version becomes the chart's.
+// strategy (with the chart's rendered NOTES.txt as a Notes document); an
+// unset version becomes the chart's.
 func (r *renderFlags) render(ctx context.Context, o *options, id *strategy.Identity) ([]byte, map[string]string, error) {
 	if r.kustomize != "" {
 		l, err := source.Kustomize{Dir: r.kustomize, Build: kustomize.Build}.Load(ctx)
@@ -155,7 +157,18 @@ func (r *renderFlags) render(ctx context.Context, o *options, id *strategy.Ident
 	if id.Version == "" {
 		id.Version = res.Chart.Version
 	}
-	return res.Manifests, res.Chart.Annotations(), nil
+	text := res.Manifests
+	if res.Notes != "" {
+		// The chart's NOTES.txt travels in the strategy's text (so under
+		// its digest and signature) as a Notes document, which is never
+		// applied; apply prints it (strategy.NotesGroupKind).
+		notes, err := yaml.Marshal(strategy.NotesObject(res.Notes).Object)
+		if err != nil {
+			return nil, nil, err
+		}
+		text = append(append(append([]byte{}, text...), "---\n# Source: NOTES.txt\n"...), notes...)
+	}
+	return text, res.Chart.Annotations(), nil
 }
 
 // releaseOf sets what the chart sees of the plugin installation

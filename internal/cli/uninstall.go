@@ -109,7 +109,9 @@ func newUninstallCommand(o *options) *cobra.Command {
 func uninstallEvents(out io.Writer, kept *int) func(reconcile.Event) {
 	return func(e reconcile.Event) {
 		if strings.HasPrefix(e.Step, "hook ") {
-			if e.Ref != (strategy.ObjectRef{}) {
+			if e.Type == reconcile.EventKept {
+				fmt.Fprintf(out, "  %s: left %s (%s)\n", e.Step, e.Ref, e.Reason)
+			} else if e.Ref != (strategy.ObjectRef{}) {
 				fmt.Fprintf(out, "  %s: %s %s\n", e.Step, e.Action, e.Ref)
 			}
 			return

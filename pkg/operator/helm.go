@@ -71,7 +71,7 @@ func (r *Reconciler) helmSource(ctx context.Context, in *v1alpha1.Installation) 
 	}
 	rem.MaxTextBytes = MaxChartBytes
 	rem.Trusted = func(*oci.Artifact) { r.keepTrusted(helmRemote(src), f.ref, f.p) }
-	opts := helmspec.Options{ReleaseName: src.ReleaseName, Namespace: in.Namespace, KubeVersion: src.KubeVersion}
+	opts := renderOptions(in)
 	valuesDigest := ""
 	render := func(ctx context.Context, a *oci.Artifact) (*helmspec.Result, error) {
 		vals, vd, err := chartValues(src)
@@ -105,6 +105,13 @@ func (r *Reconciler) helmSource(ctx context.Context, in *v1alpha1.Installation) 
 	return sl, nil
 }
 
+// renderOptions are the render inputs an Installation's Helm source gives,
+// as helm install's flags of the same names.
+func renderOptions(in *v1alpha1.Installation) helmspec.Options {
+	src := in.Spec.Strategy.Helm
+	return helmspec.Options{ReleaseName: src.ReleaseName, Namespace: in.Namespace, KubeVersion: src.KubeVersion, SkipCRDs: src.SkipCRDs}
+}
+
 // chartValues decodes the source's values and returns them with the
 // digest of their canonical JSON (keys sorted), which is "" for none.
 func chartValues(src *v1alpha1.HelmStrategySource) (map[string]any, string, error) {
@@ -129,7 +136,12 @@ func chartValues(src *v1alpha1.HelmStrategySource) (map[string]any, string, erro
 // of the chart's manifest digest and every render input, so another chart
 // or other values are another strategy.
 func chartIdentifier(chartDigest, valuesDigest string, opts helmspec.Options) string {
-	sum := sha256.Sum256([]byte(strings.Join([]string{chartDigest, valuesDigest, opts.ReleaseName, opts.Namespace, opts.KubeVersion}, "\n")))
+	inputs := []string{chartDigest, valuesDigest, opts.ReleaseName, opts.Namespace, opts.KubeVersion}
+	if opts.SkipCRDs {
+		// Only when set, so the identifiers of existing renders stay.
+		inputs = append(inputs, "skip-crds")
+	}
+	sum := sha256.Sum256([]byte(strings.Join(inputs, "\n")))
 	return "helm-" + hex.EncodeToString(sum[:8])
 }
 

@@ -1,14 +1,18 @@
 package operator
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/render"
 	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 )
 
@@ -53,6 +57,7 @@ func TestChartValuesAndIdentifier(t *testing.T) {
 		"release name": chartIdentifier("sha256:1", a, helmspec.Options{ReleaseName: "s", Namespace: "ns", KubeVersion: "v1.36.0"}),
 		"namespace":    chartIdentifier("sha256:1", a, helmspec.Options{ReleaseName: "r", Namespace: "ns2", KubeVersion: "v1.36.0"}),
 		"kube version": chartIdentifier("sha256:1", a, helmspec.Options{ReleaseName: "r", Namespace: "ns"}),
+		"skip crds":    chartIdentifier("sha256:1", a, helmspec.Options{ReleaseName: "r", Namespace: "ns", KubeVersion: "v1.36.0", SkipCRDs: true}),
 	} {
 		if other == id {
 			t.Errorf("another %s, the same identifier %s", name, id)
@@ -140,5 +145,38 @@ func TestReleaseOfFollowsTheHistory(t *testing.T) {
 				t.Fatalf("the render refuses it: %v", err)
 			}
 		})
+	}
+}
+
+// spec.strategy.helm.skipCRDs is helm install's --skip-crds: velero
+// 12.1.0 (pkg/render/testdata, unedited), whose CRDs are all in crds/,
+// renders through the operator's renderChart with its CRDs, and without
+// any when the Installation skips them.
+func TestHelmSourceSkipCRDs(t *testing.T) {
+	archive, err := os.ReadFile(filepath.Join("..", "render", "testdata", "charts", "velero-12.1.0.tgz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds := func(skip bool) int {
+		t.Helper()
+		in := &v1alpha1.Installation{Spec: v1alpha1.InstallationSpec{Strategy: &v1alpha1.StrategySource{
+			Helm: &v1alpha1.HelmStrategySource{Chart: "oci://r/velero:12.1.0", ReleaseName: "demo", SkipCRDs: skip}}}}
+		in.Namespace = "velero"
+		opts := renderOptions(in)
+		if opts.SkipCRDs != skip {
+			t.Fatalf("render options %+v, want SkipCRDs %t", opts, skip)
+		}
+		r := &Reconciler{opts: Options{HelmRenderer: render.InProcess{}}}
+		res, err := r.renderChart(t.Context(), in, &oci.Artifact{Reference: "velero", Digest: "sha256:1", Text: archive}, map[string]any{}, "", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return bytes.Count(res.Manifests, []byte("\nkind: CustomResourceDefinition"))
+	}
+	if n := crds(false); n == 0 {
+		t.Fatal("velero rendered without skipCRDs has no CRD")
+	}
+	if n := crds(true); n != 0 {
+		t.Errorf("velero rendered with skipCRDs has %d CRDs, want none", n)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -141,6 +142,14 @@ func (h *hookRunner) run(ctx context.Context, phase plan.HookPhase) error {
 			}
 		}
 	}
+	for _, hk := range ordered {
+		if !hk.Deletes(plan.HookSucceeded) {
+			// Helm leaves it too: not the release's, so neither prune nor
+			// uninstall deletes it (its TTL, if any, or the next run's
+			// before-hook-creation does).
+			h.emit(Event{Type: EventKept, Step: step, Ref: hk.Ref(), Action: apply.ActionSkip, Reason: HookLeftReason(hk)})
+		}
+	}
 	if len(ordered) > 0 {
 		h.emit(Event{Type: EventStepReady, Step: step})
 	}
@@ -207,6 +216,13 @@ func (h *hookRunner) delete(ctx context.Context, step string, hk plan.Hook, poli
 func removedWhenFinished(ref strategy.ObjectRef) bool {
 	info, _ := kinds.Lookup(ref.GroupKind())
 	return info.RemovedWhenFinished
+}
+
+// HookLeftReason says why a hook's object stays in the cluster after its
+// phase: its delete policy does not remove a hook that succeeded, as with
+// Helm, and it is not in the inventory.
+func HookLeftReason(hk plan.Hook) string {
+	return "hook left in the cluster, as Helm leaves it (delete policy " + strings.Join(hk.DeletePolicies, ",") + "); not in the inventory: uninstall leaves it too"
 }
 
 // hookAction is what the run is to Helm: a rollback when the caller says

@@ -225,7 +225,9 @@ const (
 	// EventKept: prune or uninstall left an object of the inventory in
 	// place; Reason says why (a CRD without PruneCRDs, a Namespace that
 	// holds others' objects, an object no longer labelled ours, or its
-	// resource policy: plan.KeptReasonPrefix).
+	// resource policy: plan.KeptReasonPrefix); or, in a step "hook
+	// PHASE", a Helm hook whose delete policy leaves it after it
+	// succeeded (HookLeftReason), never in the inventory.
 	EventKept EventType = "Kept"
 	// EventDegraded: a step failed or ran out of time.
 	EventDegraded EventType = "Degraded"

@@ -208,7 +208,7 @@ func TestRenderMatchesInstallAction(t *testing.T) {
 				return c
 			}
 			want, rel, wantErr := actionRender(ctx, tc.chart, load(), copyValues(vals).(map[string]any), tc.opts)
-			_, manifest, hooks, partsErr := renderParts(ctx, tc.chart, load(), copyValues(vals).(map[string]any), tc.opts)
+			_, manifest, notes, hooks, partsErr := renderParts(ctx, tc.chart, load(), copyValues(vals).(map[string]any), tc.opts)
 			got, err := HelmChart(ctx, tc.chart, load(), copyValues(vals).(map[string]any), tc.opts)
 			if tc.wantErr != "" {
 				if wantErr == nil || err == nil || partsErr == nil {
@@ -227,6 +227,9 @@ func TestRenderMatchesInstallAction(t *testing.T) {
 				}
 				if manifest != rel.Manifest {
 					t.Errorf("release manifest differs from the install action's (%d bytes, action %d):\n%s", len(manifest), len(rel.Manifest), firstDiff(manifest, rel.Manifest))
+				}
+				if notes != rel.Info.Notes || got.Notes != rel.Info.Notes {
+					t.Errorf("notes %q (HelmChart %q), the install action's %q", notes, got.Notes, rel.Info.Notes)
 				}
 				if !reflect.DeepEqual(hooks, rel.Hooks) {
 					t.Errorf("hooks differ from the install action's:\n%s", firstDiff(hookText(hooks), hookText(rel.Hooks)))

@@ -3,6 +3,7 @@ package render
 import (
 	"context"
 	"fmt"
+	"path"
 	"slices"
 	"strings"
 
@@ -149,32 +150,34 @@ func HelmChart(ctx context.Context, ref string, loaded chart.Charter, vals map[s
 
 // renderChart checks a loaded chart and renders it with vals.
 func renderChart(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*HelmResult, error) {
-	chrt, manifest, hooks, err := renderParts(ctx, ref, loaded, vals, opts)
+	chrt, manifest, notes, hooks, err := renderParts(ctx, ref, loaded, vals, opts)
 	if err != nil {
 		return nil, err
 	}
-	return assemble(chrt, manifest, hooks), nil
+	res := assemble(chrt, manifest, hooks)
+	res.Notes = notes
+	return res, nil
 }
 
 // renderParts checks a loaded chart and renders it with vals: the chart,
 // the release's manifest and its hooks, as action.Install's client-only
 // dry run makes them, with the same errors.
-func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*chartv2.Chart, string, []*release.Hook, error) {
+func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map[string]any, opts HelmOptions) (*chartv2.Chart, string, string, []*release.Hook, error) {
 	chrt, ok := loaded.(*chartv2.Chart)
 	if !ok {
-		return nil, "", nil, fmt.Errorf("load chart %s: a %T chart, want apiVersion v1 or v2", ref, loaded)
+		return nil, "", "", nil, fmt.Errorf("load chart %s: a %T chart, want apiVersion v1 or v2", ref, loaded)
 	}
 	if t := chrt.Metadata.Type; t != "" && t != "application" {
-		return nil, "", nil, fmt.Errorf("chart %s: a %s chart is not installable", ref, t)
+		return nil, "", "", nil, fmt.Errorf("chart %s: a %s chart is not installable", ref, t)
 	}
 	if err := checkDependencies(chrt); err != nil {
-		return nil, "", nil, fmt.Errorf("chart %s: its dependencies are missing, run helm dependency build: %w", ref, err)
+		return nil, "", "", nil, fmt.Errorf("chart %s: its dependencies are missing, run helm dependency build: %w", ref, err)
 	}
 	if vals == nil {
 		vals = map[string]any{}
 	}
-	fail := func(err error) (*chartv2.Chart, string, []*release.Hook, error) {
-		return nil, "", nil, fmt.Errorf("render chart %s: %w", ref, err)
+	fail := func(err error) (*chartv2.Chart, string, string, []*release.Hook, error) {
+		return nil, "", "", nil, fmt.Errorf("render chart %s: %w", ref, err)
 	}
 	name := opts.ReleaseName
 	if name == "" {
@@ -216,11 +219,11 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 		}
 		lookup = l
 	}
-	manifest, hooks, err := renderRelease(ctx, chrt, toRender, lookup, opts)
+	manifest, notes, hooks, err := renderRelease(ctx, chrt, toRender, lookup, opts)
 	if err != nil {
 		return fail(err)
 	}
-	return chrt, manifest, hooks, nil
+	return chrt, manifest, notes, hooks, nil
 }
 
 // renderRelease renders a chart's templates with the values of
@@ -228,12 +231,14 @@ func renderParts(ctx context.Context, ref string, loaded chart.Charter, vals map
 // client-only install with IncludeCRDs: it returns what Helm keeps as the
 // release's manifest (the chart's CRDs, then its objects in Helm's install
 // order, each introduced by a --- line and a "# Source:" comment) and its
-// hooks in Helm's order. NOTES.txt files are left out and DNS is off.
+// hooks in Helm's order, and the notes: the chart's own
+// templates/NOTES.txt rendered (a subchart's are left out, as without
+// Helm's --render-subchart-notes). DNS is off.
 // Helm's lookup function asks lookup for its clients (Helm's own engine
 // hook, as action.Install and action.Upgrade give it a cluster's); nil
 // means it finds nothing, as in helm template. opts.PostRenderer and
 // opts.SkipCRDs act as Helm's --post-renderer and --skip-crds.
-func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommon.Values, lookup engine.ClientProvider, opts HelmOptions) (string, []*release.Hook, error) {
+func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommon.Values, lookup engine.ClientProvider, opts HelmOptions) (string, string, []*release.Hook, error) {
 	var (
 		files map[string]string
 		err   error
@@ -249,8 +254,9 @@ func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommo
 		files, err = eng.RenderWithContext(ctx, chrt, toRender)
 	}
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
+	notes := files[path.Join(chrt.Name(), "templates", "NOTES.txt")]
 	for k := range files {
 		if strings.HasSuffix(k, "NOTES.txt") {
 			delete(files, k)
@@ -258,12 +264,12 @@ func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommo
 	}
 	if opts.PostRenderer != nil {
 		if files, err = postRender(opts.PostRenderer, files); err != nil {
-			return "", nil, err
+			return "", "", nil, err
 		}
 	}
 	hooks, manifests, err := releaseutil.SortManifests(files, nil, releaseutil.InstallOrder)
 	if err != nil {
-		return "", nil, err
+		return "", "", nil, err
 	}
 	var manifest strings.Builder
 	if !opts.SkipCRDs {
@@ -274,7 +280,7 @@ func renderRelease(ctx context.Context, chrt *chartv2.Chart, toRender chartcommo
 	for _, m := range manifests {
 		fmt.Fprintf(&manifest, "---\n# Source: %s\n%s\n", m.Name, m.Content)
 	}
-	return manifest.String(), hooks, nil
+	return manifest.String(), notes, hooks, nil
 }
 
 // assemble is what helm template prints of a release (its manifest, then

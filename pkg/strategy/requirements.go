@@ -50,16 +50,22 @@ type NodeRequirement struct {
 }
 
 // Requirements returns the strategy's declared preflights and the strategy
-// without them (what is applied). A strategy without a Requirements object
-// returns nil and s itself.
+// without its documents that are not applied (what is applied): its
+// Requirements object and its Notes (NotesGroupKind). A strategy without
+// either returns nil and s itself.
 func (s *Strategy) Requirements() (*Requirements, *Strategy, error) {
 	var (
 		found *unstructured.Unstructured
 		rest  []*unstructured.Unstructured
+		notes bool
 	)
 	for _, o := range s.Objects {
-		if o.GroupVersionKind().GroupKind() != requirementsGroupKind {
+		if applied(o) {
 			rest = append(rest, o)
+			continue
+		}
+		if o.GroupVersionKind().GroupKind() == NotesGroupKind {
+			notes = true
 			continue
 		}
 		if found != nil {
@@ -68,6 +74,9 @@ func (s *Strategy) Requirements() (*Requirements, *Strategy, error) {
 		found = o
 	}
 	if found == nil {
+		if notes {
+			return nil, &Strategy{Identity: s.Identity, Objects: rest}, nil
+		}
 		return nil, s, nil
 	}
 	req, err := parseRequirements(found)

@@ -231,6 +231,10 @@ type Result struct {
 	// Hooks lists every hook of the chart, in Helm's order, with what was
 	// done with it.
 	Hooks []Hook `json:"hooks,omitempty"`
+	// Notes is the chart's templates/NOTES.txt rendered, as helm install
+	// prints it after NOTES: (a subchart's are left out); not part of
+	// Manifests.
+	Notes string `json:"notes,omitempty"`
 }
 
 // Renderer renders a packaged chart (.tgz bytes) client-only, as
