@@ -484,6 +484,9 @@ type State struct {
 	// claims is the claim stage's answer, which the rollout that follows
 	// takes (reconcile.Options.Claims) instead of checking again.
 	claims *reconcile.Claims
+	// walking is set when the strategy loaded is an intermediate version
+	// of an upgrade path (walkUpgradePath).
+	walking bool
 }
 
 // Stages returns the pipeline of an Installation that is not being deleted.
@@ -495,7 +498,7 @@ func (r *Reconciler) Stages() []Stage {
 		{"load", r.stageLoad},
 		{"claim", r.stageClaim},
 		{"apply", r.stageApply},
-		{"gc", r.stageGC},
+		{"gc", r.walkOn(r.stageGC)},
 	}
 }
 
