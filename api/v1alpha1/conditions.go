@@ -122,6 +122,11 @@ const (
 	// message names the CRD, version, field, rule and objects); nothing
 	// is written. spec.crdSafety.allow accepts one CRD and rule.
 	ReasonCRDChangeRefused = "CRDChangeRefused"
+	// ReasonUpgradePathRefused: spec.upgradePath is Walk, the target's
+	// upgradeFrom does not admit the deployed version, and no chain of
+	// trusted versions of the source leads to it (the message lists the
+	// versions looked at and those refused); nothing is written.
+	ReasonUpgradePathRefused = "UpgradePathRefused"
 	// ReasonReconciling: the status reflects a new generation whose
 	// outcome is not known yet (Ready and Reconciling only).
 	ReasonReconciling = "Reconciling"
@@ -157,6 +162,7 @@ var StalledReasons = []string{
 	ReasonStrategyTampered,
 	ReasonInvalidSpec,
 	ReasonCRDChangeRefused,
+	ReasonUpgradePathRefused,
 	ReasonCanaryFailed,
 	// A rollout that failed or exceeded its progress deadline (the
 	// message says which: Failed or ProgressDeadlineExceeded).

@@ -159,7 +159,30 @@ type InstallationSpec struct {
 	// unless named here.
 	// +optional
 	CRDSafety *CRDSafety `json:"crdSafety,omitempty"`
+
+	// UpgradePath says what happens when the target strategy's declared
+	// upgradeFrom range does not admit the deployed version. Refuse (the
+	// default) refuses the upgrade before any write. Walk, for an OCI
+	// source, lists the tags of its repository (at most 1000), loads the
+	// versions between the deployed one and the target through the same
+	// trust as the target (a signature by a trusted key for the product
+	// and the tag's version; a pinned digest vouches only for the
+	// target), and rolls out the shortest chain of them, each fully rolled
+	// over before the next (docs/UPGRADES.md).
+	// +kubebuilder:validation:Enum=Refuse;Walk
+	// +optional
+	UpgradePath UpgradePathPolicy `json:"upgradePath,omitempty"`
 }
+
+// UpgradePathPolicy says whether an upgrade outside the target's
+// upgradeFrom range is refused or walked.
+type UpgradePathPolicy string
+
+// Upgrade path policies.
+const (
+	UpgradePathRefuse UpgradePathPolicy = "Refuse"
+	UpgradePathWalk   UpgradePathPolicy = "Walk"
+)
 
 // CRDSafety accepts named unsafe CRD changes.
 type CRDSafety struct {
@@ -603,6 +626,16 @@ type InstallationStatus struct {
 	// Strategy is where the target strategy was loaded from.
 	// +optional
 	Strategy *StrategyStatus `json:"strategy,omitempty"`
+
+	// UpgradePath is the walk of the last upgrade that spec.upgradePath
+	// Walk took through intermediate versions: the version deployed when
+	// it began, each intermediate version, and the target, e.g. [v1.0.0,
+	// v2.0.0, v3.0.0]. The history records each version as it is fully
+	// rolled out.
+	// +kubebuilder:validation:MaxItems=101
+	// +listType=atomic
+	// +optional
+	UpgradePath []string `json:"upgradePath,omitempty"`
 
 	// Components is the rollout progress of each workload of the target
 	// strategy.

@@ -360,6 +360,11 @@ func (in *InstallationStatus) DeepCopyInto(out *InstallationStatus) {
 		*out = new(StrategyStatus)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.UpgradePath != nil {
+		in, out := &in.UpgradePath, &out.UpgradePath
+		*out = make([]string, len(*in))
+		copy(*out, *in)
+	}
 	if in.Components != nil {
 		in, out := &in.Components, &out.Components
 		*out = make([]ComponentStatus, len(*in))

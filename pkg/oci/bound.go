@@ -26,12 +26,20 @@ const (
 	// MaxSignatures bounds the signatures counted for one artifact (cosign
 	// sets none; an artifact signed by every key of a rotation has a few).
 	MaxSignatures = 50
+	// MaxTagListBytes bounds one page of a repository's tag list (about
+	// 50,000 tags of 80 characters).
+	MaxTagListBytes = 4 << 20
 )
 
 // boundedTransport refuses a manifest over MaxManifestBytes: by its
 // Content-Length before its body is read, or as its body passes the bound.
 // Blobs are bounded by readBlob, error bodies by go-containerregistry.
 type boundedTransport struct{ next http.RoundTripper }
+
+// isTagListPath reports whether p is /v2/NAME/tags/list.
+func isTagListPath(p string) bool {
+	return strings.HasPrefix(p, "/v2/") && strings.HasSuffix(p, "/tags/list")
+}
 
 // isManifestPath reports whether p is /v2/NAME/manifests/REFERENCE.
 func isManifestPath(p string) bool {
@@ -40,26 +48,35 @@ func isManifestPath(p string) bool {
 
 func (t boundedTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.RoundTrip(req)
-	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK || !isManifestPath(req.URL.Path) {
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
-	if resp.ContentLength > MaxManifestBytes {
-		resp.Body.Close()
-		return nil, manifestTooLarge(req, fmt.Sprintf("%d bytes", resp.ContentLength))
+	what, limit := "manifest", int64(MaxManifestBytes)
+	switch {
+	case isManifestPath(req.URL.Path):
+	case isTagListPath(req.URL.Path):
+		what, limit = "tag list", MaxTagListBytes
+	default:
+		return resp, nil
 	}
-	resp.Body = &boundedBody{ReadCloser: resp.Body, left: MaxManifestBytes, req: req}
+	if resp.ContentLength > limit {
+		resp.Body.Close()
+		return nil, tooLarge(req, what, fmt.Sprintf("%d bytes", resp.ContentLength), limit)
+	}
+	resp.Body = &boundedBody{ReadCloser: resp.Body, left: limit, limit: limit, what: what, req: req}
 	return resp, nil
 }
 
-func manifestTooLarge(req *http.Request, size string) error {
-	return &trust.RefusedError{Step: "size", Err: fmt.Errorf("%w: the manifest at %s is %s, the bound is %d", trust.ErrTooLarge, req.URL.Redacted(), size, MaxManifestBytes)}
+func tooLarge(req *http.Request, what, size string, limit int64) error {
+	return &trust.RefusedError{Step: "size", Err: fmt.Errorf("%w: the %s at %s is %s, the bound is %d", trust.ErrTooLarge, what, req.URL.Redacted(), size, limit)}
 }
 
 // boundedBody reads at most left bytes of a manifest and fails on more.
 type boundedBody struct {
 	io.ReadCloser
-	left int64
-	req  *http.Request
+	left, limit int64
+	what        string
+	req         *http.Request
 }
 
 func (b *boundedBody) Read(p []byte) (int, error) {
@@ -68,7 +85,7 @@ func (b *boundedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.ReadCloser.Read(p)
 	if int64(n) > b.left {
-		return 0, manifestTooLarge(b.req, "over the bound")
+		return 0, tooLarge(b.req, b.what, "over the bound", b.limit)
 	}
 	b.left -= int64(n)
 	return n, err

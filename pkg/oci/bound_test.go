@@ -232,3 +232,33 @@ func TestSignatureCountBound(t *testing.T) {
 	_, err = c.Copy(ctx, ref, reg.Ref("acme/copy:v1"))
 	refused(t, err, "size")
 }
+
+// A tag list page over oci.MaxTagListBytes is refused as its body passes
+// the bound (a registry that lists is not trusted).
+func TestTagListBound(t *testing.T) {
+	const size = 64 << 20
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/v2/acme/huge/tags/list" {
+			w.WriteHeader(http.StatusOK) // the ping
+			return
+		}
+		_, _ = io.WriteString(w, `{"name":"acme/huge","tags":["`)
+		chunk := bytes.Repeat([]byte("x"), 32<<10)
+		for left := size; left > 0; left -= len(chunk) {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+		_, _ = io.WriteString(w, `"]}`)
+	}))
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	c := newClient(t)
+	var err error
+	n := alloctest.Allocated(func() {
+		_, _, err = c.Tags(context.Background(), "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/acme/huge", 0)
+	})
+	refused(t, err, "size")
+	if n > 8*oci.MaxTagListBytes {
+		t.Fatalf("a refused tag list of %d bytes allocated %d bytes", size, n)
+	}
+}

@@ -485,6 +485,9 @@ type state struct {
 	// claims is the claim stage's answer, which the rollout that follows
 	// takes (reconcile.Options.Claims) instead of checking again.
 	claims *reconcile.Claims
+	// walking is set when the strategy loaded is an intermediate version
+	// of an upgrade path (walkUpgradePath).
+	walking bool
 }
 
 // stages returns the pipeline of an Installation that is not being deleted.
@@ -496,7 +499,7 @@ func (r *Reconciler) stages() []stage {
 		{"load", r.stageLoad},
 		{"claim", r.stageClaim},
 		{"apply", r.stageApply},
-		{"gc", r.stageGC},
+		{"gc", r.walkOn(r.stageGC)},
 	}
 }
 

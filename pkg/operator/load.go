@@ -65,6 +65,9 @@ func (r *Reconciler) stageLoad(ctx context.Context, s *state) (bool, error) {
 	if err == nil {
 		l, err = sl.load(ctx)
 	}
+	if err == nil && l.Pending == nil {
+		sl, l, err = r.walkUpgradePath(ctx, s, sl, l)
+	}
 	if err != nil {
 		if sl.untrusted && errors.As(err, new(*trust.UntrustedError)) {
 			r.metrics.UntrustedStrategies.WithLabelValues(sl.label).Inc()
