@@ -40,7 +40,7 @@ func (e *UpgradePathRefusedError) RefusalReason() string { return v1alpha1.Reaso
 // vouches for it, before its Requirements are read. A tag list is not
 // trusted; it only says which tags to load. Otherwise it returns sl and l
 // as they are.
-func (r *Reconciler) walkUpgradePath(ctx context.Context, s *State, sl sourceLoad, l *source.Loaded) (sourceLoad, *source.Loaded, error) {
+func (r *Reconciler) walkUpgradePath(ctx context.Context, s *state, sl sourceLoad, l *source.Loaded) (sourceLoad, *source.Loaded, error) {
 	in := s.Installation
 	deployed := in.Status.ObservedVersion
 	if in.Spec.UpgradePath != v1alpha1.UpgradePathWalk || in.Spec.StrategySourceType() != v1alpha1.StrategySourceOCI ||
@@ -144,8 +144,8 @@ func (r *Reconciler) walkUpgradePath(ctx context.Context, s *State, sl sourceLoa
 
 // walkOn runs the gc stage and, when this reconcile rolled out an
 // intermediate version of a walk, comes back at once for the next one.
-func (r *Reconciler) walkOn(gc func(context.Context, *State) (bool, error)) func(context.Context, *State) (bool, error) {
-	return func(ctx context.Context, s *State) (bool, error) {
+func (r *Reconciler) walkOn(gc func(context.Context, *state) (bool, error)) func(context.Context, *state) (bool, error) {
+	return func(ctx context.Context, s *state) (bool, error) {
 		done, err := gc(ctx, s)
 		if err == nil && s.walking && s.Installation.Status.Phase == v1alpha1.PhaseDeployed {
 			s.Result.RequeueAfter = 10 * time.Millisecond
