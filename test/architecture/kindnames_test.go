@@ -1,8 +1,6 @@
 package architecture_test
 
 import (
-	"go/ast"
-	"go/parser"
 	"go/token"
 	"io/fs"
 	"path/filepath"
@@ -44,22 +42,7 @@ func kindNames() map[string]bool {
 // Go source src (named file) that is the name of a kind in names.
 func strayKinds(t *testing.T, fset *token.FileSet, file string, src any, names map[string]bool) []string {
 	t.Helper()
-	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatalf("parse %s: %v", file, err)
-	}
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		lit, ok := n.(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			return true
-		}
-		if v, err := strconv.Unquote(lit.Value); err == nil && names[v] {
-			out = append(out, fset.Position(lit.Pos()).String()+": "+lit.Value)
-		}
-		return true
-	})
-	return out
+	return strayLiterals(t, fset, file, src, func(v string) bool { return names[v] })
 }
 
 // TestKindsHaveOneHome fails when the name of a kind of the kind table

@@ -1,14 +1,11 @@
 package architecture_test
 
 import (
-	"go/ast"
-	"go/parser"
 	"go/token"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 )
@@ -30,24 +27,9 @@ var keyHomes = []string{"pkg/metakeys", "api/v1alpha1"}
 // source src (named file) that is outside keyHomes.
 func strayKeys(t *testing.T, fset *token.FileSet, file string, src any) []string {
 	t.Helper()
-	f, err := parser.ParseFile(fset, file, src, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatalf("parse %s: %v", file, err)
-	}
-	var out []string
-	ast.Inspect(f, func(n ast.Node) bool {
-		lit, ok := n.(*ast.BasicLit)
-		if !ok || lit.Kind != token.STRING {
-			return true
-		}
-		v, err := strconv.Unquote(lit.Value)
-		if err != nil || !keyLiteral.MatchString(v) || apiVersion.MatchString(v) {
-			return true
-		}
-		out = append(out, fset.Position(lit.Pos()).String()+": "+lit.Value)
-		return true
+	return strayLiterals(t, fset, file, src, func(v string) bool {
+		return keyLiteral.MatchString(v) && !apiVersion.MatchString(v)
 	})
-	return out
 }
 
 // TestKeysHaveOneHome fails when a label or annotation key of
