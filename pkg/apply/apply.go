@@ -185,7 +185,7 @@ func (a *Applier) writeDecided(ctx context.Context, ri dynamic.ResourceInterface
 }
 
 // sharedReader is a Cache that can return its own copy of an object to a
-// reader that does not change it (InformerCache.cachedShared).
+// reader that does not change it (InformerCache.CachedShared).
 type sharedReader interface {
 	CachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error)
 }
@@ -265,3 +265,10 @@ func isSSARejection(err error) bool {
 func isImmutable(err error) bool {
 	return apierrors.IsInvalid(err) && (strings.Contains(err.Error(), "immutable") || strings.Contains(err.Error(), "may not change"))
 }
+
+// The informer cache serves the applier's optional interfaces: a rename of
+// their methods must not compile (a type assertion would fail silently).
+var (
+	_ sharer       = (*InformerCache)(nil)
+	_ sharedReader = (*InformerCache)(nil)
+)

@@ -181,11 +181,11 @@ func (c *InformerCache) Cached(ctx context.Context, gvk schema.GroupVersionKind,
 	return c.cached(ctx, gvk, namespace, name, firstSyncWait)
 }
 
-// cachedShared is Cached without the copy: the object returned is the
+// CachedShared is Cached without the copy: the object returned is the
 // informer's own, which the caller must not change (nor anything it
 // holds). The applier reads bulky kinds' objects (kinds.Info.Bulky: CRDs
 // with their schemas) this way to decide a write.
-func (c *InformerCache) cachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
+func (c *InformerCache) CachedShared(ctx context.Context, gvk schema.GroupVersionKind, namespace, name string) (*unstructured.Unstructured, bool, error) {
 	return c.cached(ctx, gvk, namespace, name, firstSyncWait, &client.GetOptions{UnsafeDisableDeepCopy: ptr.To(true)})
 }
 

@@ -21,7 +21,7 @@ import (
 // Both sides treat the values as read-only: the strategy's objects are
 // never changed (Prepare shares them, TestPrepareLeavesTheStrategyObjectAlone);
 // cached objects are copied before a reader gets them, except by the
-// applier's write decision (cachedShared), which only reads them, as do
+// applier's write decision (CachedShared), which only reads them, as do
 // the consumers of its Result.Object.
 type shared struct {
 	mu   sync.Mutex
@@ -36,10 +36,10 @@ type sharedKey struct {
 	at string
 }
 
-// share records the bulky fields of obj, a strategy's object about to be
+// Share records the bulky fields of obj, a strategy's object about to be
 // applied, so that the cache holds its live copy's equal fields as these
 // values. obj must not change afterwards (strategy objects do not).
-func (c *InformerCache) share(obj *unstructured.Unstructured) {
+func (c *InformerCache) Share(obj *unstructured.Unstructured) {
 	gk := obj.GroupVersionKind().GroupKind()
 	info, _ := kinds.Lookup(gk)
 	if len(info.Bulky) == 0 {

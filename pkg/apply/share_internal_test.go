@@ -93,7 +93,7 @@ func TestTransformSharesWhatRepeatsInCachedSchemas(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.share(st.Objects[0])
+	c.Share(st.Objects[0])
 	out, err = transform(decodedGadget(t))
 	if err != nil {
 		t.Fatal(err)
