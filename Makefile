@@ -222,7 +222,7 @@ bench:
 # apply beside kubectl and Helm 4, 100 Installations in one operator) on a
 # cluster of their own, like make test; not in make test. BENCH_CLUSTER
 # selects them (a -bench regexp over both packages); BENCH_CLUSTER_TIME is
-# -benchtime of pkg/reconcile's. BenchmarkApply needs kubectl on PATH and
+# -benchtime of pkg/engine's. BenchmarkApply needs kubectl on PATH and
 # builds hack/benchhelm (Helm 4 SDK, a module of its own) once per pin into
 # the user cache folder; kubectl's 5,000-object rounds take about 17 minutes
 # each (client-go's 5 requests per second). BenchmarkManyInstallations
@@ -235,7 +235,7 @@ bench-cluster:
 
 .PHONY: bench-cluster-run
 bench-cluster-run:
-	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=$(BENCH_CLUSTER_TIME) -timeout=240m ./pkg/reconcile
+	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=$(BENCH_CLUSTER_TIME) -timeout=240m ./pkg/engine
 	$(GO) test -run='^$$' -bench='$(BENCH_CLUSTER)' -benchtime=1x -timeout=60m ./test/e2e
 
 # bench-fleet runs BenchmarkOCIFleet (test/e2e) on a cluster of its own, like
@@ -279,7 +279,7 @@ bench-scale:
 bench-scale-run:
 	$(if $(BENCH_SCALE_OBJECTS),INSTALLSTRATEGY_BENCH_SYNTHETIC_SIZES='$(BENCH_SCALE_OBJECTS)' \
 		INSTALLSTRATEGY_BENCH_PEERS='$(BENCH_SCALE_PEERS)' \
-		$(GO) test -run='^$$' -bench='^BenchmarkApply$$/^synthetic-' -benchtime=1x -timeout=600m -v ./pkg/reconcile)
+		$(GO) test -run='^$$' -bench='^BenchmarkApply$$/^synthetic-' -benchtime=1x -timeout=600m -v ./pkg/engine)
 	$(if $(BENCH_SCALE_INSTALLATIONS),INSTALLSTRATEGY_MANY_INSTALLATIONS='$(BENCH_SCALE_INSTALLATIONS)' \
 		$(GO) test -run='^$$' -bench='^BenchmarkManyInstallations$$' -benchtime=1x -timeout=600m -v ./test/e2e)
 

@@ -133,7 +133,7 @@ const (
 )
 
 // Event reasons the operator records beside the condition reasons above,
-// one per engine event it reports (pkg/reconcile's Event types of the same
+// one per engine event it reports (pkg/engine's Event types of the same
 // names).
 const (
 	// ReasonPruned: an object the target strategy no longer holds was

@@ -32,9 +32,9 @@ import (
 	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/internal/gctune"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/operator"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/trust"
@@ -89,7 +89,7 @@ func parseFlags(args []string) (*operatorFlags, error) {
 	fl.metricsSecure = addManagerFlags(fs, &fl.mo)
 	addDumpPodFlags(fs, &fl.mo)
 	fl.verbosity = fs.Int("log-verbosity", 0, "log detail: 0 logs rollouts and errors, 1 adds every step of a rollout, 2 adds every request to the API server (method, path, status, duration)")
-	fs.DurationVar(&fl.mo.stageDeadline, "stage-deadline", reconcile.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
+	fs.DurationVar(&fl.mo.stageDeadline, "stage-deadline", engine.DefaultStageDeadline, "how long one step of a rollout (a wave of workloads, the canary) may take before the Installation is Degraded")
 	fl.showVersion = fs.Bool("version", false, "print the version, commit and build date, and exit")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 // Command benchapply is the kubectl-installstrategy plugin (the same
 // commands and flags) with its API requests counted: the count is the last
-// line of standard error, "requests N". BenchmarkApply in pkg/reconcile runs
+// line of standard error, "requests N". BenchmarkApply in pkg/engine runs
 // `benchapply apply FILE` as a child process, as it runs kubectl and Helm,
 // so that time, requests and peak memory are measured alike for the three.
 //

@@ -1,7 +1,7 @@
 // Command benchhelm installs a chart with the Helm 4 SDK the way `helm
 // install` does (the CLI's settings, server-side apply, no --wait), and
 // prints on its last line of standard error the API requests it made. It is
-// the Helm side of BenchmarkApply in pkg/reconcile, built by that benchmark
+// the Helm side of BenchmarkApply in pkg/engine, built by that benchmark
 // into a cache folder; a module of its own so that Helm's dependencies stay
 // out of the project's go.mod.
 //

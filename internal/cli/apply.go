@@ -13,10 +13,10 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -254,7 +254,7 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 	if err != nil {
 		return err
 	}
-	res, runErr := rc.Run(ctx, l.Strategy, reconcile.Options{
+	res, runErr := rc.Run(ctx, l.Strategy, engine.Options{
 		AllowCRDChanges: allow, ServerPreflight: preflight,
 		Observed: observed, Owner: owner, Roles: kinds.KubeVirtRoles(), Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, NoPrune: a.noPrune, NoWait: !a.wait,
 		LeavePodTemplates: f.leavePodTemplates,
@@ -286,9 +286,9 @@ func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *
 
 // applyEvents prints the events of an apply's run: progress through view,
 // each object's action, and each step's start and end.
-func applyEvents(out io.Writer, view *rolloutView) func(reconcile.Event) {
-	return func(e reconcile.Event) {
-		if e.Type == reconcile.EventProgress {
+func applyEvents(out io.Writer, view *rolloutView) func(engine.Event) {
+	return func(e engine.Event) {
+		if e.Type == engine.EventProgress {
 			view.progress(e.Progress)
 			return
 		}
@@ -379,7 +379,7 @@ func pastTense(a apply.Action) string {
 	return string(a)
 }
 
-func printApplySummary(w io.Writer, res *reconcile.Result) {
+func printApplySummary(w io.Writer, res *engine.Result) {
 	fmt.Fprintf(w, "\nsummary: %d created, %d updated, %d recreated, %d unchanged, %d skipped, %d conflicts, %d pruned",
 		res.Count(apply.ActionCreate), res.Count(apply.ActionUpdate), res.Count(apply.ActionRecreate), res.Count(apply.ActionUnchanged),
 		res.Count(apply.ActionSkip), res.Count(apply.ActionConflict), len(res.Pruned))
@@ -407,7 +407,7 @@ func printApplySummary(w io.Writer, res *reconcile.Result) {
 }
 
 // keptItems returns the prune items res kept, with their reasons.
-func keptItems(res *reconcile.Result) []plan.Item {
+func keptItems(res *engine.Result) []plan.Item {
 	if res.Plan == nil {
 		return nil
 	}

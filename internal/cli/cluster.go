@@ -17,7 +17,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
 
@@ -30,7 +30,7 @@ type cluster struct {
 	store     *store.Store
 	// rc is built at the first need (see reconciler); its applier answers
 	// applier: one discovery, one set of clients, for a whole command.
-	rc  *reconcile.Reconciler
+	rc  *engine.Reconciler
 	app *apply.Applier
 }
 
@@ -49,7 +49,7 @@ func (c *cluster) applier() (*apply.Applier, error) {
 
 // reconciler returns the command's reconciler over applier's clients,
 // built at the first call.
-func (c *cluster) reconciler() (*reconcile.Reconciler, error) {
+func (c *cluster) reconciler() (*engine.Reconciler, error) {
 	if c.rc == nil {
 		a, err := c.applier()
 		if err != nil {
@@ -57,14 +57,14 @@ func (c *cluster) reconciler() (*reconcile.Reconciler, error) {
 		}
 		// The engine reports what it does itself: the API server's
 		// warnings on its reads and writes are not printed (as
-		// reconcile.New does).
+		// engine.New does).
 		quiet := rest.CopyConfig(c.config)
 		quiet.WarningHandler = rest.NoWarnings{}
 		kube, err := kubernetes.NewForConfig(quiet)
 		if err != nil {
 			return nil, fmt.Errorf("kubernetes client: %w", err)
 		}
-		c.rc = reconcile.NewWithClients(reconcile.Clients{Applier: a, Kube: kube})
+		c.rc = engine.NewWithClients(engine.Clients{Applier: a, Kube: kube})
 	}
 	return c.rc, nil
 }

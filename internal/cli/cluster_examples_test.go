@@ -17,11 +17,11 @@ import (
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
 
 // clusterVerbs are run in this order: apply installs the sample product
@@ -72,7 +72,7 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 		for _, l := range []string{metakeys.StrategyLabel, metakeys.KubeVirtStrategyLabel} {
 			_ = env.Kube.CoreV1().ConfigMaps("kubevirt").DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: l})
 		}
-		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: inventory.Owner{Namespace: "sample", Name: "sample"}, Wait: true}); err != nil {
+		if _, err := engine.Uninstall(ctx, env.Config, engine.UninstallOptions{Owner: inventory.Owner{Namespace: "sample", Name: "sample"}, Wait: true}); err != nil {
 			t.Errorf("uninstall the sample product: %v", err)
 		}
 		_ = env.Kube.CoreV1().Namespaces().Delete(ctx, "sample", metav1.DeleteOptions{})

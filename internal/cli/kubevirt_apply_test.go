@@ -23,8 +23,8 @@ import (
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -152,10 +152,10 @@ func kubevirtPrerequisites(ctx context.Context, t *testing.T, env *testenv.Env, 
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		if _, err := reconcile.Uninstall(ctx, env.Config, reconcile.UninstallOptions{Owner: owner, Wait: true}); err != nil {
+		if _, err := engine.Uninstall(ctx, env.Config, engine.UninstallOptions{Owner: owner, Wait: true}); err != nil {
 			t.Errorf("uninstall: %v", err)
 		}
-		if _, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, reconcile.DefaultCASecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		if _, err := env.Kube.CoreV1().Secrets("kubevirt").Get(ctx, engine.DefaultCASecret, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
 			t.Errorf("the CA Secret outlived the uninstall: %v", err)
 		}
 		// Leave nothing another test could trip over.

@@ -11,8 +11,8 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/plan"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -158,7 +158,7 @@ func planExit(w io.Writer, p *plan.Plan) error {
 		return &ExitError{Code: 1}
 	}
 	if len(p.Unmet) > 0 {
-		fmt.Fprintf(w, "apply would write nothing: %s\n", (&reconcile.RequirementsError{Unmet: p.Unmet}).Error())
+		fmt.Fprintf(w, "apply would write nothing: %s\n", (&engine.RequirementsError{Unmet: p.Unmet}).Error())
 		return &ExitError{Code: 1}
 	}
 	if n := planChanges(p); n > 0 {

@@ -21,6 +21,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -28,7 +29,6 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/placement"
 	"github.com/installstrategy/installstrategy/pkg/plan"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -37,7 +37,7 @@ type reconcileFlags struct {
 	// name is the installation's name (--name); "" means defaultName.
 	name string
 	// rollback plans and runs the strategy's Helm hooks of the rollback
-	// phases (reconcile.Options.Rollback); set by rollback, not a flag.
+	// phases (engine.Options.Rollback); set by rollback, not a flag.
 	rollback  bool
 	adopt     bool
 	replace   bool
@@ -55,7 +55,7 @@ type reconcileFlags struct {
 	leavePodTemplates bool
 	// allowCRD accepts unsafe CRD changes, CRD=RULE each (pkg/crdsafety).
 	allowCRD []string
-	// preflight is --server-preflight (reconcile.ParsePreflightMode).
+	// preflight is --server-preflight (engine.ParsePreflightMode).
 	preflight string
 	// adoptable, when not nil, is all that adopt takes: a Helm release's
 	// proven objects (--adopt-helm-release without --adopt).
@@ -119,8 +119,8 @@ func (f *reconcileFlags) addAdoption(cmd *cobra.Command) {
 const preflightHelp = `when to dry-run every object the run would write on the server before its first write (a refusal then writes nothing): "changes" when the installed version changes (upgrade, downgrade, rollback), "always", or "never"`
 
 // preflightMode parses --server-preflight.
-func (f *reconcileFlags) preflightMode() (reconcile.PreflightMode, error) {
-	m, err := reconcile.ParsePreflightMode(f.preflight)
+func (f *reconcileFlags) preflightMode() (engine.PreflightMode, error) {
+	m, err := engine.ParsePreflightMode(f.preflight)
 	if err != nil {
 		return "", usageError(fmt.Errorf("--server-preflight: %w", err))
 	}
@@ -348,7 +348,7 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	if err != nil {
 		return nil, nil, err
 	}
-	// reconcile.Plan observes what Run would write: empty TLS Secrets
+	// engine.Plan observes what Run would write: empty TLS Secrets
 	// filled and CA bundles injected.
 	rc, err := c.reconciler()
 	if err != nil {
@@ -362,7 +362,7 @@ func (o *options) observeLoaded(ctx context.Context, l *codec.Loaded, f *reconci
 	if err != nil {
 		return nil, l, err
 	}
-	p, err := rc.Plan(ctx, l.Strategy, reconcile.Options{Observed: observed, Owner: owner, Roles: kinds.KubeVirtRoles(), Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow, Rollback: f.rollback})
+	p, err := rc.Plan(ctx, l.Strategy, engine.Options{Observed: observed, Owner: owner, Roles: kinds.KubeVirtRoles(), Adopt: adoptPolicy(f.adopt), Adoptable: f.adoptable, SystemConsent: consent, PruneCRDs: f.pruneCRDs, LeavePodTemplates: f.leavePodTemplates, AllowCRDChanges: allow, Rollback: f.rollback})
 	plan.MaskSecrets(p) // no printer shows a Secret value
 	if err != nil {
 		return p, l, err

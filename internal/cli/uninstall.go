@@ -11,9 +11,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -71,7 +71,7 @@ func newUninstallCommand(o *options) *cobra.Command {
 			}
 			out := o.streams.Out
 			kept := 0
-			opts := reconcile.UninstallOptions{
+			opts := engine.UninstallOptions{
 				Owner: owner, KeepCRDs: keepCRDs, Wait: wait, SystemConsent: consent,
 				OnEvent: uninstallEvents(out, &kept),
 			}
@@ -106,10 +106,10 @@ func newUninstallCommand(o *options) *cobra.Command {
 
 // uninstallEvents prints what an uninstall deletes and keeps, counting
 // the kept objects in kept.
-func uninstallEvents(out io.Writer, kept *int) func(reconcile.Event) {
-	return func(e reconcile.Event) {
+func uninstallEvents(out io.Writer, kept *int) func(engine.Event) {
+	return func(e engine.Event) {
 		if strings.HasPrefix(e.Step, "hook ") {
-			if e.Type == reconcile.EventKept {
+			if e.Type == engine.EventKept {
 				fmt.Fprintf(out, "  %s: left %s (%s)\n", e.Step, e.Ref, e.Reason)
 			} else if e.Ref != (strategy.ObjectRef{}) {
 				fmt.Fprintf(out, "  %s: %s %s\n", e.Step, e.Action, e.Ref)
@@ -127,7 +127,7 @@ func uninstallEvents(out io.Writer, kept *int) func(reconcile.Event) {
 
 // uninstallAll deletes an installation's objects in order and returns
 // those deleted.
-func (c *cluster) uninstallAll(ctx context.Context, rc *reconcile.Reconciler, opts reconcile.UninstallOptions) ([]strategy.ObjectRef, error) {
+func (c *cluster) uninstallAll(ctx context.Context, rc *engine.Reconciler, opts engine.UninstallOptions) ([]strategy.ObjectRef, error) {
 	owner := opts.Owner
 	// Webhooks and APIServices go first, so that one whose backend
 	// is down cannot refuse the deletions that follow; then the

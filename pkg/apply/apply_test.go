@@ -187,7 +187,7 @@ func TestApplyConflictWithUnmanagedObject(t *testing.T) {
 		t.Errorf("conflict %q does not say %q", err, want)
 	}
 
-	// Released (its installation is gone, pkg/reconcile's claim check):
+	// Released (its installation is gone, pkg/engine's claim check):
 	// taken over, but only while its labels still name that installation.
 	ref := strategy.ObjectRef{Kind: "ConfigMap", Namespace: ns, Name: "settings"}
 	otherOwner := inventory.Owner{Namespace: ns, Name: "other"}

@@ -14,7 +14,7 @@ import (
 // version). obj is not modified.
 //
 // A kept version stays served until the objects stored at it are
-// rewritten at the new storage version (pkg/reconcile migrates them, then
+// rewritten at the new storage version (pkg/engine migrates them, then
 // trims status.storedVersions, and the next apply drops the version): so
 // clients reading it do not break meanwhile, and a run interrupted before
 // the migration leaves a CRD whose stored objects can still be read at

@@ -103,7 +103,7 @@ type Result struct {
 	Object *unstructured.Unstructured `json:"-"`
 	// Generation is Object's metadata.generation (0 without Object): what
 	// the write left, or what was found when nothing was written. It
-	// outlives Object in a run's results (pkg/reconcile), so that changes
+	// outlives Object in a run's results (pkg/engine), so that changes
 	// seen later can be told from the applier's own.
 	Generation int64 `json:"generation,omitempty"`
 }

@@ -191,7 +191,7 @@ func ClaimOf(live *unstructured.Unstructured, owner inventory.Owner) inventory.C
 // delete: it carries the owner's labels, or the labels an older
 // installstrategy wrote for this owner, and the metakeys.AppliedHashAnnotation.
 // (An object labelled by hand is still deleted only when it is in the
-// owner's inventory too; see pkg/reconcile.)
+// owner's inventory too; see pkg/engine.)
 func IsOurs(live *unstructured.Unstructured, owner inventory.Owner) bool {
 	if c := ClaimOf(live, owner); c == inventory.ClaimLegacy {
 		return true

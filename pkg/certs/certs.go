@@ -1,6 +1,6 @@
 // Package certs owns the certificates a strategy needs but never stores: a
 // CA, serving certificates for Services signed by it, and the decision when
-// either must be rotated. It is pure (no cluster access); pkg/reconcile
+// either must be rotated. It is pure (no cluster access); pkg/engine
 // keeps the CA in a Secret and fills empty kubernetes.io/tls Secrets.
 package certs
 

@@ -472,7 +472,7 @@ func Compare(live, desired *apiextv1.CustomResourceDefinition) []Finding {
 				Detail: "stored version removed: " + why})
 		case stored && lv.Served:
 			// The stored objects are rewritten at the new storage version
-			// before the version goes (pkg/reconcile): what that
+			// before the version goes (pkg/engine): what that
 			// version's schema lacks of this one's is lost.
 			out = append(out, compareSchemas(name, lv.Name, lv.Name, schemaOf(lv), schemaOf(want[storage]),
 				fmt.Sprintf("stored version %s migrated to %s: ", lv.Name, storage))...)

@@ -55,7 +55,7 @@ type Info struct {
 	// MigrateStoredVersions marks CRDs: before a stored version the
 	// strategy drops leaves the CRD, the stored custom resources are
 	// rewritten at the new storage version and status.storedVersions is
-	// updated (what kube-storage-version-migrator does; pkg/reconcile).
+	// updated (what kube-storage-version-migrator does; pkg/engine).
 	MigrateStoredVersions bool
 	// NeverRecreate: an object of the kind is never deleted to change an
 	// immutable field (a CRD's scope: deleting it deletes every custom
@@ -110,28 +110,28 @@ type Info struct {
 	// by spec.group and spec.names.kind): deleting one deletes every object
 	// of the kind it defines, so prune and uninstall delete one only when
 	// the caller asks for it, a Helm hook's delete policy never, and its
-	// custom resources are listed before it goes (pkg/plan, pkg/reconcile).
+	// custom resources are listed before it goes (pkg/plan, pkg/engine).
 	DefinesKinds bool
 	// Canary marks kinds whose rollout on the update path may start on one
 	// node first (DaemonSets, at the version Version): pods on one node
-	// are rolled and checked before the others (pkg/reconcile).
+	// are rolled and checked before the others (pkg/engine).
 	Canary bool
 	// RoutesToPods marks kinds whose objects route calls to the pods they
 	// select (Services, at the version Version): the certificate scan
-	// follows a dialed one to the pods that serve it (pkg/reconcile).
+	// follows a dialed one to the pods that serve it (pkg/engine).
 	RoutesToPods bool
 	// HoldsCertificates marks kinds whose objects hold a TLS key pair the
 	// reconciler issues and rotates when one is written empty with type
-	// kubernetes.io/tls (Secrets, at the version Version; pkg/reconcile).
+	// kubernetes.io/tls (Secrets, at the version Version; pkg/engine).
 	HoldsCertificates bool
 	// InEveryNamespace names the object of the kind that Kubernetes makes
 	// by itself in every namespace (the "default" ServiceAccount, the
 	// "kube-root-ca.crt" ConfigMap): a namespace holding it holds nothing
-	// foreign (pkg/reconcile).
+	// foreign (pkg/engine).
 	InEveryNamespace string
 	// RemovedWhenFinished marks kinds whose objects may delete themselves
 	// once finished (a Job's ttlSecondsAfterFinished): a hook object of
-	// the kind that is gone is looked up by its Events (pkg/reconcile).
+	// the kind that is gone is looked up by its Events (pkg/engine).
 	RemovedWhenFinished bool
 }
 

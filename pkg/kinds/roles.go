@@ -20,7 +20,7 @@ const (
 // KubeVirtRoles is a preset of workload names and their roles for
 // strategies whose workloads carry no metakeys.RoleAnnotation: KubeVirt's
 // components. The engine builds in no names; callers that install KubeVirt
-// pass it (plan.Options.Roles, reconcile.Options.Roles,
+// pass it (plan.Options.Roles, engine.Options.Roles,
 // placement.Spec.Roles). It returns a new map on each call.
 func KubeVirtRoles() map[string]Role {
 	return map[string]Role{

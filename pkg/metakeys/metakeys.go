@@ -142,7 +142,7 @@ const (
 )
 
 // Keys the reconciler writes on the objects it applies (pkg/apply,
-// pkg/reconcile).
+// pkg/engine).
 const (
 	// InstallationLabel holds the installation's name (or, when the name
 	// is not a valid label value, a hash of it; see inventory.Owner).

@@ -8,19 +8,19 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 )
 
 // stageClaim stops, before any write, an Installation whose strategy's
 // cluster-scoped objects another installation holds that still exists (see
-// reconcile.ClaimedError): ClaimedByOther naming it, nothing applied, and a
+// engine.ClaimedError): ClaimedByOther naming it, nothing applied, and a
 // look again after ClaimRequeue. Once the holder is gone, the rollout runs
 // and takes over what it left (the CRDs it kept).
 func (r *Reconciler) stageClaim(ctx context.Context, s *state) (bool, error) {
-	claims, err := r.rc.CheckClaims(ctx, s.Strategy, reconcile.Options{Owner: Owner(s.Installation)})
+	claims, err := r.rc.CheckClaims(ctx, s.Strategy, engine.Options{Owner: Owner(s.Installation)})
 	// The rollout that follows takes this answer instead of looking again.
 	s.claims = claims
-	var claimed *reconcile.ClaimedError
+	var claimed *engine.ClaimedError
 	if !errors.As(err, &claimed) {
 		return false, err
 	}
@@ -29,7 +29,7 @@ func (r *Reconciler) stageClaim(ctx context.Context, s *state) (bool, error) {
 
 // waitForClaim records that another installation holds the strategy's
 // cluster-scoped objects and requeues.
-func (r *Reconciler) waitForClaim(ctx context.Context, s *state, claimed *reconcile.ClaimedError) error {
+func (r *Reconciler) waitForClaim(ctx context.Context, s *state, claimed *engine.ClaimedError) error {
 	in := s.Installation
 	msg := claimed.Error()
 	changed := false

@@ -8,9 +8,9 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/plan"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -18,7 +18,7 @@ import (
 // tell it: each workload of the strategy that keeps pods running
 // (kinds.KeepsPods), in strategy order, with the pod counts and the
 // readiness the last wait round that checked it found
-// (reconcile.EventProgress). Nothing is read from the cluster for it.
+// (engine.EventProgress). Nothing is read from the cluster for it.
 type components struct {
 	list  []v1alpha1.ComponentStatus
 	index map[strategy.ObjectRef]int
@@ -56,10 +56,10 @@ func newComponents(s *strategy.Strategy, prev []v1alpha1.ComponentStatus, keepRo
 // anything changed: a workload written anew is rolling out until a wait
 // round finds it ready; a round sets the counts and readiness of the
 // workloads it checked.
-func (c *components) observe(e reconcile.Event) bool {
+func (c *components) observe(e engine.Event) bool {
 	changed := false
 	switch e.Type {
-	case reconcile.EventApplied:
+	case engine.EventApplied:
 		i, ok := c.index[e.Ref]
 		if !ok {
 			return false
@@ -69,7 +69,7 @@ func (c *components) observe(e reconcile.Event) bool {
 			changed = c.list[i].RolledOver
 			c.list[i].RolledOver = false
 		}
-	case reconcile.EventProgress:
+	case engine.EventProgress:
 		for _, st := range e.Progress {
 			i, ok := c.index[st.Ref]
 			if !ok {
@@ -99,11 +99,11 @@ func (c *components) status() []v1alpha1.ComponentStatus {
 }
 
 // countObject counts what e wrote or deleted in the objects metric.
-func (m *Metrics) countObject(e reconcile.Event) {
+func (m *Metrics) countObject(e engine.Event) {
 	switch e.Type {
-	case reconcile.EventApplied:
+	case engine.EventApplied:
 		m.Objects.WithLabelValues(e.Ref.Kind, string(e.Action)).Inc()
-	case reconcile.EventPruned:
+	case engine.EventPruned:
 		m.Objects.WithLabelValues(e.Ref.Kind, string(apply.ActionDelete)).Inc()
 	}
 }
@@ -145,19 +145,19 @@ func (w *runEvents) setStatus() bool {
 	return changed
 }
 
-// observe is the run's reconcile.Options.OnEvent.
-func (w *runEvents) observe(e reconcile.Event) {
+// observe is the run's engine.Options.OnEvent.
+func (w *runEvents) observe(e engine.Event) {
 	w.r.metrics.countObject(e)
 	w.report(e)
 	if w.comps.observe(e) && w.setStatus() {
 		w.dirty = true
 	}
 	switch e.Type {
-	case reconcile.EventProgress, reconcile.EventCanary:
+	case engine.EventProgress, engine.EventCanary:
 		if time.Since(w.lastWrite) < w.interval {
 			return
 		}
-	case reconcile.EventStepReady:
+	case engine.EventStepReady:
 	default:
 		return
 	}
@@ -171,21 +171,21 @@ func (w *runEvents) observe(e reconcile.Event) {
 }
 
 // report turns an event into an Event of the Installation or a log line.
-func (w *runEvents) report(e reconcile.Event) {
+func (w *runEvents) report(e engine.Event) {
 	r, in, log := w.r, w.s.Installation, w.s.log
 	switch e.Type {
-	case reconcile.EventPruned:
+	case engine.EventPruned:
 		r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonPruned, "Prune", "deleted %s", e.Ref)
-	case reconcile.EventKept:
+	case engine.EventKept:
 		r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonKept, "Prune", "kept %s: %s", e.Ref, e.Reason)
-	case reconcile.EventCanary:
+	case engine.EventCanary:
 		r.event(in, corev1.EventTypeNormal, v1alpha1.ReasonCanary, "Rollout", "%s: %s", e.Ref, e.Reason)
-	case reconcile.EventStaleCache:
+	case engine.EventStaleCache:
 		log.Info("stale cache", "step", e.Step, "object", e.Ref.String(), "reason", e.Reason)
 		r.event(in, corev1.EventTypeWarning, v1alpha1.ReasonStaleCache, "Rollout", "%s: %s", e.Ref, e.Reason)
-	case reconcile.EventStepStarted:
+	case engine.EventStepStarted:
 		log.V(1).Info("step started", "step", e.Step)
-	case reconcile.EventStepReady:
+	case engine.EventStepReady:
 		log.V(1).Info("step ready", "step", e.Step)
 	}
 }

@@ -10,8 +10,8 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/health"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -31,8 +31,8 @@ func TestComponentsFromEvents(t *testing.T) {
 	api, ds, job := obj("apps/v1", "Deployment", "api"), obj("apps/v1", "DaemonSet", "handler"), obj("batch/v1", "Job", "migrate")
 	s := &strategy.Strategy{Objects: []*unstructured.Unstructured{obj("v1", "ConfigMap", "cm"), api, job, ds}}
 	prev := []v1alpha1.ComponentStatus{{Name: "api", Kind: "Deployment", Desired: 2, Updated: 2, Ready: 2, RolledOver: true}}
-	round := func(sts ...health.Status) reconcile.Event {
-		return reconcile.Event{Type: reconcile.EventProgress, Progress: sts}
+	round := func(sts ...health.Status) engine.Event {
+		return engine.Event{Type: engine.EventProgress, Progress: sts}
 	}
 	ready := func(o *unstructured.Unstructured, ok bool, d, u, r int32) health.Status {
 		return health.Status{Ref: strategy.RefOf(o), Ready: ok, Replicas: &health.Replicas{Desired: d, Updated: u, Ready: r}}
@@ -40,7 +40,7 @@ func TestComponentsFromEvents(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		keep       bool
-		events     []reconcile.Event
+		events     []engine.Event
 		apiRolled  bool
 		apiCounts  [3]int32
 		dsRolled   bool
@@ -49,13 +49,13 @@ func TestComponentsFromEvents(t *testing.T) {
 	}{
 		{name: "a resync keeps what it does not reach", keep: true, apiRolled: true, apiCounts: [3]int32{2, 2, 2}},
 		{name: "another target is not rolled over before a round says so", apiCounts: [3]int32{2, 2, 2}},
-		{name: "written anew: rolling out", keep: true, events: []reconcile.Event{{Type: reconcile.EventApplied, Ref: strategy.RefOf(api), Action: apply.ActionUpdate}},
+		{name: "written anew: rolling out", keep: true, events: []engine.Event{{Type: engine.EventApplied, Ref: strategy.RefOf(api), Action: apply.ActionUpdate}},
 			apiCounts: [3]int32{2, 2, 2}, wantChange: true},
-		{name: "unchanged stays rolled over", keep: true, events: []reconcile.Event{{Type: reconcile.EventApplied, Ref: strategy.RefOf(api), Action: apply.ActionUnchanged}},
+		{name: "unchanged stays rolled over", keep: true, events: []engine.Event{{Type: engine.EventApplied, Ref: strategy.RefOf(api), Action: apply.ActionUnchanged}},
 			apiRolled: true, apiCounts: [3]int32{2, 2, 2}},
-		{name: "rounds set counts and readiness", events: []reconcile.Event{round(ready(api, false, 3, 1, 2), ready(job, true, 0, 0, 0)), round(ready(api, true, 3, 3, 3), ready(ds, false, 2, 0, 1))},
+		{name: "rounds set counts and readiness", events: []engine.Event{round(ready(api, false, 3, 1, 2), ready(job, true, 0, 0, 0)), round(ready(api, true, 3, 3, 3), ready(ds, false, 2, 0, 1))},
 			apiRolled: true, apiCounts: [3]int32{3, 3, 3}, dsDesired: 2, wantChange: true},
-		{name: "a round without counts keeps them", keep: true, events: []reconcile.Event{round(health.Status{Ref: strategy.RefOf(api), Reason: "does not exist"})},
+		{name: "a round without counts keeps them", keep: true, events: []engine.Event{round(health.Status{Ref: strategy.RefOf(api), Reason: "does not exist"})},
 			apiCounts: [3]int32{2, 2, 2}, wantChange: true},
 	} {
 		c := newComponents(s, prev, tc.keep)
@@ -78,8 +78,8 @@ func TestComponentsFromEvents(t *testing.T) {
 func TestObjectsMetricFromEvents(t *testing.T) {
 	m := NewMetrics()
 	ref := strategy.ObjectRef{Group: "apps", Kind: "Deployment", Namespace: "ns", Name: "api"}
-	for _, e := range []reconcile.Event{{Type: reconcile.EventApplied, Ref: ref, Action: apply.ActionCreate}, {Type: reconcile.EventPruned, Ref: ref},
-		{Type: reconcile.EventProgress, Ref: ref}, {Type: reconcile.EventApplied, Ref: ref, Action: apply.ActionCreate}} {
+	for _, e := range []engine.Event{{Type: engine.EventApplied, Ref: ref, Action: apply.ActionCreate}, {Type: engine.EventPruned, Ref: ref},
+		{Type: engine.EventProgress, Ref: ref}, {Type: engine.EventApplied, Ref: ref, Action: apply.ActionCreate}} {
 		m.countObject(e)
 	}
 	if n := counter(t, m, "Deployment", "create"); n != 2 {

@@ -37,11 +37,11 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/loader"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/render/helmspec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -160,7 +160,7 @@ type Reconciler struct {
 	// live caches the objects installations wrote (informers filtered by
 	// the managed-by label); rc and applier read from it.
 	live    *apply.InformerCache
-	rc      *reconcile.Reconciler
+	rc      *engine.Reconciler
 	applier *apply.Applier
 	// rollouts holds the cancel function (context.CancelCauseFunc) of
 	// each running rollout, by Installation UID.
@@ -254,7 +254,7 @@ func New(mgr ctrl.Manager, opts Options) (*Reconciler, error) {
 	if err := mgr.Add(live); err != nil {
 		return nil, fmt.Errorf("informer cache: %w", err)
 	}
-	base, err := reconcile.New(cfg)
+	base, err := engine.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -483,8 +483,8 @@ type state struct {
 	// object again (a conflict, someone else's write since, reads it).
 	lastWrite client.Object
 	// claims is the claim stage's answer, which the rollout that follows
-	// takes (reconcile.Options.Claims) instead of checking again.
-	claims *reconcile.Claims
+	// takes (engine.Options.Claims) instead of checking again.
+	claims *engine.Claims
 	// walking is set when the strategy loaded is an intermediate version
 	// of an upgrade path (walkUpgradePath).
 	walking bool

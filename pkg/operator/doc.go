@@ -14,7 +14,7 @@
 // cluster and reports progress in its status, with Kubernetes Events and
 // Prometheus metrics along the way. docs/EMBEDDING.md is the guide.
 //
-// The apply stage is reconcile.Run, which has the pipeline's inner stages:
+// The apply stage is engine.Run, which has the pipeline's inner stages:
 // it plans (steps in the kind table's order, workloads in waves by role),
 // then applies and waits step by step — a wave must be rolled over before
 // the next one is written, so "apply" and "wait" alternate rather than run
@@ -67,7 +67,7 @@
 //     failure is Degraded DeploymentFailed (health) or ApplyFailed (with
 //     Synchronized=False), retried with controller-runtime's backoff.
 //   - status.components (the strategy's workloads that kinds.KeepsPods)
-//     comes from reconcile.Run's events: each wait round (EventProgress)
+//     comes from engine.Run's events: each wait round (EventProgress)
 //     sets the pod counts and readiness of the workloads it checked, a
 //     workload written anew is not rolled over until a round says so, and
 //     one the run does not reach keeps its last status (rolled over only

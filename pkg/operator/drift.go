@@ -8,8 +8,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -95,7 +95,7 @@ func (d *driftLog) record(o client.Object, generation int64) {
 // (ok false when there is none): a generation beyond the one the rollout
 // wrote or found, a deletion of an object it neither pruned nor
 // recreated, a change of a workload it did not apply.
-func (d *driftLog) foreign(res *reconcile.Result) (strategy.ObjectRef, bool) {
+func (d *driftLog) foreign(res *engine.Result) (strategy.ObjectRef, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if len(d.seen) == 0 {

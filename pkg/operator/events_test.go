@@ -11,8 +11,8 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
@@ -119,33 +119,33 @@ func TestWorkloadDriftDuringRollout(t *testing.T) {
 	for _, tt := range []struct {
 		why     string
 		events  func()
-		res     *reconcile.Result
+		res     *engine.Result
 		foreign string
 	}{
 		{"the rollout's own write", func() { update("api", 1, 2) },
-			&reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, ""},
+			&engine.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, ""},
 		{"a change before the rollout's write, which overwrote it", func() { update("api", 1, 2); update("api", 2, 3) },
-			&reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 3)}}, ""},
+			&engine.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 3)}}, ""},
 		{"someone's change after the rollout's write", func() { update("api", 1, 2); update("api", 2, 3) },
-			&reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, "api"},
+			&engine.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, "api"},
 		{"someone's change of a workload found unchanged", func() { update("api", 4, 5) },
-			&reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionUnchanged, 4)}}, "api"},
+			&engine.Result{Applied: []apply.Result{applied("api", apply.ActionUnchanged, 4)}}, "api"},
 		{"the rollout's prune", func() { update("old", 1, 2); p.Delete(event.DeleteEvent{Object: deploy("old", 2)}) },
-			&reconcile.Result{Pruned: []strategy.ObjectRef{ref("old")}}, ""},
+			&engine.Result{Pruned: []strategy.ObjectRef{ref("old")}}, ""},
 		{"the rollout's recreate (the old object's changes before do not count)", func() {
 			update("api", 6, 7)
 			p.Delete(event.DeleteEvent{Object: deploy("api", 7)})
-		}, &reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionRecreate, 1)}}, ""},
+		}, &engine.Result{Applied: []apply.Result{applied("api", apply.ActionRecreate, 1)}}, ""},
 		{"someone's change of the recreated object", func() {
 			p.Delete(event.DeleteEvent{Object: deploy("api", 7)})
 			update("api", 1, 2)
-		}, &reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionRecreate, 1)}}, "api"},
+		}, &engine.Result{Applied: []apply.Result{applied("api", apply.ActionRecreate, 1)}}, "api"},
 		{"someone's deletion", func() { p.Delete(event.DeleteEvent{Object: deploy("api", 2)}) },
-			&reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, "api"},
+			&engine.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, "api"},
 		{"a workload the rollout did not apply", func() { update("other", 1, 2) },
-			&reconcile.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, "other"},
+			&engine.Result{Applied: []apply.Result{applied("api", apply.ActionUpdate, 2)}}, "other"},
 		{"a workload the rollout skipped", func() { update("api", 1, 2) },
-			&reconcile.Result{Applied: []apply.Result{{Ref: ref("api"), Action: apply.ActionSkip}}}, "api"},
+			&engine.Result{Applied: []apply.Result{{Ref: ref("api"), Action: apply.ActionSkip}}}, "api"},
 	} {
 		stop := r.watchDrift("ns")
 		tt.events()

@@ -19,7 +19,7 @@ type Metrics struct {
 	Phase *prometheus.GaugeVec
 	// Objects counts objects applied (by action) and pruned, by kind.
 	Objects *prometheus.CounterVec
-	// RolloutSeconds is the duration of reconcile.Run calls that rolled a
+	// RolloutSeconds is the duration of engine.Run calls that rolled a
 	// new strategy out.
 	RolloutSeconds *prometheus.HistogramVec
 	// ReconcileSeconds is the duration of reconciles, by outcome.

@@ -27,7 +27,7 @@ func TestRefusalIsFoundThroughWrapping(t *testing.T) {
 		{"invalid spec, wrapped", fmt.Errorf("customise strategy x: %w", &InvalidSpecError{Err: errors.New("bad")}), v1alpha1.ReasonInvalidSpec},
 		{"another package's CRD refusal, wrapped twice", fmt.Errorf("rollout: %w", fmt.Errorf("preflight: %w", &crdRefusal{v1alpha1.ReasonCRDChangeRefused})), v1alpha1.ReasonCRDChangeRefused},
 		// The preflight's own refusal (pkg/crdsafety knows no
-		// Installation), as reconcile.Run returns it and wrapped.
+		// Installation), as engine.Run returns it and wrapped.
 		{"the CRD preflight's refusal", &crdsafety.UnsafeError{Findings: []crdsafety.Finding{{CRD: "things.example.com", Rule: crdsafety.RuleScope}}}, v1alpha1.ReasonCRDChangeRefused},
 		{"the CRD preflight's refusal, wrapped", fmt.Errorf("rollout v2: %w", &crdsafety.UnsafeError{}), v1alpha1.ReasonCRDChangeRefused},
 		{"joined", errors.Join(errors.New("other"), &crdRefusal{v1alpha1.ReasonCRDChangeRefused}), v1alpha1.ReasonCRDChangeRefused},

@@ -16,19 +16,19 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
 // reconcileOptions maps the spec onto the reconciler's options.
-func (r *Reconciler) reconcileOptions(s *state, onEvent func(reconcile.Event)) reconcile.Options {
+func (r *Reconciler) reconcileOptions(s *state, onEvent func(engine.Event)) engine.Options {
 	in := s.Installation
 	canary := in.Spec.CanaryOrDefault()
 	caLife, serverLife := in.Spec.CertificateLifetimes()
-	return reconcile.Options{
+	return engine.Options{
 		Observed:       observedIdentity(in),
 		Owner:          Owner(in),
 		Roles:          kinds.KubeVirtRoles(),
@@ -37,8 +37,8 @@ func (r *Reconciler) reconcileOptions(s *state, onEvent func(reconcile.Event)) r
 		PruneCRDs:      in.Spec.PruneCRDs,
 		StageDeadline:  r.opts.StageDeadline,
 		Interval:       r.opts.Interval,
-		Canary:         reconcile.CanaryOptions{Step: intstr.FromString(fmt.Sprintf("%d%%", canary.StepPercent))},
-		Certificates: reconcile.CertOptions{
+		Canary:         engine.CanaryOptions{Step: intstr.FromString(fmt.Sprintf("%d%%", canary.StepPercent))},
+		Certificates: engine.CertOptions{
 			CAValidity:      caLife.Duration,
 			CARenewBefore:   caLife.RenewBefore,
 			CertValidity:    serverLife.Duration,
@@ -86,7 +86,7 @@ func (r *Reconciler) beingDeleted(ctx context.Context, in *v1alpha1.Installation
 	return cur.GetDeletionTimestamp() != nil
 }
 
-// stageApply rolls the strategy out with reconcile.Run, keeping
+// stageApply rolls the strategy out with engine.Run, keeping
 // status.components fresh from the run's events, and records the outcome.
 func (r *Reconciler) stageApply(ctx context.Context, s *state) (bool, error) {
 	ro := newRollout(s.Installation, s.Target)
@@ -182,11 +182,11 @@ func (r *Reconciler) startRollout(ctx context.Context, s *state, ro rollout) err
 	return nil
 }
 
-// runRollout runs reconcile.Run, its events kept in the status
+// runRollout runs engine.Run, its events kept in the status
 // (runEvents), the workload changes of the namespace recorded meanwhile
 // (watchDrift). It returns errDeletedMidRollout when the Installation's
 // deletion stopped it.
-func (r *Reconciler) runRollout(ctx context.Context, s *state, ro rollout) (*reconcile.Result, *driftLog, error) {
+func (r *Reconciler) runRollout(ctx context.Context, s *state, ro rollout) (*engine.Result, *driftLog, error) {
 	in := s.Installation
 	// Stop the rollout once the Installation is being deleted: its
 	// deletion must not wait for a step's deadline. The watch of
@@ -247,7 +247,7 @@ func markFailed(in *v1alpha1.Installation, reason string, runErr error) {
 // or failed (Degraded, retried).
 func (r *Reconciler) failedRollout(ctx context.Context, s *state, ro rollout, runErr error) (bool, error) {
 	in := s.Installation
-	var claimed *reconcile.ClaimedError
+	var claimed *engine.ClaimedError
 	if errors.As(runErr, &claimed) {
 		// Claimed since the claim stage looked: nothing was written.
 		return true, r.waitForClaim(ctx, s, claimed)
@@ -297,7 +297,7 @@ func markDeployed(in *v1alpha1.Installation, target strategy.Identity) {
 
 // finishRollout records a run that rolled the target out, and says when
 // to come back (at once when someone changed a workload meanwhile).
-func (r *Reconciler) finishRollout(ctx context.Context, s *state, ro rollout, res *reconcile.Result, drifts *driftLog) error {
+func (r *Reconciler) finishRollout(ctx context.Context, s *state, ro rollout, res *engine.Result, drifts *driftLog) error {
 	in := s.Installation
 	s.update(func(in *v1alpha1.Installation) { markDeployed(in, s.Target) })
 	if res.ServedCertificates != nil {
@@ -327,11 +327,11 @@ func (r *Reconciler) finishRollout(ctx context.Context, s *state, ro rollout, re
 }
 
 // failedCanary reports whether a rollout failed at a DaemonSet canary: the
-// reconciler says so (a *reconcile.CanaryError), or, on a retry of the same
+// reconciler says so (a *engine.CanaryError), or, on a retry of the same
 // target, the status already says CanaryFailed and a DaemonSet failed (the
 // retry finds the DaemonSet applied and starts no canary).
 func failedCanary(runErr error, in *v1alpha1.Installation) bool {
-	var canaryErr *reconcile.CanaryError
+	var canaryErr *engine.CanaryError
 	if errors.As(runErr, &canaryErr) {
 		return true
 	}
@@ -446,25 +446,25 @@ func short(id string) string {
 // servedCheck says whether this run checks the certificates the
 // installation's Services present: after every rollout, and on resyncs at
 // most every Options.ServedCertificateCheck.
-func (r *Reconciler) servedCheck(in *v1alpha1.Installation, changing bool) reconcile.ServedCheck {
+func (r *Reconciler) servedCheck(in *v1alpha1.Installation, changing bool) engine.ServedCheck {
 	every := r.opts.ServedCertificateCheck
 	if every == 0 {
 		every = DefaultServedCertificateCheck
 	}
 	if every < 0 {
-		return reconcile.ServedCheck{}
+		return engine.ServedCheck{}
 	}
 	due := changing
 	if last, ok := r.certChecked.Load(in.UID); !ok || time.Since(last.(time.Time)) >= every {
 		due = true
 	}
-	return reconcile.ServedCheck{Enabled: due, Dial: r.opts.DialService}
+	return engine.ServedCheck{Enabled: due, Dial: r.opts.DialService}
 }
 
 // recordServedCertificates sets the CertificatesServed condition from a
 // check (none when the product has no generated certificate) and reports
 // a newly found mismatch as a Warning event.
-func (r *Reconciler) recordServedCertificates(s *state, served []reconcile.ServedCertificate) {
+func (r *Reconciler) recordServedCertificates(s *state, served []engine.ServedCertificate) {
 	if len(served) == 0 {
 		s.update(func(in *v1alpha1.Installation) { in.RemoveCondition(v1alpha1.ConditionCertificatesServed) })
 		return
@@ -473,9 +473,9 @@ func (r *Reconciler) recordServedCertificates(s *state, served []reconcile.Serve
 	var wrong []string
 	for _, c := range served {
 		switch c.State {
-		case reconcile.ServedMatch:
+		case engine.ServedMatch:
 			matched++
-		case reconcile.ServedMismatch:
+		case engine.ServedMismatch:
 			wrong = append(wrong, c.String())
 		default:
 			unreachable++

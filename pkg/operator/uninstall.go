@@ -17,9 +17,9 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
@@ -138,7 +138,7 @@ func (r *Reconciler) stageWorkloads(ctx context.Context, s *state) (bool, error)
 	if len(crs) > 0 {
 		// The product's webhooks go first: one whose backend is down
 		// (failurePolicy Fail) would refuse every delete it guards.
-		deleted, err := reconcile.Uninstall(ctx, r.cfg, reconcile.UninstallOptions{Owner: owner, AdmissionOnly: true})
+		deleted, err := engine.Uninstall(ctx, r.cfg, engine.UninstallOptions{Owner: owner, AdmissionOnly: true})
 		for _, ref := range deleted {
 			r.metrics.Objects.WithLabelValues(ref.Kind, "delete").Inc()
 		}
@@ -170,13 +170,13 @@ func (r *Reconciler) stageUninstall(ctx context.Context, s *state) (bool, error)
 		r.event(in, corev1.EventTypeWarning, ReasonDeleteHooksSkipped, "Uninstall", "no pre/post-delete hooks run: %v", skipped)
 		s.log.Info("delete hooks skipped", "reason", skipped.Error())
 	}
-	deleted, err := r.rc.Uninstall(ctx, reconcile.UninstallOptions{
+	deleted, err := r.rc.Uninstall(ctx, engine.UninstallOptions{
 		Owner: Owner(in), KeepCRDs: !in.Spec.PruneCRDs, Wait: true, Strategy: applied,
-		OnEvent: func(e reconcile.Event) {
+		OnEvent: func(e engine.Event) {
 			switch {
-			case e.Type == reconcile.EventKept:
+			case e.Type == engine.EventKept:
 				kept = append(kept, e.Ref.String()+" ("+e.Reason+")")
-			case e.Type == reconcile.EventApplied && strings.HasPrefix(e.Step, "hook "):
+			case e.Type == engine.EventApplied && strings.HasPrefix(e.Step, "hook "):
 				hooks = append(hooks, e.Ref.String()+" ("+strings.TrimPrefix(e.Step, "hook ")+")")
 			}
 		}})

@@ -38,7 +38,7 @@ const DefaultWebhookPort = 9443
 // (kubevirt-operator-webhook) selects virt-operator's pods, so an operator
 // replacing virt-operator must answer it. The engine issues the serving
 // certificate into Secret, for every name of the Service, because the
-// operator's pods mount that Secret (pkg/reconcile: certificates know
+// operator's pods mount that Secret (pkg/engine: certificates know
 // their Service); ServeWebhooks serves it from there and follows its
 // rotation.
 type Webhooks struct {

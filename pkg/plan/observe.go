@@ -37,7 +37,7 @@ type ObserveOptions struct {
 	// come from it alone. nil means nothing was applied before.
 	Inventory *inventory.Inventory
 	// Desired, when set, returns the object that would really be applied
-	// for a strategy object (pkg/reconcile fills certificates and CA
+	// for a strategy object (pkg/engine fills certificates and CA
 	// bundles in); nil compares the strategy objects as they are.
 	Desired func(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
@@ -66,7 +66,7 @@ func CRDKinds(s *strategy.Strategy) map[schema.GroupKind]string {
 
 // Observe compares every object of the plan with the cluster and fills in
 // the actions, then lists what prune would delete. Strategies with empty
-// TLS Secrets need opts.Desired to fill them (reconcile.Plan does). a must have the plan's
+// TLS Secrets need opts.Desired to fill them (engine.Plan does). a must have the plan's
 // target identity in its options; Observe never writes (dry is a writer
 // whose writes are server-side dry runs). Errors of single objects are joined; their items
 // keep the reason.

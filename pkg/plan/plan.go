@@ -102,7 +102,7 @@ type Plan struct {
 	Prune []Item `json:"prune,omitempty"`
 	// Blocked, when set, says why a reconcile would write nothing at all:
 	// the strategy's cluster-scoped objects are claimed by another
-	// installation (pkg/reconcile's ClaimedError). The steps still show
+	// installation (pkg/engine's ClaimedError). The steps still show
 	// what each object would do once the claim is released.
 	Blocked string `json:"blocked,omitempty"`
 	// CRDSafety lists the unsafe changes of the strategy's CRDs against

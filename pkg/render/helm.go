@@ -62,7 +62,7 @@ func (InProcess) RenderArchive(ctx context.Context, name string, archive []byte,
 
 // keptEvents are the events of hooks a strategy keeps: those of install,
 // upgrade, rollback and uninstall, which the reconciler runs around what it
-// does (pkg/plan's SplitHooks, pkg/reconcile's hooks.go), as Helm does.
+// does (pkg/plan's SplitHooks, pkg/engine's hooks.go), as Helm does.
 var keptEvents = []release.HookEvent{release.HookPreInstall, release.HookPostInstall, release.HookPreUpgrade, release.HookPostUpgrade, release.HookPreRollback, release.HookPostRollback, release.HookPreDelete, release.HookPostDelete}
 
 // classify decides what becomes of a hook: one that runs on install,

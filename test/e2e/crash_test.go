@@ -15,10 +15,10 @@ import (
 
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -146,7 +146,7 @@ func checkConverged(ctx context.Context, t *testing.T, e *e2e, version string) {
 		got := map[string]bool{}
 		for _, item := range list.Items {
 			got[item.GetName()] = true
-			if gk.Kind == "Secret" && item.GetName() == reconcile.DefaultCASecret {
+			if gk.Kind == "Secret" && item.GetName() == engine.DefaultCASecret {
 				continue // the reconciler's CA: ours, not a strategy object
 			}
 			if gk.Kind == "ConfigMap" && item.GetName() == inventory.ConfigMapName(owner) {

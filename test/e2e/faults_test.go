@@ -13,9 +13,9 @@ import (
 	v1alpha1 "github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/localcluster"
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/operator"
-	"github.com/installstrategy/installstrategy/pkg/reconcile"
 )
 
 // envRounds returns how many rounds a loop test runs: n, or the number in
@@ -51,8 +51,8 @@ func checkPlanClean(ctx context.Context, t *testing.T, e *e2e, version string) {
 	// The operator's certificate lifetimes, so that its certificates are
 	// the ones wanted.
 	caLife, serverLife := in.Spec.CertificateLifetimes()
-	p, err := reconcile.Plan(ctx, e.env.Config, s, reconcile.Options{Owner: operator.Owner(in), Observed: s.Identity,
-		Certificates: reconcile.CertOptions{CAValidity: caLife.Duration, CARenewBefore: caLife.RenewBefore,
+	p, err := engine.Plan(ctx, e.env.Config, s, engine.Options{Owner: operator.Owner(in), Observed: s.Identity,
+		Certificates: engine.CertOptions{CAValidity: caLife.Duration, CARenewBefore: caLife.RenewBefore,
 			CertValidity: serverLife.Duration, CertRenewBefore: serverLife.RenewBefore}})
 	if err != nil {
 		t.Fatalf("plan of %s: %v", version, err)

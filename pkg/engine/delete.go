@@ -1,0 +1,200 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
+	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
+)
+
+// namespaceKind is the kind of the namespaces objects live in.
+var namespaceKind = kinds.Namespace
+
+// definesKinds reports whether ref is of a kind whose objects define other
+// kinds (kinds.Info.DefinesKinds: CRDs).
+func definesKinds(ref strategy.ObjectRef) bool {
+	info, _ := kinds.Lookup(ref.GroupKind())
+	return info.DefinesKinds
+}
+
+// deleteItems is the one delete path of prune and uninstall: it deletes the
+// items whose action is delete, in their order (the kind table's prune
+// order: webhooks and APIServices first, Namespaces and CRDs last), and
+// keeps the rest (an EventKept each, with the reason). A Namespace is deleted only when it holds nothing but
+// the installation's objects (see foreignObjects); otherwise it is kept,
+// and reported. Deleted and kept objects leave the inventory.
+func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, caSecret string, items []plan.Item, emit func(Event)) (deleted, kept []strategy.ObjectRef, err error) {
+	var errs []error
+	crdsReady := readyCustomResources(ctx, a, items)
+	for _, it := range items {
+		if it.Action == apply.ActionDelete && definesKinds(it.Ref) {
+			crdsReady()
+		}
+		if it.Action != apply.ActionDelete {
+			kept = append(kept, it.Ref)
+			if !strings.HasPrefix(it.Reason, "CRD kept") {
+				delete(inv.Entries, it.Ref)
+			}
+			emit(Event{Type: EventKept, Ref: it.Ref, Action: it.Action, Reason: it.Reason})
+			continue
+		}
+		if it.Ref.GroupKind() == namespaceKind {
+			foreign, err := foreignObjects(ctx, a, kube, inv, bookkeeping(inv.Owner, caSecret), it.Ref.Name)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			if len(foreign) > 0 {
+				kept = append(kept, it.Ref)
+				delete(inv.Entries, it.Ref)
+				emit(Event{Type: EventKept, Ref: it.Ref, Action: apply.ActionSkip,
+					Reason: "namespace kept: it holds objects that are not this installation's, e.g. " + strings.Join(foreign, ", ")})
+				continue
+			}
+		}
+		if err := a.Delete(ctx, it.Live); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		delete(inv.Entries, it.Ref)
+		deleted = append(deleted, it.Ref)
+		emit(Event{Type: EventPruned, Ref: it.Ref, Action: apply.ActionDelete, Reason: it.Reason})
+	}
+	return deleted, kept, errors.Join(errs...)
+}
+
+// readyCustomResources has the API server ready to serve the custom
+// resources of every CRD items delete, and returns a function that waits
+// until it is. The API server creates a CRD's storage at the first request
+// for its kind, and its watch cache then takes a moment to fill; when a
+// CRD's deletion is that first request, the cleanup finalizer's list of
+// the CRD's custom resources finds the cache still filling ("storage is
+// (re)initializing"), and retries with a backoff per CRD that doubles each
+// time, so a cache slow to fill kept KubeVirt's 21 CRDs for minutes
+// (docs/DEVELOPMENT.md, intermittent tests). So each CRD's custom
+// resources are listed first, all at once, in the background while the
+// objects before the CRDs are deleted: a list the cache answers (version
+// "0", no limit: an unready cache answers 429 with Retry-After, which the
+// client waits out and retries). Best effort: a failed list does not keep
+// the CRD, the finalizer retries as before.
+func readyCustomResources(ctx context.Context, a *apply.Applier, items []plan.Item) (wait func()) {
+	var wg sync.WaitGroup
+	for _, it := range items {
+		if it.Action != apply.ActionDelete || !definesKinds(it.Ref) || it.Live == nil {
+			continue
+		}
+		gvr, ok := strategy.DefinedResource(it.Live)
+		if !ok {
+			continue
+		}
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			_, _ = a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		})
+	}
+	return wg.Wait
+}
+
+// foreignObjects names up to three objects in a namespace that are not the
+// installation's: not in its inventory, not being deleted, not owned by
+// another object (pods of a ReplicaSet go with it), and not made by
+// Kubernetes for every namespace (the default ServiceAccount, the
+// kube-root-ca.crt ConfigMap, Events, Endpoints of Services). Every
+// namespaced kind the cluster serves and can list is searched.
+func foreignObjects(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, ours map[strategy.ObjectRef]bool, ns string) ([]string, error) {
+	lists, err := kube.Discovery().ServerPreferredNamespacedResources()
+	if err != nil && len(lists) == 0 {
+		return nil, fmt.Errorf("namespace %s: discover its kinds: %w", ns, err)
+	}
+	var found []string
+	for _, l := range lists {
+		gv, err := schema.ParseGroupVersion(l.GroupVersion)
+		if err != nil {
+			continue
+		}
+		for _, res := range l.APIResources {
+			if strings.Contains(res.Name, "/") || !canList(res.Verbs) || systemMade(gv.Group, res.Kind) {
+				continue
+			}
+			ul, err := a.Dynamic().Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 50})
+			switch {
+			case apierrors.IsForbidden(err):
+				// What cannot be seen may not be ours: keep the namespace.
+				return append(found, "any "+res.Name+" (not allowed to list them)"), nil
+			case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("namespace %s: list %s: %w", ns, res.Name, err)
+			}
+			for i := range ul.Items {
+				o := &ul.Items[i]
+				ref := strategy.ObjectRef{Group: gv.Group, Kind: res.Kind, Namespace: ns, Name: o.GetName()}
+				if inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || len(o.GetOwnerReferences()) > 0 || everyNamespaceHas(ref) {
+					continue
+				}
+				found = append(found, ref.String())
+				if len(found) == 3 {
+					return found, nil
+				}
+			}
+		}
+	}
+	sort.Strings(found)
+	return found, nil
+}
+
+func canList(verbs []string) bool {
+	for _, v := range verbs {
+		if v == "list" {
+			return true
+		}
+	}
+	return false
+}
+
+var systemKinds = map[schema.GroupKind]bool{
+	{Kind: "Event"}: true, {Group: "events.k8s.io", Kind: "Event"}: true,
+	{Kind: "Endpoints"}: true, {Group: "discovery.k8s.io", Kind: "EndpointSlice"}: true,
+}
+
+// systemMade reports kinds whose objects Kubernetes makes by itself
+// (Events, Endpoints and EndpointSlices of Services, node/lease-like
+// bookkeeping).
+func systemMade(group, kind string) bool {
+	return systemKinds[schema.GroupKind{Group: group, Kind: kind}]
+}
+
+// everyNamespaceHas reports the objects Kubernetes puts in every
+// namespace.
+// (kinds.Info.InEveryNamespace).
+func everyNamespaceHas(ref strategy.ObjectRef) bool {
+	info, _ := kinds.Lookup(ref.GroupKind())
+	return info.InEveryNamespace != "" && ref.Name == info.InEveryNamespace
+}
+
+// bookkeeping returns the installation's own objects that are not strategy
+// objects: its inventory ConfigMap and its CA Secret.
+func bookkeeping(owner inventory.Owner, caSecret string) map[strategy.ObjectRef]bool {
+	if caSecret == "" {
+		caSecret = DefaultCASecret
+	}
+	return map[strategy.ObjectRef]bool{
+		{Group: kinds.ConfigMap.Group, Kind: kinds.ConfigMap.Kind, Namespace: owner.Namespace, Name: inventory.ConfigMapName(owner)}: true,
+		{Group: kinds.Secret.Group, Kind: kinds.Secret.Kind, Namespace: owner.Namespace, Name: caSecret}:                             true,
+	}
+}

@@ -1,4 +1,0 @@
-package reconcile
-
-// What the package's external tests reach that is not its API.
-var StorageVersionHash = storageVersionHash
