@@ -158,56 +158,102 @@ func Plan(ctx context.Context, installed string, target Candidate, listed []stri
 		path.Hops = []Hop{to.hop}
 		return path, nil
 	}
-	between := map[string]string{} // canonical semver -> listed spelling
-	for _, l := range listed {
-		v, err := semver.NewVersion(l)
-		if err != nil || !v.GreaterThan(from) || !v.LessThan(to.v) {
-			continue
-		}
-		if _, dup := between[v.String()]; !dup {
-			between[v.String()] = l
-		}
+	between, err := Between(listed, installed, target.Version, opts.MaxCandidates)
+	if err != nil {
+		return nil, err
 	}
-	max := opts.MaxCandidates
-	if max <= 0 {
-		max = DefaultMaxCandidates
-	}
-	if len(between) > max {
-		return nil, fmt.Errorf("upgrade path from %s to %s: %d versions lie between them, more than the %d this plan loads", installed, target.Version, len(between), max)
-	}
-	listedBetween := make([]string, 0, len(between))
-	for _, l := range between {
-		listedBetween = append(listedBetween, l)
-	}
-	sort.Slice(listedBetween, func(i, j int) bool {
-		return semver.MustParse(listedBetween[i]).GreaterThan(semver.MustParse(listedBetween[j]))
-	})
 	nodes := []node{to}
-	for _, l := range listedBetween {
-		c, err := load(ctx, l)
+	for _, l := range between {
+		n, err := loadNode(ctx, l, load)
 		var unusable *UnusableError
 		switch {
 		case errors.As(err, &unusable):
 			path.Skipped = append(path.Skipped, unusable)
 			continue
 		case err != nil:
-			return nil, fmt.Errorf("upgrade path: load %s: %w", l, err)
-		}
-		n, err := parseNode(c)
-		if err == nil {
-			if lv := semver.MustParse(l); !n.v.Equal(lv) {
-				err = fmt.Errorf("listed as %s, the strategy is version %s", l, c.Version)
-			}
-		}
-		if err != nil {
-			path.Skipped = append(path.Skipped, &UnusableError{Version: l, Err: err})
-			continue
+			return nil, err
 		}
 		nodes = append(nodes, n)
 	}
-	// nodes[0] is the target, the rest from the highest down. dist[i] is
-	// the hops from nodes[i] to the target (-1: none), found backwards
-	// from the target.
+	// nodes[0] is the target, the rest from the highest down.
+	dist := distances(nodes)
+	hops := chain(nodes, dist, from)
+	if hops == nil {
+		ne := &NoPathError{From: installed, To: target.Version, Skipped: path.Skipped}
+		for i := len(nodes) - 1; i >= 0; i-- { // lowest first
+			ne.Candidates = append(ne.Candidates, nodes[i].hop)
+		}
+		return nil, ne
+	}
+	path.Hops = hops
+	return path, nil
+}
+
+// Between returns the listed versions strictly between installed and
+// target (semantic versions; others ignored, duplicates once, in the
+// listed spelling), highest first; more than max (0:
+// DefaultMaxCandidates) is an error.
+func Between(listed []string, installed, target string, max int) ([]string, error) {
+	from, err := semver.NewVersion(installed)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade path: the installed version %q is not a semantic version", installed)
+	}
+	to, err := semver.NewVersion(target)
+	if err != nil {
+		return nil, fmt.Errorf("upgrade path: the target version %q is not a semantic version", target)
+	}
+	between := map[string]string{} // canonical semver -> listed spelling
+	for _, l := range listed {
+		v, err := semver.NewVersion(l)
+		if err != nil || !v.GreaterThan(from) || !v.LessThan(to) {
+			continue
+		}
+		if _, dup := between[v.String()]; !dup {
+			between[v.String()] = l
+		}
+	}
+	if max <= 0 {
+		max = DefaultMaxCandidates
+	}
+	if len(between) > max {
+		return nil, fmt.Errorf("upgrade path from %s to %s: %d versions lie between them, more than the %d this plan loads", installed, target, len(between), max)
+	}
+	out := make([]string, 0, len(between))
+	for _, l := range between {
+		out = append(out, l)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		return semver.MustParse(out[i]).GreaterThan(semver.MustParse(out[j]))
+	})
+	return out, nil
+}
+
+// loadNode loads the listed version l: an error that is not an
+// *UnusableError stops the plan; a strategy that is not the version it
+// was listed as is unusable.
+func loadNode(ctx context.Context, l string, load Load) (node, error) {
+	c, err := load(ctx, l)
+	if errors.As(err, new(*UnusableError)) {
+		return node{}, err
+	}
+	if err != nil {
+		return node{}, fmt.Errorf("upgrade path: load %s: %w", l, err)
+	}
+	n, err := parseNode(c)
+	if err == nil {
+		if lv := semver.MustParse(l); !n.v.Equal(lv) {
+			err = fmt.Errorf("listed as %s, the strategy is version %s", l, c.Version)
+		}
+	}
+	if err != nil {
+		return node{}, &UnusableError{Version: l, Err: err}
+	}
+	return n, nil
+}
+
+// distances returns, for each node, the hops from it to the target
+// nodes[0] (-1: none), found backwards from the target.
+func distances(nodes []node) []int {
 	dist := make([]int, len(nodes))
 	for i := range dist {
 		dist[i] = -1
@@ -226,6 +272,13 @@ func Plan(ctx context.Context, installed string, target Candidate, listed []stri
 			}
 		}
 	}
+	return dist
+}
+
+// chain returns the hops of a shortest chain from from to the target
+// nodes[0], the highest version on a shortest chain at each hop; nil when
+// there is none.
+func chain(nodes []node, dist []int, from *semver.Version) []Hop {
 	best := -1 // hops from installed
 	for j := range nodes {
 		if dist[j] >= 0 && nodes[j].admits(from) && (best < 0 || dist[j]+1 < best) {
@@ -233,12 +286,9 @@ func Plan(ctx context.Context, installed string, target Candidate, listed []stri
 		}
 	}
 	if best < 0 {
-		ne := &NoPathError{From: installed, To: target.Version, Skipped: path.Skipped}
-		for i := len(nodes) - 1; i >= 0; i-- { // lowest first
-			ne.Candidates = append(ne.Candidates, nodes[i].hop)
-		}
-		return nil, ne
+		return nil
 	}
+	var hops []Hop
 	cur, left := from, best
 	for left > 0 {
 		// nodes is ordered highest first after the target: the first
@@ -254,10 +304,10 @@ func Plan(ctx context.Context, installed string, target Candidate, listed []stri
 				}
 			}
 		}
-		path.Hops = append(path.Hops, nodes[next].hop)
+		hops = append(hops, nodes[next].hop)
 		cur, left = nodes[next].v, left-1
 	}
-	return path, nil
+	return hops
 }
 
 func parseNode(c Candidate) (node, error) {
@@ -272,4 +322,18 @@ func parseNode(c Candidate) (node, error) {
 		}
 	}
 	return n, nil
+}
+
+// Needed reports whether an upgrade from installed to target needs a
+// walk: both are semantic versions, the target is newer, and its
+// upgradeFrom (valid) does not admit installed. Anything else (admitted,
+// a downgrade, a re-apply, not semver, a bad declaration) is the
+// engine's to judge.
+func Needed(installed string, target Candidate) bool {
+	from, err := semver.NewVersion(installed)
+	if err != nil || target.UpgradeFrom == "" {
+		return false
+	}
+	n, err := parseNode(target)
+	return err == nil && n.v.GreaterThan(from) && !n.admits(from)
 }

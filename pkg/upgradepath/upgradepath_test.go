@@ -143,3 +143,23 @@ func TestPlanHopsAdmitEachOther(t *testing.T) {
 		t.Fatalf("path %v, want %v", p.Versions(), want)
 	}
 }
+
+func TestNeeded(t *testing.T) {
+	for _, c := range []struct {
+		installed string
+		target    Candidate
+		want      bool
+	}{
+		{"v1.0.0", Candidate{Version: "v3.0.0", UpgradeFrom: ">= 2.0.0"}, true},
+		{"v2.0.0", Candidate{Version: "v3.0.0", UpgradeFrom: ">= 2.0.0"}, false},
+		{"v1.0.0", Candidate{Version: "v3.0.0"}, false},
+		{"v4.0.0", Candidate{Version: "v3.0.0", UpgradeFrom: ">= 2.0.0"}, false},
+		{"v3.0.0", Candidate{Version: "v3.0.0", UpgradeFrom: ">= 2.0.0"}, false},
+		{"latest", Candidate{Version: "v3.0.0", UpgradeFrom: ">= 2.0.0"}, false},
+		{"v1.0.0", Candidate{Version: "v3.0.0", UpgradeFrom: ">= nonsense"}, false},
+	} {
+		if got := Needed(c.installed, c.target); got != c.want {
+			t.Errorf("Needed(%s, %+v) = %t, want %t", c.installed, c.target, got, c.want)
+		}
+	}
+}
