@@ -94,4 +94,18 @@ func TestUpgradePathWalk(t *testing.T) {
 	if !strings.Contains(in.Status.History[1].OCI, "acme/sample@") {
 		t.Errorf("the intermediate revision %+v names no artifact", in.Status.History[1])
 	}
+
+	// The walk ended: its record stays while v3.0.0 is the target, and
+	// goes once the target changes (here a rollback to v2.0.0).
+	e.update(ctx, t, "sample", func(in *v1alpha1.Installation) {
+		in.Spec.Strategy.OCI.Reference = reg.Ref("acme/sample:v2.0.0")
+		in.Spec.AllowDowngrade = true
+	})
+	in = e.waitDeployed(ctx, t, "sample", "v2.0.0")
+	if err := pollInstallation(ctx, e, "sample", func(got *v1alpha1.Installation) bool {
+		in = got
+		return len(got.Status.UpgradePath) == 0
+	}); err != nil {
+		t.Fatalf("after the rollback to v2.0.0, status.upgradePath is still %v: %v", in.Status.UpgradePath, err)
+	}
 }
