@@ -73,6 +73,18 @@ plugin installation) that still exists holds them, apply writes nothing and
 fails naming it; once it is gone (uninstalled, or --keep-crds), what it left
 is taken over.
 
+A strategy may declare the versions it upgrades from (upgradeFrom in a
+Requirements document, docs/UPGRADES.md); an upgrade from another version is
+refused before any write. --walk-upgrade-path walks there instead, as the
+operator's spec.upgradePath Walk does: the versions between the installed one
+and the target are listed by the strategy's source (oci://REF:TAG: the tags of
+the repository; cm/NAME: the strategies stored in the namespace), each is loaded
+through --key (a listed version whose signature fails is skipped and named,
+never walked through; --allow-unsigned does not extend to them), and the
+shortest chain in which each version admits the one before is applied hop by
+hop, each rolled over (as with --wait) before the next and recorded in the
+history. No chain: nothing is written, exit status 1, with what was looked at.
+
 --dry-run=server sends every object the reconcile would create or update as a
 server-side dry run (admission and validation run, nothing is stored) and
 prints what each would do, prune included; --dry-run=client sends nothing and
@@ -111,6 +123,7 @@ For example (plan --adopt-helm-release shows the takeover first):
     kubectl installstrategy apply next.yaml -n metallb-system --wait`
 
 const applyExample = `  kubectl installstrategy apply sample-v1.0.0.yaml -n sample --wait
+  kubectl installstrategy apply oci://ghcr.io/acme/sample:v3.0.0 -n sample --walk-upgrade-path --key cosign.pub --wait
   kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m
   kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`
 
@@ -126,6 +139,7 @@ type applyCmd struct {
 	file   *fileFlag
 	helm   helmAdoption
 	ct     *clusterTrust
+	walk   walkFlag
 }
 
 func newApplyCommand(o *options) *cobra.Command {
@@ -153,6 +167,7 @@ func (c *applyCmd) add(cmd *cobra.Command) {
 	c.o.addRegistryFlag(cmd)
 	c.f.add(cmd)
 	c.helm.add(cmd)
+	c.walk.add(cmd)
 }
 
 // validate checks --dry-run and -o.
@@ -167,6 +182,9 @@ func (c *applyCmd) validate(cmd *cobra.Command) error {
 	}
 	if c.dryRun == "none" && cmd.Flags().Changed("output") {
 		return usageError(errors.New("-o prints the objects of a dry run: give --dry-run=server or client"))
+	}
+	if c.dryRun != "none" && c.walk.walk {
+		return usageError(errors.New("--walk-upgrade-path applies each version of the walk in turn; plan --walk-upgrade-path shows the walk without writing"))
 	}
 	return nil
 }
@@ -200,6 +218,19 @@ func (c *applyCmd) run(cmd *cobra.Command, args []string) error {
 	l, err := o.strategyArg(ctx, src)
 	if err != nil {
 		return err
+	}
+	if c.walk.walk && c.dryRun == "none" {
+		p, err := o.walkFor(ctx, c.ct, src, l, f)
+		if err != nil {
+			return err
+		}
+		if p != nil {
+			cl, err := o.prepared(l, f)
+			if err != nil {
+				return err
+			}
+			return o.walkApply(cmd.Context(), cl, p, f, c.a)
+		}
 	}
 	cl, err := o.prepared(l, f)
 	if err != nil {

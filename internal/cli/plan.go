@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/upgradepath"
 )
 
 // planLong is the help text of plan.
@@ -38,6 +40,11 @@ kind.group/name a line.
 When another installation still holds the product's cluster-scoped objects
 (see apply), the plan starts with a "blocked:" line naming it.
 
+--walk-upgrade-path (with --key) shows the walk apply --walk-upgrade-path would
+take to a strategy whose upgradeFrom does not admit the installed version (each
+hop, and each listed version skipped with why), then the plan of its first hop;
+no chain is exit status 1 with what was looked at.
+
 --adopt-helm-release NAME plans the takeover of a Helm release (see apply):
 the release's deployed manifest is the strategy unless one is given, its
 objects are adopted, and what retiring the release would do follows the plan.
@@ -58,6 +65,7 @@ type planCmd struct {
 	filter      objectFilter
 	helm        helmAdoption
 	ct          *clusterTrust
+	walk        walkFlag
 }
 
 func newPlanCommand(o *options) *cobra.Command {
@@ -84,6 +92,7 @@ func (c *planCmd) add(cmd *cobra.Command) {
 	c.f.add(cmd)
 	c.helm.add(cmd)
 	c.ct = addOptionalClusterTrust(cmd)
+	c.walk.add(cmd)
 }
 
 // source returns the strategy argument: the argument, -f or --strategy
@@ -123,8 +132,14 @@ func (c *planCmd) run(cmd *cobra.Command, args []string) error {
 		if err == nil {
 			p, l, err = o.observeLoaded(cmd.Context(), l, &c.f)
 		}
+	} else if c.walk.walk {
+		p, l, err = c.observeWalk(cmd.Context(), src)
 	} else {
 		p, l, err = o.observePlan(cmd.Context(), src, &c.f)
+	}
+	if noPath := (*upgradepath.NoPathError)(nil); errors.As(err, &noPath) {
+		fmt.Fprintf(o.streams.ErrOut, "apply --walk-upgrade-path would write nothing: %s\n", noPath)
+		return &ExitError{Code: 1}
 	}
 	if err != nil {
 		return fail(err)
@@ -143,6 +158,33 @@ func (c *planCmd) run(cmd *cobra.Command, args []string) error {
 		}
 	}
 	return planExit(o.streams.ErrOut, p)
+}
+
+// observeWalk plans the walk to the strategy src names, prints it (on
+// standard output for people, else on standard error) and observes the
+// plan of its first hop, which is what apply --walk-upgrade-path would
+// write first.
+func (c *planCmd) observeWalk(ctx context.Context, src string) (*plan.Plan, *codec.Loaded, error) {
+	o := c.o
+	l, err := o.strategyArg(ctx, src)
+	if err != nil {
+		return nil, nil, err
+	}
+	wp, err := o.walkFor(ctx, c.ct, src, l, &c.f)
+	if err != nil || wp == nil {
+		if err == nil {
+			return o.observeLoaded(ctx, l, &c.f)
+		}
+		return nil, nil, err
+	}
+	w := o.streams.Out
+	if !c.out.Human() {
+		w = o.streams.ErrOut
+	}
+	printWalk(w, wp)
+	first := wp.steps[0]
+	fmt.Fprintf(w, "plan of hop 1/%d, %s -> %s (%s):\n", len(wp.steps), wp.path.From, first.version, first.source)
+	return o.observeLoaded(ctx, first.l, &c.f)
 }
 
 // planExit is plan's exit status: 1, with the reason on w, when apply
