@@ -162,13 +162,14 @@ type InstallationSpec struct {
 
 	// UpgradePath says what happens when the target strategy's declared
 	// upgradeFrom range does not admit the deployed version. Refuse (the
-	// default) refuses the upgrade before any write. Walk, for an OCI
-	// source, lists the tags of its repository (at most 1000), loads the
-	// versions between the deployed one and the target through the same
-	// trust as the target (a signature by a trusted key for the product
-	// and the tag's version; a pinned digest vouches only for the
-	// target), and rolls out the shortest chain of them, each fully rolled
-	// over before the next (docs/UPGRADES.md).
+	// default) refuses the upgrade before any write. Walk lists the
+	// versions the source offers (an oci or helm source: the tags of its
+	// repository, at most 1000; a configMap source: the strategy
+	// ConfigMaps of the namespace), loads those between the deployed one
+	// and the target through the same trust as the target (a signature by
+	// a trusted key for the product and that version; a pinned digest
+	// vouches only for the target), and rolls out the shortest chain of
+	// them, each fully rolled over before the next (docs/UPGRADES.md).
 	// +kubebuilder:validation:Enum=Refuse;Walk
 	// +optional
 	UpgradePath UpgradePathPolicy `json:"upgradePath,omitempty"`
@@ -627,11 +628,12 @@ type InstallationStatus struct {
 	// +optional
 	Strategy *StrategyStatus `json:"strategy,omitempty"`
 
-	// UpgradePath is the walk of the last upgrade that spec.upgradePath
-	// Walk took through intermediate versions: the version deployed when
-	// it began, each intermediate version, and the target, e.g. [v1.0.0,
-	// v2.0.0, v3.0.0]. The history records each version as it is fully
-	// rolled out.
+	// UpgradePath is the walk that spec.upgradePath Walk takes, or took,
+	// through intermediate versions to the current target: the version
+	// deployed when it began, each intermediate version, and the target,
+	// e.g. [v1.0.0, v2.0.0, v3.0.0]. It is cleared when the target
+	// changes, when the walk is left before it ends, and on a refusal.
+	// The history records each version as it is fully rolled out.
 	// +kubebuilder:validation:MaxItems=101
 	// +listType=atomic
 	// +optional
