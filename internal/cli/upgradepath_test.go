@@ -102,6 +102,10 @@ func TestApplyWalksUpgradePathFromRegistry(t *testing.T) {
 		t.Errorf("the intermediate revision's source is %q, want %s", sources[1], repo+":v2.0.0")
 	}
 
+	code, out, errOut = run(t, nil, args("plan", repo+":v5.0.0", "--walk-upgrade-path", "--key", pub)...)
+	if code != 1 || !strings.Contains(errOut, "apply --walk-upgrade-path would write nothing: no upgrade path from v3.0.0 to v5.0.0") {
+		t.Errorf("plan --walk-upgrade-path with no chain: exit %d, want 1 and why\n%s%s", code, out, errOut)
+	}
 	code, out, errOut = run(t, nil, args("apply", repo+":v5.0.0", "--walk-upgrade-path", "--key", pub)...)
 	if code != 1 || !strings.Contains(errOut, "apply would write nothing: no upgrade path from v3.0.0 to v5.0.0") || version() != "v3.0.0" {
 		t.Errorf("apply --walk-upgrade-path with no chain: exit %d, config at %s\n%s%s", code, version(), out, errOut)

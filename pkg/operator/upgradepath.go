@@ -147,13 +147,13 @@ func (r *Reconciler) walkSourceOf(ctx context.Context, in *v1alpha1.Installation
 		if err != nil {
 			return nil, err
 		}
-		return &walkSource{lister: source.OCITags{Client: client, Reference: src.Chart},
-			hops: func(ctx context.Context, tag string) ([]sourceLoad, error) {
-				ref, err := client.WithTag(src.Chart, tag)
+		return &walkSource{lister: source.OCITags{Client: client, Reference: src.Chart, Chart: true},
+			hops: func(ctx context.Context, version string) ([]sourceLoad, error) {
+				ref, err := client.WithTag(src.Chart, source.ChartTag(version))
 				if err != nil {
-					return nil, upgradepath.Unusable(tag, err)
+					return nil, upgradepath.Unusable(version, err)
 				}
-				hin, h := at(tag), *src
+				hin, h := at(version), *src
 				h.Chart, h.Digest = ref, ""
 				hin.Spec.Strategy.Helm = &h
 				hsl, err := r.helmSource(ctx, hin)

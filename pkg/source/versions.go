@@ -54,7 +54,14 @@ type OCITags struct {
 	Reference string
 	// Max bounds the tags (0: oci.DefaultMaxTags).
 	Max int
+	// Chart reads the tags as Helm chart versions: helm push tags version
+	// 1.0.0+build as 1.0.0_build, since a tag holds no "+" (ChartTag is
+	// the way back).
+	Chart bool
 }
+
+// ChartTag is the tag helm push gives a chart version.
+func ChartTag(version string) string { return strings.ReplaceAll(version, "+", "_") }
 
 // Versions implements VersionLister.
 func (t OCITags) Versions(ctx context.Context) (Listing, error) {
@@ -65,6 +72,11 @@ func (t OCITags) Versions(ctx context.Context) (Listing, error) {
 	tags, truncated, err := t.Client.Tags(ctx, t.Reference, max)
 	if err != nil {
 		return Listing{}, err
+	}
+	if t.Chart {
+		for i, tag := range tags {
+			tags[i] = strings.ReplaceAll(tag, "_", "+")
+		}
 	}
 	l := Listing{Versions: tags}
 	if truncated {

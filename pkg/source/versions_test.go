@@ -150,6 +150,13 @@ func TestOCITagsVersions(t *testing.T) {
 	if err != nil || len(l.Versions) != 3 || l.Truncated != "" {
 		t.Fatalf("%v (truncated %q), %v", l.Versions, l.Truncated, err)
 	}
+	if _, err := c.Push(ctx, reg.Ref("acme/chart:1.0.0_build.1"), []byte("kind: ConfigMap\n"), oci.Meta{Product: "chart", Version: "1.0.0+build.1"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err = source.OCITags{Client: c, Reference: reg.Ref("acme/chart"), Chart: true}.Versions(ctx)
+	if err != nil || !slices.Equal(l.Versions, []string{"1.0.0+build.1"}) || source.ChartTag(l.Versions[0]) != "1.0.0_build.1" {
+		t.Fatalf("a chart's tags as its versions: %v, %v", l.Versions, err)
+	}
 	l, err = source.OCITags{Client: c, Reference: reg.Ref("acme/sample"), Max: 2}.Versions(ctx)
 	if err != nil || len(l.Versions) != 2 || !strings.Contains(l.Truncated, "more than 2 tags") {
 		t.Fatalf("bounded: %v (truncated %q), %v", l.Versions, l.Truncated, err)
