@@ -242,7 +242,7 @@ func (c *applyCmd) run(cmd *cobra.Command, args []string) error {
 		}
 		return printDryRun(o.streams.Out, c.out, nil, l.Strategy, "client dry run")
 	}
-	return o.runApply(ctx, cl, l, f, c.a, sourceName(src))
+	return withWalkHint(o.runApply(ctx, cl, l, f, c.a, sourceName(src)))
 }
 
 // runApply reconciles a loaded (and prepared) strategy into the cluster as

@@ -201,6 +201,9 @@ func planExit(w io.Writer, p *plan.Plan) error {
 	}
 	if len(p.Unmet) > 0 {
 		fmt.Fprintf(w, "apply would write nothing: %s\n", (&engine.RequirementsError{Unmet: p.Unmet}).Error())
+		if hint := walkHint(p.Unmet); hint != "" {
+			fmt.Fprintln(w, hint)
+		}
 		return &ExitError{Code: 1}
 	}
 	if n := planChanges(p); n > 0 {

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/store"
@@ -240,4 +242,26 @@ func (o *options) walkApply(ctx context.Context, cl *cluster, p *walkPlan, f *re
 		from = step.version
 	}
 	return nil
+}
+
+// walkHint is the line that points from a refused upgradeFrom to
+// --walk-upgrade-path ("" when unmet refuses nothing else).
+func walkHint(unmet []string) string {
+	for _, u := range unmet {
+		if strings.Contains(u, "upgradeFrom") {
+			return "--walk-upgrade-path (with --key) walks there through the versions the strategy's source lists, when it lists them (oci://REF:TAG, cm/NAME)"
+		}
+	}
+	return ""
+}
+
+// withWalkHint adds walkHint to a refusal of the declared requirements.
+func withWalkHint(err error) error {
+	var req *engine.RequirementsError
+	if errors.As(err, &req) {
+		if hint := walkHint(req.Unmet); hint != "" {
+			return fmt.Errorf("%w\n%s", err, hint)
+		}
+	}
+	return err
 }
