@@ -132,9 +132,9 @@ const (
 	ReasonReconciling = "Reconciling"
 )
 
-// Event reasons the operator records beside the condition reasons above,
+// Event reasons the operator records beside the condition reasons above:
 // one per engine event it reports (pkg/engine's Event types of the same
-// names).
+// names), and the strategy's notes.
 const (
 	// ReasonPruned: an object the target strategy no longer holds was
 	// deleted.
@@ -149,6 +149,10 @@ const (
 	// behind the API server's; the wait reads it from the API server from
 	// then on.
 	ReasonStaleCache = "StaleCache"
+	// ReasonNotes: the notes of the strategy just rolled out (a chart's
+	// rendered NOTES.txt), once per strategy; the note is cut to 1 KiB
+	// and says where the whole text is.
+	ReasonNotes = "Notes"
 )
 
 // StalledReasons are the Degraded reasons that make an Installation

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -19,6 +22,7 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/engine"
 	"github.com/installstrategy/installstrategy/pkg/health"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
@@ -316,6 +320,12 @@ func (r *Reconciler) finishRollout(ctx context.Context, s *state, ro rollout, re
 		s.log.Info("rollout finished", "version", s.Target.Version, "identifier", s.Target.Identifier,
 			"created", res.Count(apply.ActionCreate), "updated", res.Count(apply.ActionUpdate), "pruned", len(res.Pruned))
 	}
+	if ro.fresh || ro.updating {
+		// A strategy rolled out that the status did not say was deployed
+		// (not a resync, nor a retry of the spec it deployed): its notes
+		// once, as helm install and helm upgrade print them.
+		r.showNotes(ctx, s)
+	}
 	s.Result.RequeueAfter = r.pollInterval(in)
 	if ref, ok := drifts.foreign(res); ok {
 		// Someone changed a workload while the rollout ran (its own
@@ -498,4 +508,78 @@ func (r *Reconciler) recordServedCertificates(s *state, served []engine.ServedCe
 	s.update(func(in *v1alpha1.Installation) {
 		in.SetCondition(v1alpha1.ConditionCertificatesServed, status, reason, msg)
 	})
+}
+
+// showNotes records the notes of the strategy just rolled out (a chart's
+// rendered NOTES.txt, strategy.Notes) as a Normal Event of reason Notes on
+// the Installation, cut to the API server's 1 KiB limit on an Event's
+// note (the cut says where the whole text is), and writes the whole text
+// to the operator's log. The Event is created directly, not through the
+// recorder: the recorder folds Events of one reason and action within
+// minutes into a series that keeps the first note, so the notes of an
+// upgrade soon after an install would show the install's.
+func (r *Reconciler) showNotes(ctx context.Context, s *state) {
+	text := strings.TrimSpace(s.Strategy.Notes())
+	if text == "" {
+		return
+	}
+	in := s.Installation
+	s.log.Info("chart notes", "version", s.Target.Version, "identifier", s.Target.Identifier, "notes", text)
+	gvk := r.res.GroupVersionKind()
+	now := time.Now()
+	ev := &eventsv1.Event{
+		ObjectMeta:          metav1.ObjectMeta{GenerateName: in.Name + "-notes-", Namespace: in.Namespace},
+		EventTime:           metav1.NewMicroTime(now),
+		ReportingController: Name,
+		ReportingInstance:   Name + "-" + reportingHost(),
+		Action:              "Deploy",
+		Reason:              v1alpha1.ReasonNotes,
+		Type:                corev1.EventTypeNormal,
+		Regarding: corev1.ObjectReference{APIVersion: gvk.GroupVersion().String(), Kind: gvk.Kind, Namespace: in.Namespace,
+			Name: in.Name, UID: in.UID, ResourceVersion: in.ResourceVersion},
+		Note: notesNote(s.Target.Version, text, notesWhere(in)),
+	}
+	if _, err := r.kube.EventsV1().Events(in.Namespace).Create(ctx, ev, metav1.CreateOptions{}); err != nil {
+		s.log.Error(err, "could not record the chart's notes as an event")
+	}
+}
+
+// reportingHost is the host name the Events' reporting instance names, as
+// the recorder's.
+func reportingHost() string {
+	h, _ := os.Hostname()
+	return h
+}
+
+// notesNote is the note of a Notes Event: "NOTES of VERSION:" and the
+// text, cut at a rune boundary to maxEventNote bytes with where the
+// whole text is.
+func notesNote(version, text, where string) string {
+	note := "NOTES of " + version + ":\n" + text
+	if len(note) <= maxEventNote {
+		return note
+	}
+	more := fmt.Sprintf("\n…(cut at %d bytes; the whole text: %s)", maxEventNote, where)
+	cut := maxEventNote - len(more)
+	for cut > 0 && !utf8.RuneStart(note[cut]) {
+		cut--
+	}
+	return note[:cut] + more
+}
+
+// notesWhere says where the whole notes of in's strategy are: its Notes
+// document for a strategy ConfigMap or artifact (which decode prints),
+// and always the operator's log.
+func notesWhere(in *v1alpha1.Installation) string {
+	log := `the operator's log, message "chart notes"`
+	st := in.Status.Strategy
+	switch {
+	case st == nil:
+		return log
+	case st.Source == v1alpha1.StrategySourceOCI && st.OCI != "":
+		return fmt.Sprintf("kubectl installstrategy decode %s%s -o yaml (kind Notes), or %s", oci.Scheme, st.OCI, log)
+	case st.Source == v1alpha1.StrategySourceConfigMap && in.Spec.Strategy != nil && in.Spec.Strategy.ConfigMap != nil:
+		return fmt.Sprintf("kubectl installstrategy decode cm/%s -n %s -o yaml (kind Notes), or %s", in.Spec.Strategy.ConfigMap.Name, in.Namespace, log)
+	}
+	return log
 }

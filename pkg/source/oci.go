@@ -161,5 +161,11 @@ func (h Helm) Load(ctx context.Context) (*Loaded, error) {
 		return nil, err
 	}
 	l.Strategy.Identity = strategy.Identity{Version: l.Rendered.Chart.Version, Identifier: h.Identifier(a)}
+	if notes := l.Rendered.Notes; notes != "" {
+		// The chart's NOTES.txt rendered, as encode --from-helm carries
+		// it (a Notes document, never applied): from the trusted chart,
+		// like the manifests.
+		l.Strategy.Objects = append(l.Strategy.Objects, strategy.NotesObject(notes))
+	}
 	return l, nil
 }
