@@ -25,3 +25,21 @@ func TestNotesAreNotApplied(t *testing.T) {
 		t.Error("a strategy without notes has notes")
 	}
 }
+
+// A strategy text with a Notes document (as encode --from-helm writes
+// it) parses without a warning: the kind is installstrategy's own, not an
+// unknown one; its text is read back as written.
+func TestNotesParseWithoutWarning(t *testing.T) {
+	text := "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: ns\n" +
+		"---\n# Source: NOTES.txt\napiVersion: installstrategy.io/v1alpha1\nkind: Notes\nmetadata:\n  name: notes\ntext: |\n  Get the password:\n    kubectl get secret x\n"
+	s, warnings, err := Parse([]byte(text), ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(warnings) != 0 {
+		t.Errorf("warnings %v, want none", warnings)
+	}
+	if got, want := s.Notes(), "Get the password:\n  kubectl get secret x\n"; got != want {
+		t.Errorf("Notes() = %q, want %q", got, want)
+	}
+}

@@ -197,7 +197,9 @@ func assemble(docs []Document, warnings []Warning) (*Strategy, []Warning, error)
 	for _, d := range docs {
 		ref := RefOf(d.Object)
 		gk := ref.GroupKind()
-		if _, known := kinds.Lookup(gk); !known && !crdKinds[gk] {
+		if _, known := kinds.Lookup(gk); !known && !crdKinds[gk] && applied(d.Object) {
+			// (A Requirements or Notes document is installstrategy's own,
+			// never applied: not unknown.)
 			warnings = append(warnings, Warning{Code: WarnUnknownKind, Document: d.Index, Line: d.Line, Object: ref,
 				Message: "kind is not in the kind table nor defined by a CRD of this strategy; kept, placed after the known kinds"})
 		}
