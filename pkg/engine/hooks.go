@@ -36,13 +36,20 @@ import (
 // policy does), as Helm leaves them. A reconcile of the strategy whose
 // hooks already ran (metakeys.HooksRanAnnotation) runs none again.
 
-// hookKey names a strategy's hooks for the inventory's record: its
-// identity and its hook objects.
-func hookKey(id strategy.Identity, hooks []plan.Hook) string {
+// hookKey names a strategy for the inventory's record of the hooks that
+// ran: its identity, its hook objects and its release's objects (s, the
+// strategy less its hooks). Another strategy of the same identity (a
+// chart encoded again with other values, no new --identifier) is another
+// key, so its upgrade runs the upgrade hooks, as every helm upgrade does.
+func hookKey(s *strategy.Strategy, hooks []plan.Hook) string {
 	h := sha256.New()
-	_ = json.NewEncoder(h).Encode(id)
+	enc := json.NewEncoder(h)
+	_ = enc.Encode(s.Identity)
 	for _, hk := range hooks {
-		_ = json.NewEncoder(h).Encode(hk.Object.Object)
+		_ = enc.Encode(hk.Object.Object)
+	}
+	for _, o := range s.Objects {
+		_ = enc.Encode(o.Object)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:32]
 }
@@ -256,7 +263,7 @@ func (r *run) hooksDone(key string) string {
 func (r *run) runWithHooks(ctx context.Context, hooks []plan.Hook) (*Result, error) {
 	action := r.hookAction()
 	pre, post := plan.PhasesOf(action)
-	key := hookKey(r.original.Identity, hooks)
+	key := hookKey(r.original, hooks)
 	if done := r.hooksDone(key); done != "" {
 		return r.run(ctx)
 	}
@@ -297,7 +304,7 @@ func (r *run) planHooks(hooks []plan.Hook) {
 	if len(hooks) == 0 {
 		return
 	}
-	r.res.Plan.Hooks = plan.PlanHooks(hooks, r.hookAction(), r.hooksDone(hookKey(r.original.Identity, hooks)))
+	r.res.Plan.Hooks = plan.PlanHooks(hooks, r.hookAction(), r.hooksDone(hookKey(r.original, hooks)))
 }
 
 // uninstallWithHooks is uninstall with the pre-delete hooks of s before
