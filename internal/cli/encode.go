@@ -82,7 +82,8 @@ hook and what became of it is printed on standard error. The chart's name, versi
 and appVersion are recorded in the ConfigMap's annotations
 (installstrategy.io/helm-chart, -chart-version, -app-version). The chart's
 rendered NOTES.txt travels in the strategy's text as a Notes document
-(signed with it, never applied); apply prints it after a successful run.
+(signed with it, never applied); apply prints it after a successful run,
+and the operator records it as a Notes Event on the Installation.
 
 --from-kustomize DIR builds a kustomization with kustomize's krusty, as
 kubectl kustomize DIR does (same options, same order).`,
