@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
 	"github.com/installstrategy/installstrategy/pkg/inventory"
@@ -37,9 +37,9 @@ func definesKinds(ref strategy.ObjectRef) bool {
 // keeps the rest (an EventKept each, with the reason). A Namespace is deleted only when it holds nothing but
 // the installation's objects (see foreignObjects); otherwise it is kept,
 // and reported. Deleted and kept objects leave the inventory.
-func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, caSecret string, items []plan.Item, emit func(Event)) (deleted, kept []strategy.ObjectRef, err error) {
+func deleteItems(ctx context.Context, c deleteClients, inv *inventory.Inventory, caSecret string, items []plan.Item, emit func(Event)) (deleted, kept []strategy.ObjectRef, err error) {
 	var errs []error
-	crdsReady := readyCustomResources(ctx, a, items)
+	crdsReady := readyCustomResources(ctx, c.Dynamic, items)
 	for _, it := range items {
 		if it.Action == apply.ActionDelete && definesKinds(it.Ref) {
 			crdsReady()
@@ -53,7 +53,7 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 			continue
 		}
 		if it.Ref.GroupKind() == namespaceKind {
-			foreign, err := foreignObjects(ctx, a, kube, inv, bookkeeping(inv.Owner, caSecret), it.Ref.Name)
+			foreign, err := foreignObjects(ctx, c, inv, bookkeeping(inv.Owner, caSecret), it.Ref.Name)
 			if err != nil {
 				errs = append(errs, err)
 				continue
@@ -66,7 +66,7 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 				continue
 			}
 		}
-		if err := a.Delete(ctx, it.Live); err != nil {
+		if err := c.Deleter.Delete(ctx, it.Live); err != nil {
 			errs = append(errs, err)
 			continue
 		}
@@ -91,7 +91,7 @@ func deleteItems(ctx context.Context, a *apply.Applier, kube kubernetes.Interfac
 // "0", no limit: an unready cache answers 429 with Retry-After, which the
 // client waits out and retries). Best effort: a failed list does not keep
 // the CRD, the finalizer retries as before.
-func readyCustomResources(ctx context.Context, a *apply.Applier, items []plan.Item) (wait func()) {
+func readyCustomResources(ctx context.Context, dyn dynamic.Interface, items []plan.Item) (wait func()) {
 	var wg sync.WaitGroup
 	for _, it := range items {
 		if it.Action != apply.ActionDelete || !definesKinds(it.Ref) || it.Live == nil {
@@ -104,7 +104,7 @@ func readyCustomResources(ctx context.Context, a *apply.Applier, items []plan.It
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			_, _ = a.Dynamic().Resource(gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+			_, _ = dyn.Resource(gvr).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		})
 	}
 	return wg.Wait
@@ -113,11 +113,13 @@ func readyCustomResources(ctx context.Context, a *apply.Applier, items []plan.It
 // foreignObjects names up to three objects in a namespace that are not the
 // installation's: not in its inventory, not being deleted, not owned by
 // another object (pods of a ReplicaSet go with it), and not made by
-// Kubernetes for every namespace (the default ServiceAccount, the
-// kube-root-ca.crt ConfigMap, Events, Endpoints of Services). Every
-// namespaced kind the cluster serves and can list is searched.
-func foreignObjects(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, inv *inventory.Inventory, ours map[strategy.ObjectRef]bool, ns string) ([]string, error) {
-	lists, err := kube.Discovery().ServerPreferredNamespacedResources()
+// Kubernetes for every namespace (kinds.Info.InEveryNamespace: the default
+// ServiceAccount, the kube-root-ca.crt ConfigMap), nor of a kind Kubernetes
+// makes objects of by itself (kinds.Info.MadeBySystem: Events, Endpoints of
+// Services). Every namespaced kind the cluster serves and can list is
+// searched.
+func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Inventory, ours map[strategy.ObjectRef]bool, ns string) ([]string, error) {
+	lists, err := c.Kinds.ServerPreferredNamespacedResources()
 	if err != nil && len(lists) == 0 {
 		return nil, fmt.Errorf("namespace %s: discover its kinds: %w", ns, err)
 	}
@@ -128,10 +130,10 @@ func foreignObjects(ctx context.Context, a *apply.Applier, kube kubernetes.Inter
 			continue
 		}
 		for _, res := range l.APIResources {
-			if strings.Contains(res.Name, "/") || !canList(res.Verbs) || systemMade(gv.Group, res.Kind) {
+			if strings.Contains(res.Name, "/") || !canList(res.Verbs) || kinds.MadeBySystem(schema.GroupKind{Group: gv.Group, Kind: res.Kind}) {
 				continue
 			}
-			ul, err := a.Dynamic().Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 50})
+			ul, err := c.Dynamic.Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 50})
 			switch {
 			case apierrors.IsForbidden(err):
 				// What cannot be seen may not be ours: keep the namespace.
@@ -165,18 +167,6 @@ func canList(verbs []string) bool {
 		}
 	}
 	return false
-}
-
-var systemKinds = map[schema.GroupKind]bool{
-	{Kind: "Event"}: true, {Group: "events.k8s.io", Kind: "Event"}: true,
-	{Kind: "Endpoints"}: true, {Group: "discovery.k8s.io", Kind: "EndpointSlice"}: true,
-}
-
-// systemMade reports kinds whose objects Kubernetes makes by itself
-// (Events, Endpoints and EndpointSlices of Services, node/lease-like
-// bookkeeping).
-func systemMade(group, kind string) bool {
-	return systemKinds[schema.GroupKind{Group: group, Kind: kind}]
 }
 
 // everyNamespaceHas reports the objects Kubernetes puts in every

@@ -56,7 +56,7 @@ func hookKey(s *strategy.Strategy, hooks []plan.Hook) string {
 
 // hookRunner runs the hook phases of one installation.
 type hookRunner struct {
-	a        *apply.Applier
+	a        hookClient
 	owner    inventory.Owner
 	hooks    []plan.Hook
 	deadline time.Duration

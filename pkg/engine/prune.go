@@ -27,7 +27,7 @@ func (r *run) prune(ctx context.Context) error {
 			delete(r.inv.Entries, ref)
 		}
 	}
-	deleted, kept, err := deleteItems(ctx, r.a, r.kube, r.inv, r.opts.Certificates.CASecret, items, func(e Event) {
+	deleted, kept, err := deleteItems(ctx, newDeleteClients(r.a, r.kube), r.inv, r.opts.Certificates.CASecret, items, func(e Event) {
 		e.Step = plan.PruneStep
 		r.emit(e)
 	})

@@ -79,7 +79,8 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 	// backend is down must not keep anything else from being deleted, the
 	// CA Secret included.
 	admission, rest := splitAdmission(items)
-	d, k, err := deleteItems(ctx, a, kube, inv, opts.CASecret, admission, emit)
+	dc := newDeleteClients(a, kube)
+	d, k, err := deleteItems(ctx, dc, inv, opts.CASecret, admission, emit)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -102,7 +103,7 @@ func (rc *Reconciler) uninstall(ctx context.Context, opts UninstallOptions) ([]s
 		errs = append(errs, err)
 	}
 	deleted = append(deleted, d...)
-	d2, _, err := deleteItems(ctx, a, kube, inv, opts.CASecret, rest, emit)
+	d2, _, err := deleteItems(ctx, dc, inv, opts.CASecret, rest, emit)
 	deleted = append(deleted, d2...)
 	d = append(d, d2...)
 	if err != nil {

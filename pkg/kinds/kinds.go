@@ -5,7 +5,8 @@
 // when nothing else names one, and what the engine does differently for a
 // kind (secret fields it never shows, deletion that needs the explicit flag,
 // the canary rollout, the Services whose serving certificates it scans, the
-// objects Kubernetes makes in every namespace).
+// objects Kubernetes makes in every namespace, the kinds it makes objects of
+// by itself).
 //
 // Adding a kind is one row in [table] and one row in the table tests. No other
 // package keeps per-kind lists, and none spells a kind's name: code that
@@ -133,6 +134,13 @@ type Info struct {
 	// once finished (a Job's ttlSecondsAfterFinished): a hook object of
 	// the kind that is gone is looked up by its Events (pkg/engine).
 	RemovedWhenFinished bool
+	// MadeBySystem marks kinds whose objects Kubernetes makes by itself
+	// in any namespace (Events, Endpoints and EndpointSlices of Services):
+	// a namespace holding them holds nothing foreign (pkg/engine). No
+	// strategy writes them, so they are rows of [systemTable], not
+	// [table]: Lookup, All and Names do not know them; [MadeBySystem]
+	// does.
+	MadeBySystem bool
 }
 
 // Review names what a reader of a change needs to know about a kind.
@@ -423,6 +431,26 @@ var table = []Info{
 	{GroupKind: gk("autoscaling", "HorizontalPodAutoscaler"), Version: "v2", Resource: "horizontalpodautoscalers", Namespaced: true, Stage: StageAdmission},
 }
 
+// systemTable lists the kinds whose objects Kubernetes makes by itself
+// (Info.MadeBySystem). They are kept apart from [table] so that a strategy
+// that writes one still sees it as a kind the table does not know (a
+// custom resource, placed last), as before this table existed.
+var systemTable = []Info{
+	{GroupKind: gk("", "Event"), Version: "v1", Resource: "events", Namespaced: true, MadeBySystem: true},
+	{GroupKind: gk("events.k8s.io", "Event"), Version: "v1", Resource: "events", Namespaced: true, MadeBySystem: true},
+	{GroupKind: gk("", "Endpoints"), Version: "v1", Resource: "endpoints", Namespaced: true, MadeBySystem: true},
+	{GroupKind: gk("discovery.k8s.io", "EndpointSlice"), Version: "v1", Resource: "endpointslices", Namespaced: true, MadeBySystem: true},
+}
+
+// MadeBySystem reports whether Kubernetes makes the objects of a kind by
+// itself (Info.MadeBySystem of its row in [systemTable] or [table]).
+func MadeBySystem(gk schema.GroupKind) bool {
+	if info, ok := byGroupKind[gk]; ok {
+		return info.MadeBySystem
+	}
+	return madeBySystem[gk]
+}
+
 func gk(group, kind string) schema.GroupKind { return schema.GroupKind{Group: group, Kind: kind} }
 
 // unknownInfo is what Lookup returns for a kind outside the table: a custom
@@ -435,9 +463,14 @@ var (
 	byGroupKind = map[schema.GroupKind]Info{}
 	// byKind lists the non-core groups that have a kind of a given name.
 	byKind = map[string][]Info{}
+	// madeBySystem holds the kinds of systemTable.
+	madeBySystem = map[schema.GroupKind]bool{}
 )
 
 func init() {
+	for _, info := range systemTable {
+		madeBySystem[info.GroupKind] = info.MadeBySystem
+	}
 	for i := range table {
 		table[i].Order = i
 		table[i].PruneOrder = PruneOrderOf(table[i].Stage)

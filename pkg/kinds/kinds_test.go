@@ -211,7 +211,7 @@ func TestBehaviourOfEveryKind(t *testing.T) {
 		masked                                                  []string
 		definesKinds, storedWhole, folds, canary, routes, holds bool
 		inEveryNamespace                                        string
-		removedWhenFinished                                     bool
+		removedWhenFinished, madeBySystem                       bool
 	}
 	want := map[schema.GroupKind]behaviour{
 		CustomResourceDefinition:  {definesKinds: true, storedWhole: true},
@@ -224,18 +224,27 @@ func TestBehaviourOfEveryKind(t *testing.T) {
 		gk("apps", "Deployment"):  {role: RoleController},
 		gk("apps", "StatefulSet"): {role: RoleController},
 		gk("batch", "CronJob"):    {role: RoleController},
+		// Kinds no strategy writes, rows of systemTable.
+		gk("", "Event"):                         {madeBySystem: true},
+		gk("events.k8s.io", "Event"):            {madeBySystem: true},
+		gk("", "Endpoints"):                     {madeBySystem: true},
+		gk("discovery.k8s.io", "EndpointSlice"): {madeBySystem: true},
 	}
-	for _, info := range All() {
-		got := behaviour{info.Role, info.Masked, info.DefinesKinds, info.StoredWhole, info.FoldsStringData, info.Canary, info.RoutesToPods, info.HoldsCertificates, info.InEveryNamespace, info.RemovedWhenFinished}
+	madeBy := MadeBySystem
+	for _, info := range append(All(), systemTable...) {
+		got := behaviour{info.Role, info.Masked, info.DefinesKinds, info.StoredWhole, info.FoldsStringData, info.Canary, info.RoutesToPods, info.HoldsCertificates, info.InEveryNamespace, info.RemovedWhenFinished, madeBy(info.GroupKind)}
 		if w := want[info.GroupKind]; !reflect.DeepEqual(got, w) {
 			t.Errorf("%s: behaviour %+v, want %+v", info.GroupKind, got, w)
+		}
+		if _, known := Lookup(info.GroupKind); known == info.MadeBySystem {
+			t.Errorf("%s: known to Lookup %v, made by the system %v: Lookup knows the kinds strategies write, only those", info.GroupKind, known, info.MadeBySystem)
 		}
 		if (info.Role != "") != (info.PodTemplate != nil) {
 			t.Errorf("%s: role %q, pod template %v: every kind that runs pods has a role, no other", info.GroupKind, info.Role, info.PodTemplate)
 		}
 	}
 	info, _ := Lookup(gk("example.com", "Widget"))
-	if got := (behaviour{info.Role, info.Masked, info.DefinesKinds, info.StoredWhole, info.FoldsStringData, info.Canary, info.RoutesToPods, info.HoldsCertificates, info.InEveryNamespace, info.RemovedWhenFinished}); !reflect.DeepEqual(got, behaviour{}) {
+	if got := (behaviour{info.Role, info.Masked, info.DefinesKinds, info.StoredWhole, info.FoldsStringData, info.Canary, info.RoutesToPods, info.HoldsCertificates, info.InEveryNamespace, info.RemovedWhenFinished, madeBy(info.GroupKind)}); !reflect.DeepEqual(got, behaviour{}) {
 		t.Errorf("a custom resource has a behaviour: %+v", got)
 	}
 }

@@ -18,11 +18,16 @@ import (
 // objects. Every decision of this package (create, update, skip, prune,
 // keep) is made over what they return; none of them writes.
 
-// Reader reads live objects.
-type Reader interface {
+// Getter reads the live object of a strategy object.
+type Getter interface {
 	// Get returns the live object of a strategy object, nil when it does
 	// not exist.
 	Get(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+}
+
+// Reader reads live objects.
+type Reader interface {
+	Getter
 	// GetRef returns the live object of ref at the version the cluster
 	// prefers, nil when it does not exist or its kind is not served.
 	GetRef(ctx context.Context, ref strategy.ObjectRef) (*unstructured.Unstructured, error)

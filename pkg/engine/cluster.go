@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"context"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/plan"
+)
+
+// The interfaces below are what the engine's parts use of a cluster,
+// declared here where they are consumed, as pkg/plan declares what an
+// observation reads (plan.Getter, plan.Reader, plan.Discovery,
+// plan.Decider, plan.Writer, plan.Cluster), which the engine reuses. A
+// Reconciler holds the one *apply.Applier and derives from it what a call
+// needs (its options, a probe of a step's objects, a dry runner, a direct
+// reader); the parts it hands them to take only these interfaces, so a
+// test can give them a fake that needs no cluster (delete_fake_test.go,
+// hooks_fake_test.go).
+
+// Deleter deletes live objects.
+type Deleter interface {
+	// Delete deletes a live object if it is still the one read (its UID),
+	// retrying transient failures; absent is fine.
+	Delete(ctx context.Context, live *unstructured.Unstructured) error
+	// WaitGone waits until a deleted object is gone.
+	WaitGone(ctx context.Context, live *unstructured.Unstructured) error
+}
+
+// NamespacedKinds tells which namespaced kinds the cluster serves
+// (client-go's discovery client implements it).
+type NamespacedKinds interface {
+	ServerPreferredNamespacedResources() ([]*metav1.APIResourceList, error)
+}
+
+// deleteClients is what the delete path of prune and uninstall uses
+// (deleteItems): a Deleter for the items, and, for what no strategy names
+// (the other objects of a namespace, the custom resources of a CRD), the
+// served kinds and a dynamic client to list them.
+type deleteClients struct {
+	Deleter Deleter
+	Kinds   NamespacedKinds
+	Dynamic dynamic.Interface
+}
+
+// newDeleteClients returns the delete path's clients over an applier and
+// a typed client.
+func newDeleteClients(a *apply.Applier, kube kubernetes.Interface) deleteClients {
+	c := deleteClients{Deleter: a, Dynamic: a.Dynamic()}
+	if kube != nil {
+		c.Kinds = kube.Discovery()
+	}
+	return c
+}
+
+// hookClient is what a hook phase uses (hookRunner): it reads, writes and
+// deletes the hook objects.
+type hookClient interface {
+	plan.Getter
+	plan.Writer
+	Deleter
+}
+
+// The applier and the discovery client implement what the engine's parts
+// consume; a rename on either side fails here, not silently at run time.
+var (
+	_ Deleter         = (*apply.Applier)(nil)
+	_ hookClient      = (*apply.Applier)(nil)
+	_ plan.Cluster    = (*apply.Applier)(nil)
+	_ NamespacedKinds = (discovery.DiscoveryInterface)(nil)
+)
