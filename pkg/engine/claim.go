@@ -35,23 +35,48 @@ func (e *ClaimedError) Error() string {
 	return fmt.Sprintf("claimed by %s: %s%s of the strategy belong to it; nothing applied until it is uninstalled", e.Holder.Describe(), e.Refs[0], more)
 }
 
-// checkClaims reads the live copies of the strategy's cluster-scoped
-// objects (discovery says which kinds are; kinds not served yet have no
-// live objects) before anything is written. Those labelled by another
-// installation whose inventory still exists make a *ClaimedError naming
-// it; those labelled by one that no longer exists are released: the
-// returned map (see apply.Options.Released) lets Run take them over.
-// Objects an older installstrategy labelled (legacy managed-by values)
-// cannot be traced to an inventory: they stay per-object conflicts.
-func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, error) {
-	cluster, err := clusterScoped(r.a, r.s.Objects)
+// claimClients is what the claim check reads (checkClaims): served kinds,
+// the metadata of live objects through a probe of the objects checked
+// (apply.Applier.Probe: one list where that is cheaper than one read per
+// object), and the inventories of the installations that labelled them.
+type claimClients struct {
+	Discovery plan.Discovery
+	Probe     func(ctx context.Context, objs []*unstructured.Unstructured) MetadataReader
+	Holders   Holders
+}
+
+// claimClients returns the run's clients of the claim check.
+func (r *run) claimClients() claimClients {
+	a := r.a
+	return claimClients{
+		Discovery: a,
+		Probe: func(ctx context.Context, objs []*unstructured.Unstructured) MetadataReader {
+			return a.Probe(ctx, objs)
+		},
+		Holders: r.invs,
+	}
+}
+
+// checkClaims reads the live copies of the cluster-scoped objects among
+// objs (discovery says which kinds are; kinds not served yet have no live
+// objects) before anything is written. Those labelled by another
+// installation than owner whose inventory still exists make a
+// *ClaimedError naming it; those labelled by one that no longer exists
+// are released: the returned map (see apply.Options.Released) lets Run
+// take them over. Objects an older installstrategy labelled (legacy
+// managed-by values) cannot be traced to an inventory: they stay
+// per-object conflicts. absent holds the cluster-scoped objects that do
+// not exist (the CRD preflight of the run that takes this answer does not
+// read them again).
+func checkClaims(ctx context.Context, c claimClients, owner inventory.Owner, objs []*unstructured.Unstructured) (released map[strategy.ObjectRef]string, absent map[strategy.ObjectRef]bool, err error) {
+	cluster, err := clusterScoped(c.Discovery, objs)
 	if err != nil {
-		return nil, fmt.Errorf("claim check: %w", err)
+		return nil, nil, fmt.Errorf("claim check: %w", err)
 	}
 	if len(cluster) == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	a := r.a.Probe(ctx, cluster)
+	a := c.Probe(ctx, cluster)
 	type holder struct{ namespace, name string }
 	type held struct {
 		ref    strategy.ObjectRef
@@ -64,17 +89,15 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 		// metadata list answers for objects the cache does not hold.
 		live, err := a.GetMetadata(ctx, o)
 		if err != nil {
-			return nil, fmt.Errorf("claim check: %w", err)
+			return nil, nil, fmt.Errorf("claim check: %w", err)
 		}
 		if live == nil {
-			// The CRD preflight of the run that takes this answer does
-			// not read it again.
-			if r.absent == nil {
-				r.absent = map[strategy.ObjectRef]bool{}
+			if absent == nil {
+				absent = map[strategy.ObjectRef]bool{}
 			}
-			r.absent[strategy.RefOf(o)] = true
+			absent[strategy.RefOf(o)] = true
 		}
-		if live == nil || apply.ClaimOf(live, r.opts.Owner) != inventory.ClaimOther {
+		if live == nil || apply.ClaimOf(live, owner) != inventory.ClaimOther {
 			continue
 		}
 		l := live.GetLabels()
@@ -90,12 +113,11 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 	sort.Slice(holders, func(i, j int) bool {
 		return holders[i].namespace+"/"+holders[i].name < holders[j].namespace+"/"+holders[j].name
 	})
-	var released map[strategy.ObjectRef]string
 	for _, h := range holders {
 		objs := byHolder[h]
-		owner, alive, err := r.invs.Holder(ctx, objs[0].labels)
+		holder, alive, err := c.Holders.Holder(ctx, objs[0].labels)
 		if err != nil {
-			return nil, fmt.Errorf("claim check: %w", err)
+			return nil, nil, fmt.Errorf("claim check: %w", err)
 		}
 		refs := make([]strategy.ObjectRef, 0, len(objs))
 		for _, o := range objs {
@@ -103,7 +125,7 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 		}
 		sort.Slice(refs, func(i, j int) bool { return refs[i].Less(refs[j]) })
 		if alive {
-			return nil, &ClaimedError{Holder: owner, Refs: refs}
+			return nil, nil, &ClaimedError{Holder: holder, Refs: refs}
 		}
 		if released == nil {
 			released = map[strategy.ObjectRef]string{}
@@ -112,7 +134,7 @@ func (r *run) checkClaims(ctx context.Context) (map[strategy.ObjectRef]string, e
 			released[ref] = inventory.OtherOwner(objs[0].labels)
 		}
 	}
-	return released, nil
+	return released, absent, nil
 }
 
 // claim runs checkClaims (or takes the answer of the check that ran just
@@ -124,7 +146,7 @@ func (r *run) claim(ctx context.Context) error {
 		r.absent = c.absent
 	} else {
 		var err error
-		if released, err = r.checkClaims(ctx); err != nil {
+		if released, r.absent, err = checkClaims(ctx, r.claimClients(), r.opts.Owner, r.s.Objects); err != nil {
 			return err
 		}
 	}
@@ -176,11 +198,11 @@ func (rc *Reconciler) CheckClaims(ctx context.Context, s *strategy.Strategy, opt
 		return nil, fmt.Errorf("claim check: %w", err)
 	}
 	r := &run{opts: opts, s: withImplicitNamespaces(ts, opts.Owner.Namespace), a: a, invs: inventory.NewStore(rc.kube)}
-	released, err := r.checkClaims(ctx)
+	released, absent, err := checkClaims(ctx, r.claimClients(), opts.Owner, r.s.Objects)
 	if err != nil {
 		return nil, err
 	}
-	return &Claims{s: s, owner: opts.Owner, released: released, absent: r.absent}, nil
+	return &Claims{s: s, owner: opts.Owner, released: released, absent: absent}, nil
 }
 
 // clusterScoped returns the objects of kinds the cluster serves without a

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/installstrategy/installstrategy/pkg/apply"
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/plan"
 )
 
@@ -30,6 +31,21 @@ type Deleter interface {
 	Delete(ctx context.Context, live *unstructured.Unstructured) error
 	// WaitGone waits until a deleted object is gone.
 	WaitGone(ctx context.Context, live *unstructured.Unstructured) error
+}
+
+// MetadataReader reads the labels and annotations of live objects.
+type MetadataReader interface {
+	// GetMetadata returns the live object of a strategy object, with its
+	// metadata at least; nil when it does not exist.
+	GetMetadata(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
+}
+
+// Holders finds the installation whose labels an object carries
+// (inventory.Store implements it).
+type Holders interface {
+	// Holder returns the installation the labels name and whether its
+	// inventory still exists.
+	Holder(ctx context.Context, labels map[string]string) (owner inventory.Owner, alive bool, err error)
 }
 
 // NamespacedKinds tells which namespaced kinds the cluster serves
@@ -72,5 +88,7 @@ var (
 	_ Deleter         = (*apply.Applier)(nil)
 	_ hookClient      = (*apply.Applier)(nil)
 	_ plan.Cluster    = (*apply.Applier)(nil)
+	_ MetadataReader  = (*apply.Applier)(nil)
 	_ NamespacedKinds = (discovery.DiscoveryInterface)(nil)
+	_ Holders         = (*inventory.Store)(nil)
 )
