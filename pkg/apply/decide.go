@@ -14,7 +14,7 @@ import (
 
 // Prepare returns the object Apply would write for obj given its live
 // object (nil when absent): with the owner's labels and identity (see
-// Prepare), or, for an existing object that no installation owns of a kind
+// prepare), or, for an existing object that no installation owns of a kind
 // the table merges into (kinds.Info.MergeIntoExisting), only the
 // strategy's own fields (see prepareShared).
 func (a *Applier) Prepare(obj, live *unstructured.Unstructured) (*unstructured.Unstructured, error) {

@@ -9,8 +9,15 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/installstrategy/installstrategy/pkg/inventory"
 	"github.com/installstrategy/installstrategy/pkg/kinds"
+	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
+
+// Prepare is prepare with the pod template's identity annotations.
+func Prepare(obj *unstructured.Unstructured, id strategy.Identity, owner inventory.Owner) (*unstructured.Unstructured, error) {
+	return prepare(obj, id, owner, true)
+}
 
 // SharesForTest reports how many bulky fields the informer's own copy of
 // an object holds as the very value Share recorded, and how many it has.

@@ -23,19 +23,13 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-// Prepare returns the object as the applier writes it: without status and
+// prepare returns the object as the applier writes it: without status and
 // creation timestamps, with the owner's labels (pkg/inventory) and the
-// identity annotations on the object and on its pod template, and with the
-// metakeys.AppliedHashAnnotation over all of that. obj is not modified; the result
-// shares obj's values below its top level and its metadata, so it must
-// not be changed in place below them (copy it first, as the fallback
-// update does).
-func Prepare(obj *unstructured.Unstructured, id strategy.Identity, owner inventory.Owner) (*unstructured.Unstructured, error) {
-	return prepare(obj, id, owner, true)
-}
-
-// prepare is Prepare, with the pod template's identity annotations only
-// when templates is true.
+// identity annotations on the object and, when templates is true, on its
+// pod template, and with the metakeys.AppliedHashAnnotation over all of
+// that. obj is not modified; the result shares obj's values below its top
+// level and its metadata, so it must not be changed in place below them
+// (copy it first, as the fallback update does).
 func prepare(obj *unstructured.Unstructured, id strategy.Identity, owner inventory.Owner, templates bool) (*unstructured.Unstructured, error) {
 	u := strip(obj)
 	labels := u.GetLabels()

@@ -41,8 +41,8 @@ func (e *ClaimedError) Error() string {
 // object), and the inventories of the installations that labelled them.
 type claimClients struct {
 	Discovery plan.Discovery
-	Probe     func(ctx context.Context, objs []*unstructured.Unstructured) MetadataReader
-	Holders   Holders
+	Probe     func(ctx context.Context, objs []*unstructured.Unstructured) metadataReader
+	Holders   holders
 }
 
 // claimClients returns the run's clients of the claim check.
@@ -50,7 +50,7 @@ func (r *run) claimClients() claimClients {
 	a := r.a
 	return claimClients{
 		Discovery: a,
-		Probe: func(ctx context.Context, objs []*unstructured.Unstructured) MetadataReader {
+		Probe: func(ctx context.Context, objs []*unstructured.Unstructured) metadataReader {
 			return a.Probe(ctx, objs)
 		},
 		Holders: r.invs,

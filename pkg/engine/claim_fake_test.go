@@ -18,7 +18,7 @@ import (
 )
 
 // The claim check (checkClaims) over fakes of what it reads (plan.Discovery,
-// MetadataReader, Holders): which installation holds the strategy's
+// metadataReader, holders): which installation holds the strategy's
 // cluster-scoped objects, what is released, what is absent. The cluster
 // tests of claim_test.go show the same against a real API server.
 
@@ -107,7 +107,7 @@ func TestCheckClaimsWithFakes(t *testing.T) {
 			var probed []string
 			c := claimClients{
 				Discovery: fakeScopes{notServed: map[string]bool{"Gadget": true}},
-				Probe: func(_ context.Context, objs []*unstructured.Unstructured) MetadataReader {
+				Probe: func(_ context.Context, objs []*unstructured.Unstructured) metadataReader {
 					for _, o := range objs {
 						probed = append(probed, strategy.RefOf(o).String())
 					}

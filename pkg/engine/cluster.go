@@ -20,47 +20,47 @@ import (
 // plan.Decider, plan.Writer, plan.Cluster), which the engine reuses. A
 // Reconciler holds the one *apply.Applier and derives from it what a call
 // needs (its options, a probe of a step's objects, a dry runner, a direct
-// reader); the parts it hands them to take only these interfaces, so a
-// test can give them a fake that needs no cluster (delete_fake_test.go,
-// hooks_fake_test.go).
+// reader); the parts it hands them to (the delete path of prune and
+// uninstall, hook phases, the claim check) take only these interfaces, so
+// a test can give them fakes that need no cluster (*_fake_test.go).
 
-// Deleter deletes live objects.
-type Deleter interface {
-	// Delete deletes a live object if it is still the one read (its UID),
-	// retrying transient failures; absent is fine.
+// deleter deletes live objects.
+type deleter interface {
+	// Delete deletes a live object if it is still the same object (its
+	// UID).
 	Delete(ctx context.Context, live *unstructured.Unstructured) error
 	// WaitGone waits until a deleted object is gone.
 	WaitGone(ctx context.Context, live *unstructured.Unstructured) error
 }
 
-// MetadataReader reads the labels and annotations of live objects.
-type MetadataReader interface {
+// metadataReader reads the labels and annotations of live objects.
+type metadataReader interface {
 	// GetMetadata returns the live object of a strategy object, with its
 	// metadata at least; nil when it does not exist.
 	GetMetadata(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error)
 }
 
-// Holders finds the installation whose labels an object carries
+// holders finds the installation whose labels an object carries
 // (inventory.Store implements it).
-type Holders interface {
+type holders interface {
 	// Holder returns the installation the labels name and whether its
 	// inventory still exists.
 	Holder(ctx context.Context, labels map[string]string) (owner inventory.Owner, alive bool, err error)
 }
 
-// NamespacedKinds tells which namespaced kinds the cluster serves
+// namespacedKinds tells which namespaced kinds the cluster serves
 // (client-go's discovery client implements it).
-type NamespacedKinds interface {
+type namespacedKinds interface {
 	ServerPreferredNamespacedResources() ([]*metav1.APIResourceList, error)
 }
 
 // deleteClients is what the delete path of prune and uninstall uses
-// (deleteItems): a Deleter for the items, and, for what no strategy names
+// (deleteItems): a deleter for the items, and, for what no strategy names
 // (the other objects of a namespace, the custom resources of a CRD), the
 // served kinds and a dynamic client to list them.
 type deleteClients struct {
-	Deleter Deleter
-	Kinds   NamespacedKinds
+	Deleter deleter
+	Kinds   namespacedKinds
 	Dynamic dynamic.Interface
 }
 
@@ -79,16 +79,16 @@ func newDeleteClients(a *apply.Applier, kube kubernetes.Interface) deleteClients
 type hookClient interface {
 	plan.Getter
 	plan.Writer
-	Deleter
+	deleter
 }
 
 // The applier and the discovery client implement what the engine's parts
 // consume; a rename on either side fails here, not silently at run time.
 var (
-	_ Deleter         = (*apply.Applier)(nil)
+	_ deleter         = (*apply.Applier)(nil)
 	_ hookClient      = (*apply.Applier)(nil)
 	_ plan.Cluster    = (*apply.Applier)(nil)
-	_ MetadataReader  = (*apply.Applier)(nil)
-	_ NamespacedKinds = (discovery.DiscoveryInterface)(nil)
-	_ Holders         = (*inventory.Store)(nil)
+	_ metadataReader  = (*apply.Applier)(nil)
+	_ namespacedKinds = (discovery.DiscoveryInterface)(nil)
+	_ holders         = (*inventory.Store)(nil)
 )

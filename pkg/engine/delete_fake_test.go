@@ -22,7 +22,7 @@ import (
 )
 
 // The delete path of prune and uninstall (deleteItems) over fakes of the
-// interfaces it takes (Deleter, NamespacedKinds, a dynamic client): which
+// interfaces it takes (deleter, namespacedKinds, a dynamic client): which
 // items it deletes, which it keeps and why, and what leaves the
 // inventory. The cluster tests (TestPruneKeepsForeignNamespace and the
 // uninstall tests) show the same against a real API server.
@@ -51,8 +51,8 @@ func (k fakeKinds) ServerPreferredNamespacedResources() ([]*metav1.APIResourceLi
 	return k, nil
 }
 
-var _ Deleter = (*fakeDeleter)(nil)
-var _ NamespacedKinds = fakeKinds(nil)
+var _ deleter = (*fakeDeleter)(nil)
+var _ namespacedKinds = fakeKinds(nil)
 
 // servedKinds are the namespaced kinds of the fake cluster: its own kinds
 // and the kinds Kubernetes makes objects of by itself.
