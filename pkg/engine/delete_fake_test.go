@@ -24,8 +24,9 @@ import (
 // The delete path of prune and uninstall (deleteItems) over fakes of the
 // interfaces it takes (deleter, namespacedKinds, a dynamic client): which
 // items it deletes, which it keeps and why, and what leaves the
-// inventory. The cluster tests (TestPruneKeepsForeignNamespace and the
-// uninstall tests) show the same against a real API server.
+// inventory. The cluster tests (the uninstall and prune tests here,
+// internal/cli's TestClusterManifestStyles for a namespace kept) show the
+// same against a real API server.
 
 // fakeDeleter records deletes; fail fails the delete of the named refs.
 type fakeDeleter struct {
