@@ -47,7 +47,7 @@ type run struct {
 	res     *Result
 	// probed is the applier of the step running (apply.Probe over its
 	// objects), which the certificates' reads of its Secrets use too.
-	probed *apply.Applier
+	probed plan.Getter
 	// crds is the applied CRD step not yet waited for (settleCRDs).
 	crds *appliedCRDs
 	// ensured holds, by name, the results of the Namespaces applied
@@ -296,7 +296,7 @@ func (r *run) step(ctx context.Context, step plan.Step) ([]error, error) {
 // step); DaemonSets on the update path go through the canary rollout. A
 // Job that completed before with the same applied hash and was removed
 // since (ttlSecondsAfterFinished) is not run again.
-func (r *run) applyOne(ctx context.Context, a *apply.Applier, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
+func (r *run) applyOne(ctx context.Context, a plan.Writer, step plan.Step, obj *unstructured.Unstructured) (apply.Result, error) {
 	if info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind()); step.Stage == kinds.StageWorkloads && info.Canary && obj.GetAPIVersion() == info.APIVersion() &&
 		r.res.Plan.Path == plan.PathUpdate && !r.opts.Canary.Disabled && !r.opts.NoWait {
 		return r.canary(ctx, step, obj)
@@ -311,7 +311,7 @@ func (r *run) applyOne(ctx context.Context, a *apply.Applier, step plan.Step, ob
 // except those this run applied ahead of the steps, and emits an
 // EventApplied for each. Conflicts (*apply.ConflictError) are returned
 // apart from the other errors.
-func (r *run) writeStep(ctx context.Context, a *apply.Applier, step plan.Step, objs []*unstructured.Unstructured) (results []apply.Result, conflicts, errs []error) {
+func (r *run) writeStep(ctx context.Context, a plan.Writer, step plan.Step, objs []*unstructured.Unstructured) (results []apply.Result, conflicts, errs []error) {
 	results = make([]apply.Result, len(objs))
 	var mu sync.Mutex
 	g, gctx := errgroup.WithContext(ctx)

@@ -167,7 +167,7 @@ func (r *run) typedSecret(ctx context.Context, ns, name string) (*corev1.Secret,
 	ref.SetGroupVersionKind(kinds.Secret.WithVersion("v1"))
 	ref.SetNamespace(ns)
 	ref.SetName(name)
-	a := r.a
+	var a plan.Getter = r.a
 	r.mu.Lock()
 	if r.probed != nil {
 		a = r.probed
