@@ -23,7 +23,9 @@ import (
 // walkChartRepository serves, on loopback, a Helm chart repository (an
 // index.yaml with digests, and the archives) of the chart "small": the
 // small product at each version, declaring upgradeFrom where one is
-// given; a version whose upgradeFrom is "broken" fails to render.
+// given; a version whose upgradeFrom is "broken" fails to render, and
+// one whose upgradeFrom ends in " bad" also holds a Service the API
+// server refuses.
 func walkChartRepository(t *testing.T, ns string, versions [][2]string) string {
 	t.Helper()
 	for _, v := range []string{"HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"} {
@@ -44,9 +46,12 @@ func walkChartRepository(t *testing.T, ns string, versions [][2]string) string {
 			}
 		}
 		write("Chart.yaml", "apiVersion: v2\nname: small\nversion: "+version+"\n")
-		switch upgradeFrom {
-		case "broken":
+		switch {
+		case upgradeFrom == "broken":
 			write("templates/all.yaml", `{{ fail "this version does not render" }}`)
+		case strings.HasSuffix(upgradeFrom, " bad"):
+			write("templates/all.yaml", walkStrategy(ns, version, strings.TrimSuffix(upgradeFrom, " bad")))
+			write("templates/bad.yaml", "apiVersion: v1\nkind: Service\nmetadata:\n  name: bad\n  namespace: "+ns+"\nspec:\n  type: Bogus\n  ports:\n  - port: 80\n")
 		default:
 			write("templates/all.yaml", walkStrategy(ns, version, upgradeFrom))
 		}
@@ -91,7 +96,8 @@ func walkChartRepository(t *testing.T, ns string, versions [][2]string) string {
 // refused, writing nothing; --walk-upgrade-path needs --allow-unsigned
 // (the repository signs nothing we verify) and refuses --key; plan shows
 // the walk; apply walks 1.0.0 -> 2.0.0 -> 3.0.0, each hop rendered with
-// the same values and rolled over, each a revision naming its chart.
+// the same values and rolled over, each a revision naming its chart; a
+// hop the API server refuses stops the walk, naming 3.0.0.
 func TestApplyWalksUpgradePathFromHelmRepository(t *testing.T) {
 	env, ctx, ns := smallProduct(t)
 	url := walkChartRepository(t, ns, [][2]string{{"1.0.0", ""}, {"2.0.0", ">= 1.0.0"}, {"2.5.0", "broken"}, {"3.0.0", ">= 2.0.0"}, {"5.0.0", ">= 4.0.0"}})
@@ -148,5 +154,14 @@ func TestApplyWalksUpgradePathFromHelmRepository(t *testing.T) {
 	code, out, errOut = run(t, nil, chart("5.0.0", "apply", "--walk-upgrade-path", "--allow-unsigned")...)
 	if code != 1 || !strings.Contains(errOut, "apply would write nothing: no upgrade path from 3.0.0 to 5.0.0") || version() != "3.0.0" {
 		t.Errorf("apply --from-helm --walk-upgrade-path with no chain: exit %d, config at %s\n%s%s", code, version(), out, errOut)
+	}
+
+	// A hop that fails stops the walk, naming the last version rolled
+	// over: 4.0.0 holds a Service the API server refuses.
+	url = walkChartRepository(t, ns, [][2]string{{"3.0.0", ">= 2.0.0"}, {"4.0.0", ">= 3.0.0 bad"}, {"6.0.0", ">= 4.0.0"}})
+	code, out, errOut = run(t, nil, chart("6.0.0", "apply", "--walk-upgrade-path", "--allow-unsigned", "--wait", "--timeout", "1m")...)
+	if code == 0 || !strings.Contains(errOut, "upgrade path 3.0.0 -> 4.0.0 -> 6.0.0 stopped at hop 1/2 (3.0.0 -> 4.0.0), the last version rolled over is 3.0.0") ||
+		strings.Contains(out, "hop 2/2") || version() != "3.0.0" {
+		t.Errorf("a walk whose first hop fails: exit %d, config at %s; want it stopped at hop 1 naming 3.0.0\n%s%s", code, version(), out, errOut)
 	}
 }
