@@ -165,3 +165,24 @@ func TestApplyWalksUpgradePathFromHelmRepository(t *testing.T) {
 		t.Errorf("a walk whose first hop fails: exit %d, config at %s; want it stopped at hop 1 naming 3.0.0\n%s%s", code, version(), out, errOut)
 	}
 }
+
+// apply's and plan's chart flags go with --from-helm only, and
+// --from-helm takes the place of the strategy argument (usage errors,
+// before anything is read or rendered).
+func TestFromHelmUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply", "s.yaml", "--set", "a=b"}, "--set applies to --from-helm"},
+		{[]string{"plan", "s.yaml", "--repo", "https://example.com"}, "--repo applies to --from-helm"},
+		{[]string{"apply", "s.yaml", "--from-helm", "small"}, "take the place of the manifests argument"},
+		{[]string{"apply", "--from-helm", "small", "--adopt-helm-release", "small"}, "--adopt-helm-release takes the strategy as an argument"},
+		{[]string{"plan", "--from-helm", "small", "-f", "s.yaml"}, "-f is the manifests file here"},
+	} {
+		code, out, errOut := run(t, nil, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, want 2 and %q\n%s%s", tc.args, code, tc.want, out, errOut)
+		}
+	}
+}
