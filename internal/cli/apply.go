@@ -158,7 +158,7 @@ type applyCmd struct {
 func newApplyCommand(o *options) *cobra.Command {
 	c := &applyCmd{o: o}
 	cmd := &cobra.Command{
-		Use:     "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
+		Use:     "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --from-helm CHART | --adopt-helm-release NAME",
 		Short:   "Reconcile a strategy into the cluster, without an operator",
 		Long:    applyLong,
 		Example: applyExample,
