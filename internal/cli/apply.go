@@ -85,6 +85,16 @@ shortest chain in which each version admits the one before is applied hop by
 hop, each rolled over (as with --wait) before the next and recorded in the
 history. No chain: nothing is written, exit status 1, with what was looked at.
 
+--from-helm CHART takes the place of the strategy argument: the chart is
+rendered as encode --from-helm renders it (--values, --set and the other chart
+flags; --version is the chart's version, the strategy's version the chart's).
+With --from-helm NAME --repo URL, --walk-upgrade-path lists the chart's versions
+in the repository's index.yaml and renders each hop with the same values and
+flags. A Helm repository over HTTP carries no signature installstrategy
+verifies: the chart and version you name are yours, as a file is, but the
+versions of a walk are the repository's, so the walk needs --allow-unsigned
+(--key, which nothing there can meet, is refused).
+
 --dry-run=server sends every object the reconcile would create or update as a
 server-side dry run (admission and validation run, nothing is stored) and
 prints what each would do, prune included; --dry-run=client sends nothing and
@@ -124,6 +134,8 @@ For example (plan --adopt-helm-release shows the takeover first):
 
 const applyExample = `  kubectl installstrategy apply sample-v1.0.0.yaml -n sample --wait
   kubectl installstrategy apply oci://ghcr.io/acme/sample:v3.0.0 -n sample --walk-upgrade-path --key cosign.pub --wait
+  kubectl installstrategy apply --from-helm sample --repo https://charts.acme.example --version 3.0.0 --values prod.yaml \
+      -n sample --walk-upgrade-path --allow-unsigned --wait
   kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m
   kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`
 
@@ -140,12 +152,13 @@ type applyCmd struct {
 	helm   helmAdoption
 	ct     *clusterTrust
 	walk   walkFlag
+	chart  chartFlags
 }
 
 func newApplyCommand(o *options) *cobra.Command {
 	c := &applyCmd{o: o}
 	cmd := &cobra.Command{
-		Use:     "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
+		Use:     "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --from-helm CHART | --adopt-helm-release NAME",
 		Short:   "Reconcile a strategy into the cluster, without an operator",
 		Long:    applyLong,
 		Example: applyExample,
@@ -168,6 +181,7 @@ func (c *applyCmd) add(cmd *cobra.Command) {
 	c.f.add(cmd)
 	c.helm.add(cmd)
 	c.walk.add(cmd)
+	c.chart.add(cmd)
 }
 
 // validate checks --dry-run and -o.
@@ -192,12 +206,18 @@ func (c *applyCmd) validate(cmd *cobra.Command) error {
 func (c *applyCmd) run(cmd *cobra.Command, args []string) error {
 	o, f := c.o, &c.f
 	o.clusterTrust = c.ct // cm/NAME is read through the trust gate
+	if err := c.chart.check(cmd, args, c.file.path, c.helm.name != ""); err != nil {
+		return err
+	}
 	if c.helm.name != "" {
 		return c.helm.apply(cmd, o, args, c.file, f, c.a, c.dryRun)
 	}
-	src, err := c.file.source(cmd, args)
-	if err != nil {
-		return err
+	var src string
+	if !c.chart.given() {
+		var err error
+		if src, err = c.file.source(cmd, args); err != nil {
+			return err
+		}
 	}
 	if err := c.validate(cmd); err != nil {
 		return err
@@ -207,17 +227,17 @@ func (c *applyCmd) run(cmd *cobra.Command, args []string) error {
 	// a margin past it so that reason is what is reported.
 	ctx, cancel := context.WithTimeout(cmd.Context(), c.a.timeout+30*time.Second)
 	defer cancel()
+	l, err := o.applyTarget(ctx, src, &c.chart, f)
+	if err != nil {
+		return err
+	}
 	if c.dryRun == "server" {
-		p, l, err := o.observePlan(ctx, src, f)
+		p, l, err := o.observeLoaded(ctx, l, f)
 		if err != nil {
 			return err
 		}
 		printWarnings(o.streams.ErrOut, l.Warnings)
 		return printDryRun(o.streams.Out, c.out, p, l.Strategy, "server dry run")
-	}
-	l, err := o.strategyArg(ctx, src)
-	if err != nil {
-		return err
 	}
 	if c.walk.walk && c.dryRun == "none" {
 		p, err := o.walkFor(ctx, c.ct, src, l, f)
@@ -242,7 +262,22 @@ func (c *applyCmd) run(cmd *cobra.Command, args []string) error {
 		}
 		return printDryRun(o.streams.Out, c.out, nil, l.Strategy, "client dry run")
 	}
-	return withWalkHint(o.runApply(ctx, cl, l, f, c.a, sourceName(src)))
+	return withWalkHint(o.runApply(ctx, cl, l, f, c.a, o.targetSource(src, l.Strategy.Identity.Version)))
+}
+
+// applyTarget loads the strategy of apply and plan: the chart of
+// --from-helm rendered (its repository then lists a walk's versions), or
+// the argument.
+func (o *options) applyTarget(ctx context.Context, src string, chart *chartFlags, f *reconcileFlags) (*codec.Loaded, error) {
+	if !chart.given() {
+		return o.strategyArg(ctx, src)
+	}
+	l, err := chart.load(ctx, o, f.identity.Version, f)
+	if err != nil {
+		return nil, err
+	}
+	o.chart = &chartWalk{c: chart, f: f}
+	return l, nil
 }
 
 // runApply reconciles a loaded (and prepared) strategy into the cluster as

@@ -43,7 +43,10 @@ When another installation still holds the product's cluster-scoped objects
 --walk-upgrade-path (with --key) shows the walk apply --walk-upgrade-path would
 take to a strategy whose upgradeFrom does not admit the installed version (each
 hop, and each listed version skipped with why), then the plan of its first hop;
-no chain is exit status 1 with what was looked at.
+no chain is exit status 1 with what was looked at. --from-helm CHART (with the
+chart flags, as apply) plans a rendered chart; with --repo URL the walk lists
+the chart's versions in the repository's index.yaml (unsigned: plan shows it
+with a note, apply needs --allow-unsigned).
 
 --adopt-helm-release NAME plans the takeover of a Helm release (see apply):
 the release's deployed manifest is the strategy unless one is given, its
@@ -66,12 +69,13 @@ type planCmd struct {
 	helm        helmAdoption
 	ct          *clusterTrust
 	walk        walkFlag
+	chart       chartFlags
 }
 
 func newPlanCommand(o *options) *cobra.Command {
 	c := &planCmd{o: o}
 	cmd := &cobra.Command{
-		Use:     "plan FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --adopt-helm-release NAME",
+		Use:     "plan FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --from-helm CHART | --adopt-helm-release NAME",
 		Short:   "Show what a reconcile of a strategy would do now, writing nothing",
 		Long:    planLong,
 		Example: planExample,
@@ -93,6 +97,7 @@ func (c *planCmd) add(cmd *cobra.Command) {
 	c.helm.add(cmd)
 	c.ct = addOptionalClusterTrust(cmd)
 	c.walk.add(cmd)
+	c.chart.add(cmd)
 }
 
 // source returns the strategy argument: the argument, -f or --strategy
@@ -114,9 +119,15 @@ func (c *planCmd) run(cmd *cobra.Command, args []string) error {
 	o := c.o
 	o.clusterTrust = c.ct // cm/NAME and oci:// by tag: --key checks them
 	fail := func(err error) error { return &ExitError{Code: 2, Err: err} }
-	src, err := c.source(cmd, args)
-	if err != nil {
+	if err := c.chart.check(cmd, args, c.file.path+c.strategyArg, c.helm.name != ""); err != nil {
 		return err
+	}
+	var src string
+	if !c.chart.given() {
+		var err error
+		if src, err = c.source(cmd, args); err != nil {
+			return err
+		}
 	}
 	if err := c.out.validate(); err != nil {
 		return err
@@ -135,7 +146,10 @@ func (c *planCmd) run(cmd *cobra.Command, args []string) error {
 	} else if c.walk.walk {
 		p, l, err = c.observeWalk(cmd.Context(), src)
 	} else {
-		p, l, err = o.observePlan(cmd.Context(), src, &c.f)
+		l, err = o.applyTarget(cmd.Context(), src, &c.chart, &c.f)
+		if err == nil {
+			p, l, err = o.observeLoaded(cmd.Context(), l, &c.f)
+		}
 	}
 	if noPath := (*upgradepath.NoPathError)(nil); errors.As(err, &noPath) {
 		fmt.Fprintf(o.streams.ErrOut, "apply --walk-upgrade-path would write nothing: %s\n", noPath)
@@ -166,7 +180,7 @@ func (c *planCmd) run(cmd *cobra.Command, args []string) error {
 // write first.
 func (c *planCmd) observeWalk(ctx context.Context, src string) (*plan.Plan, *codec.Loaded, error) {
 	o := c.o
-	l, err := o.strategyArg(ctx, src)
+	l, err := o.applyTarget(ctx, src, &c.chart, &c.f)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -105,6 +105,9 @@ type options struct {
 	// clusterTrust, when set (apply's --key and --allow-unsigned), is
 	// what a strategy read from the cluster (cm/NAME) must pass.
 	clusterTrust *clusterTrust
+	// chart, when set (apply's and plan's --from-helm), is the chart the
+	// strategy was rendered from: a walk lists its repository.
+	chart *chartWalk
 	// oci is the registry client, made on first use (ociClient).
 	oci *oci.Client
 }

@@ -27,7 +27,23 @@ import (
 // operator's default.
 
 // walkHelp is the help of --walk-upgrade-path.
-const walkHelp = `when the strategy's upgradeFrom does not admit the installed version, walk there through the versions its source lists (oci://REF:TAG: the repository's tags; cm/NAME: the strategies stored in the namespace), each loaded through --key and applied and rolled over before the next (default: refuse, as the operator's spec.upgradePath Refuse)`
+const walkHelp = `when the strategy's upgradeFrom does not admit the installed version, walk there through the versions its source lists (oci://REF:TAG: the repository's tags; cm/NAME: the strategies stored in the namespace; --from-helm NAME --repo URL: the chart's versions in the repository's index.yaml), each loaded through --key (a Helm repository: rendered as the target, with --allow-unsigned) and applied and rolled over before the next (default: refuse, as the operator's spec.upgradePath Refuse)`
+
+// chartWalk is the chart apply or plan renders (--from-helm), whose
+// repository a walk lists (options.chart).
+type chartWalk struct {
+	c *chartFlags
+	f *reconcileFlags
+}
+
+// targetSource names the target in the history: the chart rendered, or
+// the argument.
+func (o *options) targetSource(src, version string) string {
+	if o.chart != nil {
+		return o.chart.c.source(version)
+	}
+	return sourceName(src)
+}
 
 // walkFlag is --walk-upgrade-path.
 type walkFlag struct{ walk bool }
@@ -66,12 +82,25 @@ func (o *options) planWalk(ctx context.Context, ct *clusterTrust, src, installed
 	if !upgradepath.Needed(installed, target) {
 		return nil, nil
 	}
-	if ct == nil || len(ct.keys) == 0 || ct.allowUnsigned {
-		return nil, usageError(errors.New("--walk-upgrade-path loads versions nobody named on the command line: give --key with the keys they must be signed by (--allow-unsigned does not extend to them)"))
-	}
-	lister, hop, err := o.walkSource(ctx, src)
-	if err != nil {
-		return nil, err
+	var (
+		lister source.VersionLister
+		hop    func(context.Context, string) (walkStep, error)
+	)
+	if ch := o.chart; ch != nil {
+		// A chart of a Helm repository: its own trust rule (helmwalk.go).
+		if lister, hop, err = ch.c.walkSource(o, ch.f); err != nil {
+			return nil, err
+		}
+		if err := checkChartWalkTrust(o, ct, ch.c.r.opts.RepoURL); err != nil {
+			return nil, err
+		}
+	} else {
+		if ct == nil || len(ct.keys) == 0 || ct.allowUnsigned {
+			return nil, usageError(errors.New("--walk-upgrade-path loads versions nobody named on the command line: give --key with the keys they must be signed by (--allow-unsigned does not extend to them)"))
+		}
+		if lister, hop, err = o.walkSource(ctx, src); err != nil {
+			return nil, err
+		}
 	}
 	listing, err := lister.Versions(ctx)
 	if err != nil {
@@ -105,7 +134,7 @@ func (o *options) planWalk(ctx context.Context, ct *clusterTrust, src, installed
 	for _, h := range path.Hops {
 		step, ok := loaded[h.Version]
 		if h.Version == target.Version {
-			step, ok = walkStep{version: h.Version, l: l, source: sourceName(src)}, true
+			step, ok = walkStep{version: h.Version, l: l, source: o.targetSource(src, h.Version)}, true
 		}
 		if !ok {
 			return nil, fmt.Errorf("upgrade path %s: %s was not loaded", path, h.Version)
@@ -249,7 +278,7 @@ func (o *options) walkApply(ctx context.Context, cl *cluster, p *walkPlan, f *re
 func walkHint(unmet []string) string {
 	for _, u := range unmet {
 		if strings.Contains(u, "upgradeFrom") {
-			return "--walk-upgrade-path (with --key) walks there through the versions the strategy's source lists, when it lists them (oci://REF:TAG, cm/NAME)"
+			return "--walk-upgrade-path (with --key; a Helm repository: --allow-unsigned) walks there through the versions the strategy's source lists, when it lists them (oci://REF:TAG, cm/NAME, --from-helm NAME --repo URL)"
 		}
 	}
 	return ""
