@@ -34,7 +34,6 @@ var sizeRoots = []string{"pkg", "internal", "cmd", "api"}
 var sizeExemptions = map[string]string{
 	"pkg/loader/job.go:Loader.Job":                          "pending: the dump Job's lifecycle, split with pkg/source (issue 41 item 2)",
 	"pkg/loader/job.go":                                     "pending: the dump Job loader, split with pkg/source (issue 41 item 2)",
-	"pkg/operator/controller.go":                            "pending: the operator helper splits the controller (issue 41 item 1)",
 	"internal/localcluster/realnode.go":                     "pending: the real-node mode of the local cluster (containerd, kubelet)",
 	"internal/localcluster/realnode.go:upper.startRealNode": "pending: the real node's start, one step after the other",
 	"internal/localcluster/realnode.go:downRealNode":        "pending: the real node's teardown, one step after the other",
