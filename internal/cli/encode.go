@@ -16,21 +16,8 @@ import (
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
 
-func newEncodeCommand(o *options) *cobra.Command {
-	var (
-		id       strategy.Identity
-		version  string
-		format   string
-		name     string
-		output   string
-		keepText bool
-		from     renderFlags
-	)
-	var file *fileFlag
-	cmd := &cobra.Command{
-		Use:   "encode FILE|DIR|- | -f FILE | --from-helm CHART | --from-kustomize DIR",
-		Short: "Wrap manifests in a strategy ConfigMap",
-		Long: `Encode a manifests text (a file, standard input, or a folder of .yaml, .yml and
+// encodeLong is the encode command's help text.
+const encodeLong = `Encode a manifests text (a file, standard input, or a folder of .yaml, .yml and
 .json files as written by decode --output-dir) into a strategy ConfigMap, printed
 on standard output.
 
@@ -86,8 +73,10 @@ rendered NOTES.txt travels in the strategy's text as a Notes document
 and the operator records it as a Notes Event on the Installation.
 
 --from-kustomize DIR builds a kustomization with kustomize's krusty, as
-kubectl kustomize DIR does (same options, same order).`,
-		Example: `  # Re-encode a decoded KubeVirt strategy as KubeVirt would store it
+kubectl kustomize DIR does (same options, same order).`
+
+// encodeExample is the encode command's examples.
+const encodeExample = `  # Re-encode a decoded KubeVirt strategy as KubeVirt would store it
   kubectl installstrategy encode manifests.yaml --format kubevirt -n kubevirt \
       --version v1.9.0 --registry quay.io/kubevirt --identifier 26d9c18701d6b1d6d39b6ef1473a28e3db8f806e
 
@@ -110,80 +99,113 @@ kubectl kustomize DIR does (same options, same order).`,
       --api-versions monitoring.coreos.com/v1
 
   # A kustomize overlay, as kubectl kustomize renders it
-  kubectl installstrategy encode --from-kustomize ./overlays/prod --version v2.1.0 -n shop`,
-		Args: cobra.MaximumNArgs(1),
+  kubectl installstrategy encode --from-kustomize ./overlays/prod --version v2.1.0 -n shop`
+
+// encodeFlags are the encode command's flags.
+type encodeFlags struct {
+	id       strategy.Identity
+	version  string
+	format   string
+	name     string
+	output   string
+	keepText bool
+	from     renderFlags
+	file     *fileFlag
+}
+
+func newEncodeCommand(o *options) *cobra.Command {
+	fl := &encodeFlags{}
+	cmd := &cobra.Command{
+		Use:     "encode FILE|DIR|- | -f FILE | --from-helm CHART | --from-kustomize DIR",
+		Short:   "Wrap manifests in a strategy ConfigMap",
+		Long:    encodeLong,
+		Example: encodeExample,
+		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := from.check(cmd, args, file.path); err != nil {
-				return err
-			}
-			f, err := codec.ParseFormat(format)
-			if err != nil {
-				return usageError(err)
-			}
-			if output != "yaml" && output != "json" {
-				return usageError(fmt.Errorf("--output %q: want yaml or json", output))
-			}
-			if err := from.versions(version, &id); err != nil {
-				return err
-			}
-			var (
-				text        []byte
-				warnings    []strategy.Warning
-				annotations map[string]string
-			)
-			if from.given() {
-				var rendered []byte
-				rendered, annotations, err = from.render(cmd.Context(), o, &id)
-				if err != nil {
-					return err
-				}
-				text, warnings, err = parseManifests(from.source(), rendered, keepText)
-			} else {
-				var src string
-				if src, err = file.source(cmd, args); err != nil {
-					return err
-				}
-				text, warnings, err = o.readManifests(src, keepText)
-			}
-			if err != nil {
-				return err
-			}
-			printWarnings(o.streams.ErrOut, warnings)
-			if id.Identifier == "" {
-				fmt.Fprintln(o.streams.ErrOut, "warning: no --identifier: loaders will match this strategy on version and registry only")
-			}
-			cm, err := codec.EncodeText(text, codec.EncodeOptions{Format: f, Namespace: o.namespace(), Name: name, Identity: id})
-			if err != nil {
-				return err
-			}
-			for k, v := range annotations {
-				if cm.Annotations == nil {
-					cm.Annotations = map[string]string{}
-				}
-				cm.Annotations[k] = v
-			}
-			out, err := marshalConfigMap(cm, output)
-			if err != nil {
-				return err
-			}
-			if len(cm.Data[codec.ManifestsKey]) > codec.ObjectSizeLimit {
-				fmt.Fprintf(o.streams.ErrOut, "warning: encoded manifests are %d bytes, over the 1 MiB object limit; publish through the store, which splits them into chunks\n", len(cm.Data[codec.ManifestsKey]))
-			}
-			_, err = o.streams.Out.Write(out)
-			return err
+			return fl.run(cmd, args, o)
 		},
 	}
-	cmd.Flags().StringVar(&version, "version", "", "with --from-helm: the chart's version (a version or a semver range, as helm's --version; an oci:// chart without a tag needs a version, its tag); otherwise the strategy's product version, as --strategy-version")
-	cmd.Flags().StringVar(&id.Version, "strategy-version", "", "the strategy's product version (required without --from-helm, where --version says the same; with --from-helm the chart's version by default)")
-	cmd.Flags().StringVar(&id.Registry, "registry", "", "the image registry the strategy was generated for")
-	cmd.Flags().StringVar(&id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
-	cmd.Flags().StringVar(&format, "format", "native", "ConfigMap form: native or kubevirt")
-	cmd.Flags().StringVar(&name, "name", "", "ConfigMap name (default: a generateName prefix)")
-	cmd.Flags().StringVarP(&output, "output", "o", "yaml", "output format: yaml or json")
-	cmd.Flags().BoolVar(&keepText, "keep-text", false, "store the input text as it is instead of its canonical form")
-	file = addFileFlag(cmd)
-	from.add(cmd)
+	fl.add(cmd)
 	return cmd
+}
+
+// add declares fl's flags on cmd.
+func (fl *encodeFlags) add(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&fl.version, "version", "", "with --from-helm: the chart's version (a version or a semver range, as helm's --version; an oci:// chart without a tag needs a version, its tag); otherwise the strategy's product version, as --strategy-version")
+	cmd.Flags().StringVar(&fl.id.Version, "strategy-version", "", "the strategy's product version (required without --from-helm, where --version says the same; with --from-helm the chart's version by default)")
+	cmd.Flags().StringVar(&fl.id.Registry, "registry", "", "the image registry the strategy was generated for")
+	cmd.Flags().StringVar(&fl.id.Identifier, "identifier", "", "the deployment identifier (see the id command)")
+	cmd.Flags().StringVar(&fl.format, "format", "native", "ConfigMap form: native or kubevirt")
+	cmd.Flags().StringVar(&fl.name, "name", "", "ConfigMap name (default: a generateName prefix)")
+	cmd.Flags().StringVarP(&fl.output, "output", "o", "yaml", "output format: yaml or json")
+	cmd.Flags().BoolVar(&fl.keepText, "keep-text", false, "store the input text as it is instead of its canonical form")
+	fl.file = addFileFlag(cmd)
+	fl.from.add(cmd)
+}
+
+// run encodes the manifests fl and args name and prints the ConfigMap.
+func (fl *encodeFlags) run(cmd *cobra.Command, args []string, o *options) error {
+	if err := fl.from.check(cmd, args, fl.file.path); err != nil {
+		return err
+	}
+	f, err := codec.ParseFormat(fl.format)
+	if err != nil {
+		return usageError(err)
+	}
+	if fl.output != "yaml" && fl.output != "json" {
+		return usageError(fmt.Errorf("--output %q: want yaml or json", fl.output))
+	}
+	if err := fl.from.versions(fl.version, &fl.id); err != nil {
+		return err
+	}
+	text, warnings, annotations, err := fl.input(cmd, args, o)
+	if err != nil {
+		return err
+	}
+	printWarnings(o.streams.ErrOut, warnings)
+	if fl.id.Identifier == "" {
+		fmt.Fprintln(o.streams.ErrOut, "warning: no --identifier: loaders will match this strategy on version and registry only")
+	}
+	cm, err := codec.EncodeText(text, codec.EncodeOptions{Format: f, Namespace: o.namespace(), Name: fl.name, Identity: fl.id})
+	if err != nil {
+		return err
+	}
+	for k, v := range annotations {
+		if cm.Annotations == nil {
+			cm.Annotations = map[string]string{}
+		}
+		cm.Annotations[k] = v
+	}
+	out, err := marshalConfigMap(cm, fl.output)
+	if err != nil {
+		return err
+	}
+	if len(cm.Data[codec.ManifestsKey]) > codec.ObjectSizeLimit {
+		fmt.Fprintf(o.streams.ErrOut, "warning: encoded manifests are %d bytes, over the 1 MiB object limit; publish through the store, which splits them into chunks\n", len(cm.Data[codec.ManifestsKey]))
+	}
+	_, err = o.streams.Out.Write(out)
+	return err
+}
+
+// input reads and parses the manifests: a rendered chart or kustomization,
+// or the file, folder or standard input args and -f name; annotations
+// are those the renderer records on the ConfigMap.
+func (fl *encodeFlags) input(cmd *cobra.Command, args []string, o *options) (text []byte, warnings []strategy.Warning, annotations map[string]string, err error) {
+	if fl.from.given() {
+		var rendered []byte
+		rendered, annotations, err = fl.from.render(cmd.Context(), o, &fl.id)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		text, warnings, err = parseManifests(fl.from.source(), rendered, fl.keepText)
+		return text, warnings, annotations, err
+	}
+	src, err := fl.file.source(cmd, args)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	text, warnings, err = o.readManifests(src, fl.keepText)
+	return text, warnings, nil, err
 }
 
 // marshalConfigMap prints a strategy ConfigMap as output (yaml or json)

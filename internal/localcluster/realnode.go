@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -17,14 +16,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/template"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/utils/ptr"
 
 	"github.com/installstrategy/installstrategy/internal/ociimage"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
@@ -197,8 +193,29 @@ var kubeletSysctls = map[string]string{
 // node is Ready.
 func (u *upper) startRealNode(ctx context.Context) error {
 	begin := time.Now()
-	rn := u.real
 	d := realNodePaths(u.dir)
+	if err := u.writeRealNodeFiles(d); err != nil {
+		return err
+	}
+	if err := u.guardBridge(); err != nil {
+		return err
+	}
+	if err := u.startContainerd(ctx, d); err != nil {
+		return err
+	}
+	// Before the node registers: no pod that did not ask for it may be
+	// placed there.
+	if err := u.keepProductsOffRealNode(ctx); err != nil {
+		return err
+	}
+	return u.startKubelet(ctx, d, begin)
+}
+
+// writeRealNodeFiles creates the node's folders, marks the host paths
+// this Up creates (Down removes them), and writes the configuration of
+// containerd, CNI and the kubelet and the sysctl files the kubelet sees.
+func (u *upper) writeRealNodeFiles(d realNodeDirs) error {
+	rn := u.real
 	for _, dir := range []string{d.containerd + "/certs.d/_default", d.cni + "/net.d", d.kubelet, d.etc + "/sysctl"} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("real node: %w", err)
@@ -243,10 +260,12 @@ func (u *upper) startRealNode(ctx context.Context) error {
 			return fmt.Errorf("real node: %w", err)
 		}
 	}
-	if err := u.guardBridge(); err != nil {
-		return err
-	}
+	return nil
+}
 
+// startContainerd starts the node's containerd, waits until it answers
+// and imports the pause image.
+func (u *upper) startContainerd(ctx context.Context, d realNodeDirs) error {
 	s := time.Now()
 	ctrd, err := u.launchAt(RealNodeContainerd, "containerd", "--config", filepath.Join(d.containerd, "config.toml"))
 	if err != nil {
@@ -266,12 +285,13 @@ func (u *upper) startRealNode(ctx context.Context) error {
 	if err := ImportImages(ctx, d.sock, pause); err != nil {
 		return err
 	}
+	return nil
+}
 
-	// Before the node registers: no pod that did not ask for it may be
-	// placed there.
-	if err := u.keepProductsOffRealNode(ctx); err != nil {
-		return err
-	}
+// startKubelet starts the kubelet in a mount namespace of its own and waits
+// until the node is Ready; begin is when startRealNode began.
+func (u *upper) startKubelet(ctx context.Context, d realNodeDirs, begin time.Time) error {
+	rn := u.real
 	if err := makeSharedMount(d.kubelet); err != nil {
 		return err
 	}
@@ -284,7 +304,7 @@ for f in "$0"/*; do
 	mount --bind -o ro "$f" "/proc/sys/$(basename "$f" | tr . /)"
 done
 exec "$@"`
-	s = time.Now()
+	s := time.Now()
 	kp, err := u.launchAt(RealNodeKubelet, "unshare", "-m", "--propagation", "unchanged", "--", "/bin/sh", "-c", script,
 		filepath.Join(d.etc, "sysctl"), kubelet,
 		"--config="+filepath.Join(d.etc, "kubelet.yaml"),
@@ -490,184 +510,7 @@ func ImportImages(ctx context.Context, sock string, tarballs ...string) error {
 	return nil
 }
 
-// downRealNode undoes what startRealNode and reserveRealNode did: it
-// deletes the node's pods through the API (so the kubelet stops their
-// sandboxes and CNI frees their addresses) and the node, stops the kubelet,
-// kills what still runs in containerd, stops containerd and the proxy,
-// unmounts, and removes the bridge, its guard and the host paths Up
-// created. It works when the API server is already gone too.
-func downRealNode(ctx context.Context, stateDir string, pids map[string]int, log io.Writer) error {
-	d := realNodePaths(stateDir)
-	data, err := os.ReadFile(filepath.Join(d.etc, "slot"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("real node: %w", err)
-	}
-	slot, err := strconv.Atoi(strings.TrimSpace(string(data)))
-	if err != nil {
-		return fmt.Errorf("real node: slot file: %w", err)
-	}
-	name := nodeIP(slot)
-	var errs []error
-	if pid, ok := pids[RealNodeKubelet]; ok && owned(pid, stateDir) {
-		if cs, err := clientFor(filepath.Join(stateDir, "kubeconfig")); err == nil && checkReady(ctx, filepath.Join(stateDir, "kubeconfig")) == nil {
-			deletePodsOf(ctx, cs, name, d.sock, log)
-			if err := cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
-				fmt.Fprintf(log, "real node: delete node %s: %v\n", name, err)
-			}
-		}
-	}
-	stopOne := func(proc string) {
-		if pid, ok := pids[proc]; ok {
-			if owned(pid, stateDir) {
-				fmt.Fprintf(log, "stopping %s (pid %d)\n", proc, pid)
-			}
-			if err := stop(ctx, pid, stateDir, 10*time.Second); err != nil {
-				errs = append(errs, fmt.Errorf("stop %s: %w", proc, err))
-			}
-		}
-	}
-	stopOne(RealNodeKubelet)
-	var sandboxes []string
-	if pid, ok := pids[RealNodeContainerd]; ok && owned(pid, stateDir) {
-		sandboxes = ctrList(ctx, d.sock, "containers")
-		for _, id := range ctrList(ctx, d.sock, "tasks") {
-			_ = exec.CommandContext(ctx, "ctr", "-a", d.sock, "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id).Run()
-		}
-		time.Sleep(500 * time.Millisecond)
-		for _, id := range ctrList(ctx, d.sock, "tasks") {
-			_ = exec.CommandContext(ctx, "ctr", "-a", d.sock, "-n", "k8s.io", "tasks", "delete", "-f", id).Run()
-		}
-	}
-	stopOne(RealNodeContainerd)
-	killShims(d.sock, log)
-	// Mounts under the node's folder, deepest first: network namespaces,
-	// overlay root filesystems, tmpfs volumes, the kubelet folder's bind.
-	if mounts, err := os.ReadFile("/proc/self/mountinfo"); err == nil {
-		var targets []string
-		for line := range strings.SplitSeq(string(mounts), "\n") {
-			f := strings.Fields(line)
-			if len(f) > 4 && strings.HasPrefix(f[4], d.root+"/") {
-				targets = append(targets, f[4])
-			}
-		}
-		slices.Sort(targets)
-		for _, t := range slices.Backward(slices.Compact(targets)) {
-			if exec.Command("umount", t).Run() != nil {
-				_ = exec.Command("umount", "-l", t).Run()
-			}
-		}
-	}
-	br, chain := bridgeName(slot), guardChain(slot)
-	_ = exec.Command("ip", "link", "del", br).Run()
-	if err := removeChain("filter", chain); err != nil {
-		errs = append(errs, err)
-	}
-	if err := removeChain("nat", apiChain(slot)); err != nil {
-		errs = append(errs, err)
-	}
-	// Host paths: what this node left there, and the folders themselves
-	// when Up created them and they are empty now.
-	for _, id := range sandboxes {
-		_ = os.Remove("/var/lib/cni/results/cni-loopback-" + id + "-lo")
-		_ = os.Remove("/var/lib/cni/results/realnode-pods-" + id + "-eth0")
-	}
-	if links, err := os.ReadDir("/var/log/containers"); err == nil {
-		for _, l := range links {
-			p := filepath.Join("/var/log/containers", l.Name())
-			if target, err := os.Readlink(p); err == nil && strings.HasPrefix(target, d.root+"/") {
-				_ = os.Remove(p)
-			}
-		}
-	}
-	_ = os.Remove("/var/lib/kubelet/device-plugins/kubelet.sock")
-	for _, p := range hostPaths {
-		if _, err := os.Stat(createdMarker(d, p)); err == nil {
-			removeEmptyDirs(p)
-		}
-	}
-	if _, err := os.Stat(createdMarker(d, "cgroups")); err == nil {
-		cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/k8s.io")
-		for _, c := range cgroups {
-			removeEmptyDirs(c)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	fmt.Fprintf(log, "real node %s removed (bridge %s, chain %s)\n", name, br, chain)
-	return nil
-}
-
-// deletePodsOf deletes every pod bound to node at once and waits up to
-// 30 s until containerd runs no task.
-func deletePodsOf(ctx context.Context, cs kubernetes.Interface, node, sock string, log io.Writer) {
-	pods, err := cs.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	if err != nil {
-		fmt.Fprintf(log, "real node: list pods of %s: %v\n", node, err)
-		return
-	}
-	for _, p := range pods.Items {
-		err := cs.CoreV1().Pods(p.Namespace).Delete(ctx, p.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](1)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			fmt.Fprintf(log, "real node: delete pod %s/%s: %v\n", p.Namespace, p.Name, err)
-		}
-	}
-	deadline := time.Now().Add(30 * time.Second)
-	for len(ctrList(ctx, sock, "tasks")) > 0 && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(200 * time.Millisecond)
-	}
-}
-
-// ctrList lists the ids of containerd objects (containers, tasks) in the
-// k8s.io namespace.
-func ctrList(ctx context.Context, sock, what string) []string {
-	out, err := exec.CommandContext(ctx, "ctr", "-a", sock, "-n", "k8s.io", what, "ls", "-q").Output()
-	if err != nil {
-		return nil
-	}
-	return strings.Fields(string(out))
-}
-
-// killShims kills containerd shims of this node that outlived containerd
-// (their command line names its socket).
-func killShims(sock string, log io.Writer) {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, f := range procs {
-		cmdline, err := os.ReadFile(f)
-		if err != nil || !bytes.Contains(cmdline, []byte("containerd-shim")) {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if i := slices.Index(args, "-address"); i < 0 || i+1 >= len(args) || args[i+1] != sock {
-			continue
-		}
-		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(f)))
-		if err == nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			fmt.Fprintf(log, "real node: killed leftover shim %d\n", pid)
-		}
-	}
-}
-
 // createdMarker is the file that says Up created the host path p.
 func createdMarker(d realNodeDirs, p string) string {
 	return filepath.Join(d.etc, "created-"+strings.ReplaceAll(strings.Trim(p, "/"), "/", "_"))
-}
-
-// removeEmptyDirs removes dir and the folders below it that are empty
-// (a cgroup folder counts as empty when it has no child groups and tasks).
-func removeEmptyDirs(dir string) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return
-	}
-	for _, e := range entries {
-		if e.IsDir() {
-			removeEmptyDirs(filepath.Join(dir, e.Name()))
-		}
-	}
-	_ = os.Remove(dir)
 }

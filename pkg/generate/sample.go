@@ -74,7 +74,24 @@ func Sample(cfg *identity.Config, opts Options) (*strategy.Strategy, error) {
 		return nil, fmt.Errorf("generate %s: %w", SampleProduct, err)
 	}
 	b := New(cfg, opts)
+	for _, add := range sampleParts {
+		add(b, v)
+	}
+	return b.Build()
+}
 
+// sampleParts add the sample product's objects of version v to b, one
+// concern each, in this order (the order of the strategy's objects).
+var sampleParts = []func(b *Builder, v sampleVersion){
+	sampleRBAC,
+	sampleCRDs,
+	sampleAPIFront,
+	sampleWorkloads,
+	sampleSettings,
+}
+
+// sampleRBAC adds the ServiceAccounts and RBAC of the three components.
+func sampleRBAC(b *Builder, _ sampleVersion) {
 	for _, name := range []string{"sample-api", "sample-controller", "sample-handler"} {
 		b.ServiceAccount(name)
 	}
@@ -100,7 +117,10 @@ func Sample(cfg *identity.Config, opts Options) (*strategy.Strategy, error) {
 		rbacv1.PolicyRule{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"get", "create", "update"}},
 	)
 	b.RoleBinding("sample-controller", "sample-controller", "sample-controller")
+}
 
+// sampleCRDs adds the Widget and Gadget CRDs, whose versions grow with v.
+func sampleCRDs(b *Builder, v sampleVersion) {
 	widget := CRD{Group: SampleGroup, Kind: "Widget", ShortNames: []string{"wdg"}, Versions: []CRDVersion{{Name: "v1alpha1", Storage: true}}}
 	if v.atLeast(1) {
 		widget.Versions = []CRDVersion{{Name: "v1alpha1", Deprecated: true}, {Name: "v1beta1", Storage: true}}
@@ -110,7 +130,12 @@ func Sample(cfg *identity.Config, opts Options) (*strategy.Strategy, error) {
 		gadget.Versions = append(gadget.Versions, CRDVersion{Name: "v1beta1"})
 	}
 	b.CRD(widget).CRD(gadget)
+}
 
+// sampleAPIFront adds what stands in front of the api Deployment: its
+// Service (and from v1.1.0 the controller's metrics Service), its TLS
+// Secret and its validating webhook.
+func sampleAPIFront(b *Builder, v sampleVersion) {
 	b.Service("sample-api", "sample-api", corev1.ServicePort{Name: "https", Port: 443, TargetPort: intstr.FromInt32(8443), Protocol: corev1.ProtocolTCP})
 	if v.atLeast(1) {
 		b.Service("sample-controller-metrics", "sample-controller", corev1.ServicePort{Name: "metrics", Port: 8080, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP})
@@ -125,7 +150,11 @@ func Sample(cfg *identity.Config, opts Options) (*strategy.Strategy, error) {
 			Rule:       admissionregistrationv1.Rule{APIGroups: []string{SampleGroup}, APIVersions: []string{"*"}, Resources: []string{"widgets"}},
 		}},
 	})
+}
 
+// sampleWorkloads adds the api and controller Deployments and the handler
+// DaemonSet.
+func sampleWorkloads(b *Builder, v sampleVersion) {
 	b.Deployment(Workload{
 		Name: "sample-api", Role: RoleAPI, Replicas: 2,
 		Args:          []string{"--port=8443", "--tls-cert-dir=/etc/sample/certs"},
@@ -159,7 +188,10 @@ func Sample(cfg *identity.Config, opts Options) (*strategy.Strategy, error) {
 			PeriodSeconds: 2,
 		},
 	})
+}
 
+// sampleSettings adds the settings ConfigMaps.
+func sampleSettings(b *Builder, v sampleVersion) {
 	settings := map[string]string{"log-verbosity": "2", "features": "widgets"}
 	if v.atLeast(1) {
 		settings["features"] = "widgets,gadgets"
@@ -168,5 +200,4 @@ func Sample(cfg *identity.Config, opts Options) (*strategy.Strategy, error) {
 	if !v.atLeast(1) {
 		b.ConfigMap("sample-legacy-settings", map[string]string{"mode": "legacy"})
 	}
-	return b.Build()
 }

@@ -1,48 +1,24 @@
 package loader
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/utils/ptr"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
-	"github.com/installstrategy/installstrategy/pkg/identity"
-	"github.com/installstrategy/installstrategy/pkg/kinds"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
-	"github.com/installstrategy/installstrategy/pkg/podsec"
 	"github.com/installstrategy/installstrategy/pkg/store"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 )
-
-// controlPlaneTolerations let dump pods run on tainted control-plane nodes.
-var controlPlaneTolerations = []corev1.Toleration{
-	{Key: "node-role.kubernetes.io/control-plane", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: "node-role.kubernetes.io/master", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule},
-	{Key: "CriticalAddonsOnly", Operator: corev1.TolerationOpExists},
-}
-
-// logTimeout bounds the fetch of a failed pod's logs: a node without a
-// kubelet (kwok) may never answer.
-const logTimeout = 5 * time.Second
-
-func jobName(identifier string) string {
-	return JobNamePrefix + identifier[:min(len(identifier), JobNameIDLength)]
-}
 
 // dump starts or watches the dump Job of an identity.
 func (l *Loader) dump(ctx context.Context, req Request, id strategy.Identity) (*Result, error) {
@@ -352,135 +328,6 @@ func (l *Loader) pods(ctx context.Context, job *batchv1.Job) ([]corev1.Pod, erro
 	return pods, nil
 }
 
-// failedJob describes a failed Job from its condition and its newest
-// failed pod, with the pod's last log lines when the node serves them.
-func (l *Loader) failedJob(ctx context.Context, job *batchv1.Job) *JobError {
-	jerr := &JobError{Reason: ReasonFailed}
-	var parts []string
-	if c := jobCondition(job, batchv1.JobFailed); c != nil {
-		parts = append(parts, fmt.Sprintf("job failed: %s: %s", c.Reason, c.Message))
-	}
-	pods, err := l.pods(ctx, job)
-	if err != nil {
-		parts = append(parts, err.Error())
-	}
-	for _, p := range pods {
-		if p.Status.Phase != corev1.PodFailed {
-			continue
-		}
-		jerr.Pod = p.Name
-		parts = append(parts, "pod "+p.Name+": "+describeFailedPod(&p))
-		jerr.Logs = l.logs(ctx, &p)
-		break
-	}
-	if len(parts) == 0 {
-		parts = append(parts, "job failed")
-	}
-	jerr.Message = strings.Join(parts, "; ")
-	return jerr
-}
-
-// describeFailedPod says why a pod failed: its own reason, and how each
-// container terminated.
-func describeFailedPod(p *corev1.Pod) string {
-	var parts []string
-	if p.Status.Reason != "" || p.Status.Message != "" {
-		parts = append(parts, strings.TrimSpace(p.Status.Reason+" "+p.Status.Message))
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		t := cs.State.Terminated
-		if t == nil {
-			t = cs.LastTerminationState.Terminated
-		}
-		if t == nil {
-			continue
-		}
-		s := fmt.Sprintf("container %s terminated: %s, exit code %d", cs.Name, t.Reason, t.ExitCode)
-		if t.Message != "" {
-			s += ": " + strings.TrimSpace(t.Message)
-		}
-		parts = append(parts, s)
-	}
-	if len(parts) == 0 {
-		return "failed, no reason recorded"
-	}
-	return strings.Join(parts, "; ")
-}
-
-// logs returns the last log lines of a pod's container, or nil when they
-// are not available (no kubelet, log rotated, no permission).
-func (l *Loader) logs(ctx context.Context, p *corev1.Pod) []string {
-	if l.opts.LogLines < 0 || len(p.Spec.Containers) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, logTimeout)
-	defer cancel()
-	raw, err := l.opts.Kube.CoreV1().Pods(p.Namespace).GetLogs(p.Name, &corev1.PodLogOptions{
-		Container: p.Spec.Containers[0].Name,
-		TailLines: ptr.To(l.opts.LogLines),
-	}).DoRaw(ctx)
-	if err != nil {
-		return nil
-	}
-	var lines []string
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		if line := strings.TrimSpace(sc.Text()); line != "" {
-			lines = append(lines, line)
-		}
-	}
-	return lines
-}
-
-// notStarted checks a Job that has run past the start timeout: started
-// reports whether a pod of it runs (or ran); if not, the error says why
-// the pod did not start.
-func (l *Loader) notStarted(ctx context.Context, job *batchv1.Job) (*JobError, bool, error) {
-	pods, err := l.pods(ctx, job)
-	if err != nil {
-		return nil, false, err
-	}
-	jerr := &JobError{Reason: ReasonNotStarted}
-	if len(pods) == 0 {
-		jerr.Message = fmt.Sprintf("no pod was created within %s", l.opts.StartTimeout)
-		if ev := l.lastWarning(ctx, job); ev != "" {
-			jerr.Message += ": " + ev
-		}
-		return jerr, false, nil
-	}
-	p := &pods[0]
-	if p.Status.Phase != corev1.PodPending {
-		return nil, true, nil
-	}
-	jerr.Pod = p.Name
-	reason := "pending"
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
-			reason = fmt.Sprintf("unschedulable: %s: %s", c.Reason, c.Message)
-		}
-	}
-	for _, cs := range p.Status.ContainerStatuses {
-		if w := cs.State.Waiting; w != nil && w.Reason != "" {
-			reason = fmt.Sprintf("container %s waiting: %s: %s", cs.Name, w.Reason, w.Message)
-		}
-	}
-	jerr.Message = fmt.Sprintf("pod %s did not start within %s: %s", p.Name, l.opts.StartTimeout, reason)
-	return jerr, false, nil
-}
-
-// lastWarning returns the message of the newest Warning event of a Job
-// (e.g. FailedCreate), or "".
-func (l *Loader) lastWarning(ctx context.Context, job *batchv1.Job) string {
-	list, err := l.opts.Kube.CoreV1().Events(job.Namespace).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.SelectorFromSet(fields.Set{"involvedObject.uid": string(job.UID), "type": corev1.EventTypeWarning}).String(),
-	})
-	if err != nil || len(list.Items) == 0 {
-		return ""
-	}
-	ev := slices.MaxFunc(list.Items, func(a, b corev1.Event) int { return a.LastTimestamp.Compare(b.LastTimestamp.Time) })
-	return ev.Reason + ": " + ev.Message
-}
-
 // deleteJob deletes a Job and its pods; a Job already gone is no error.
 func (l *Loader) deleteJob(ctx context.Context, ns, name string) error {
 	err := l.opts.Kube.BatchV1().Jobs(ns).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationBackground)})
@@ -513,176 +360,4 @@ func (l *Loader) startJob(ctx context.Context, req Request, id strategy.Identity
 		l.mu.Unlock()
 	}
 	return &Result{Job: ns + "/" + job.Name, RequeueAfter: l.opts.PollInterval}, nil
-}
-
-// Job returns the dump Job the loader would create for a request: the
-// target operator image with DumpFlag, the configuration (with its
-// identifier) in identity.EnvVar, restricted pod security, control-plane
-// placement (plus the configuration's Infra placement and
-// Options.Placement: node selectors and tolerations added, an affinity
-// replacing the preferred control-plane one), the request's pull secrets,
-// a backoff limit, a deadline and a TTL.
-func (l *Loader) Job(req Request, id strategy.Identity) (*batchv1.Job, error) {
-	cfg := req.Config.Clone()
-	cfg.ID = id.Identifier
-	toJSON := cfg.JSON
-	if l.opts.Foreign {
-		toJSON = cfg.KubeVirtJSON
-	}
-	cfgJSON, err := toJSON()
-	if err != nil {
-		return nil, err
-	}
-	labels := map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy, metakeys.DumpJobLabel: ""}
-	podLabels := maps.Clone(labels)
-	maps.Copy(podLabels, l.opts.PodLabels)
-
-	tolerations := slices.Clone(controlPlaneTolerations)
-	nodeSelector := map[string]string{}
-	affinity := &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
-		PreferredDuringSchedulingIgnoredDuringExecution: []corev1.PreferredSchedulingTerm{{
-			Weight: 100,
-			Preference: corev1.NodeSelectorTerm{MatchExpressions: []corev1.NodeSelectorRequirement{{
-				Key: "node-role.kubernetes.io/control-plane", Operator: corev1.NodeSelectorOpExists,
-			}}},
-		}},
-	}}
-	for _, p := range []*identity.NodePlacement{infra(cfg), l.opts.Placement} {
-		if p == nil {
-			continue
-		}
-		maps.Copy(nodeSelector, p.NodeSelector)
-		tolerations = append(tolerations, p.Tolerations...)
-		if p.Affinity != nil {
-			affinity = p.Affinity.DeepCopy()
-		}
-	}
-	if len(nodeSelector) == 0 {
-		nodeSelector = nil
-	}
-	var pullSecrets []corev1.LocalObjectReference
-	for _, name := range req.ImagePullSecrets {
-		if name != "" && !slices.Contains(pullSecrets, corev1.LocalObjectReference{Name: name}) {
-			pullSecrets = append(pullSecrets, corev1.LocalObjectReference{Name: name})
-		}
-	}
-	return &batchv1.Job{
-		TypeMeta: metav1.TypeMeta{APIVersion: "batch/v1", Kind: kinds.Job.Kind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: jobName(id.Identifier), Namespace: cfg.Namespace, Labels: labels,
-			Annotations: map[string]string{
-				metakeys.IdentifierAnnotation: id.Identifier,
-				metakeys.VersionAnnotation:    id.Version,
-				metakeys.RegistryAnnotation:   id.Registry,
-			},
-		},
-		Spec: batchv1.JobSpec{
-			BackoffLimit:            ptr.To(l.opts.BackoffLimit),
-			ActiveDeadlineSeconds:   ptr.To(int64(l.opts.ActiveDeadline / time.Second)),
-			TTLSecondsAfterFinished: ptr.To(int32(l.opts.JobTTL / time.Second)),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: podLabels},
-				Spec: corev1.PodSpec{
-					RestartPolicy:      corev1.RestartPolicyNever,
-					ServiceAccountName: l.opts.ServiceAccount,
-					SecurityContext:    podsec.Pod(),
-					NodeSelector:       nodeSelector,
-					Tolerations:        tolerations,
-					Affinity:           affinity,
-					ImagePullSecrets:   pullSecrets,
-					Containers: []corev1.Container{{
-						Name:            "dump",
-						Image:           req.Image,
-						ImagePullPolicy: l.opts.ImagePullPolicy,
-						Args:            []string{DumpFlag},
-						Env:             l.env(req, cfgJSON), // see JobConfig
-						SecurityContext: withReadOnlyRoot(podsec.Container()),
-						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-							corev1.ResourceCPU:    resource.MustParse("10m"),
-							corev1.ResourceMemory: resource.MustParse("64Mi"),
-						}},
-						TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-					}},
-				},
-			},
-		},
-	}, nil
-}
-
-// env is the dump container's environment: the configuration, the
-// image's own reference under Options.ImageEnv, then Options.PodEnv.
-func (l *Loader) env(req Request, cfgJSON []byte) []corev1.EnvVar {
-	env := []corev1.EnvVar{{Name: identity.EnvVar, Value: string(cfgJSON)}}
-	if l.opts.ImageEnv != "" {
-		env = append(env, corev1.EnvVar{Name: l.opts.ImageEnv, Value: req.Image})
-	}
-	return append(env, l.opts.PodEnv...)
-}
-
-func infra(cfg *identity.Config) *identity.NodePlacement {
-	if cfg.Placement == nil {
-		return nil
-	}
-	return cfg.Placement.Infra
-}
-
-func withReadOnlyRoot(sc *corev1.SecurityContext) *corev1.SecurityContext {
-	sc.ReadOnlyRootFilesystem = ptr.To(true)
-	return sc
-}
-
-// ensureRBAC creates the dump service account, a Role that may only
-// create, get and list ConfigMaps in the namespace (get and list make a
-// second dump of the same identifier publish nothing), and their binding;
-// with Options.ClusterRules, a ClusterRole of them bound to the account.
-func (l *Loader) ensureRBAC(ctx context.Context, ns string) error {
-	name := l.opts.ServiceAccount
-	meta := metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{metakeys.ManagedByLabel: metakeys.ManagedBy}}
-	var errs []error
-	create := func(what string, err error) {
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			errs = append(errs, fmt.Errorf("create %s %s/%s: %w", what, ns, name, err))
-		}
-	}
-	_, err := l.opts.Kube.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta}, metav1.CreateOptions{})
-	create("service account", err)
-	_, err = l.opts.Kube.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
-		ObjectMeta: meta,
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "get", "list"}}},
-	}, metav1.CreateOptions{})
-	create("role", err)
-	_, err = l.opts.Kube.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: meta,
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kinds.RoleKind.Kind, Name: name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
-	}, metav1.CreateOptions{})
-	create("role binding", err)
-	if l.opts.ClusterRules != nil {
-		cluster := metav1.ObjectMeta{Name: name + "-" + ns, Labels: meta.Labels}
-		_, err = l.opts.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: cluster, Rules: l.opts.ClusterRules}, metav1.CreateOptions{})
-		create("cluster role", err)
-		_, err = l.opts.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-			ObjectMeta: cluster,
-			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: kinds.ClusterRole.Kind, Name: cluster.Name},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: name, Namespace: ns}},
-		}, metav1.CreateOptions{})
-		create("cluster role binding", err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("dump job rbac: %w", err)
-	}
-	return nil
-}
-
-// JobConfig returns the configuration JSON a dump Job's container is given
-// (identity.EnvVar), or "" when the Job has none.
-func JobConfig(j *batchv1.Job) string {
-	for _, c := range j.Spec.Template.Spec.Containers {
-		for _, env := range c.Env {
-			if env.Name == identity.EnvVar {
-				return env.Value
-			}
-		}
-	}
-	return ""
 }
