@@ -10,7 +10,7 @@
 #   make test           start a cluster of its own, run go test ./... and
 #                       test-extra against it, always tear it down
 #   make unit           the tests that need no cluster (go test -short), no
-#                       cluster started; under a minute with a warm cache
+#                       cluster started (its time: docs/DEVELOPMENT.md)
 #   make verify         gofmt and go vet
 #   make fuzz           the fuzz targets, FUZZ_COUNT inputs each
 #   make fuzz-long      every fuzz target for 1,000,000 inputs (not in make test)
@@ -122,10 +122,9 @@ cluster-down: localcluster
 test:
 	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" hack/test.sh
 
-# unit: the tests that need no cluster, in parallel, in well under a minute
-# once the build cache is warm (go test -short: testenv.Heavy skips every
-# test that reaches a cluster through testenv.New or testenv.ToolsDir, and
-# those marked heavy by hand). CI=true and no test cluster, so a test that
+# unit: the tests that need no cluster, in parallel (go test -short:
+# testenv.Heavy skips every test that reaches a cluster through testenv.New
+# or testenv.ToolsDir, and those marked heavy by hand). CI=true and no test cluster, so a test that
 # needs one without saying so fails instead of skipping. make test runs
 # every test, these included.
 UNITFLAGS ?= -count=1

@@ -3,19 +3,16 @@ package v1alpha1_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
@@ -23,25 +20,13 @@ import (
 
 const crdFile = "../../config/crd/bases/installstrategy.io_installations.yaml"
 
-// installCRD applies the committed, generated CRD to the test cluster and
-// waits until it is Established. It returns a client that knows the
-// Installation types. Applying is idempotent, so tests of other packages
-// may install the same CRD.
+// installCRD installs the committed, generated CRD in the test cluster
+// (testenv's InstallCRDFile: parsed strictly, created or brought up to
+// date, Established) and returns a client that knows the Installation
+// types once they are served.
 func installCRD(ctx context.Context, t *testing.T, env *testenv.Env) client.Client {
 	t.Helper()
-	data, err := os.ReadFile(crdFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.UnmarshalStrict(data, crd); err != nil {
-		t.Fatalf("%s: %v", crdFile, err)
-	}
-	crd.APIVersion, crd.Kind = "apiextensions.k8s.io/v1", "CustomResourceDefinition"
-	if err := env.Client.Patch(ctx, crd, client.Apply, client.FieldOwner("api-v1alpha1-test"), client.ForceOwnership); err != nil {
-		t.Fatalf("apply CRD: %v", err)
-	}
-	env.WaitCRDEstablished(ctx, t, crd.Name)
+	env.InstallCRDFile(ctx, t, crdFile)
 
 	s := runtime.NewScheme()
 	if err := v1alpha1.AddToScheme(s); err != nil {

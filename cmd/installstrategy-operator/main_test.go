@@ -16,12 +16,9 @@ import (
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/codec"
@@ -166,24 +163,6 @@ func TestKeyNamespaceMustNotBeWatched(t *testing.T) {
 	}
 }
 
-// ensureInstallationCRD creates the Installation CRD when the cluster has
-// none (the manager's cache waits for it) and waits until it is served.
-func ensureInstallationCRD(ctx context.Context, t *testing.T, env *testenv.Env) {
-	t.Helper()
-	data, err := os.ReadFile("../../config/crd/bases/installstrategy.io_installations.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal(data, crd); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, crd); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	env.WaitCRDEstablished(ctx, t, crd.Name)
-}
-
 func freeAddr(t *testing.T) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -204,7 +183,7 @@ func TestMetricsAuth(t *testing.T) {
 	env := testenv.New(t)
 	ctx := t.Context()
 	ns := env.Namespace(ctx, t)
-	ensureInstallationCRD(ctx, t, env)
+	env.InstallCRDFile(ctx, t, "../../config/crd/bases/installstrategy.io_installations.yaml")
 	addr, probe := freeAddr(t), freeAddr(t)
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -346,7 +325,7 @@ func TestMetricsInsecure(t *testing.T) {
 	env := testenv.New(t)
 	ctx := t.Context()
 	ns := env.Namespace(ctx, t)
-	ensureInstallationCRD(ctx, t, env)
+	env.InstallCRDFile(ctx, t, "../../config/crd/bases/installstrategy.io_installations.yaml")
 	addr := freeAddr(t)
 	mctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -102,7 +102,7 @@ func TestClusterExamplesRunAsWritten(t *testing.T) {
 		}
 	}
 	registry := exampleRegistry(t, dir)
-	installCRD(ctx, t, env, crdPath)
+	env.InstallCRDFile(ctx, t, crdPath)
 	createDeployedInstallation(ctx, t, env, "sample", "demo")
 	createKubeVirtCR(ctx, t, env, "kubevirt")
 

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -170,7 +169,7 @@ func TestClusterListMarksUsers(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
-	installCRD(ctx, t, env, "../../config/crd/bases/installstrategy.io_installations.yaml")
+	env.InstallCRDFile(ctx, t, "../../config/crd/bases/installstrategy.io_installations.yaml")
 	name := createKubeVirtStrategy(ctx, t, env, ns)
 
 	gvr := schema.GroupVersionResource{Group: "installstrategy.io", Version: "v1alpha1", Resource: "installations"}
@@ -191,22 +190,6 @@ func TestClusterListMarksUsers(t *testing.T) {
 	if code != 0 || !strings.Contains(out, name) || !strings.Contains(out, "installation/demo (target)") {
 		t.Fatalf("list: exit %d\n%s\n%s", code, out, errOut)
 	}
-}
-
-func installCRD(ctx context.Context, t *testing.T, env *testenv.Env, path string) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := sigsyaml.Unmarshal(data, crd); err != nil {
-		t.Fatal(err)
-	}
-	if err := env.Client.Create(ctx, crd); err != nil && !strings.Contains(err.Error(), "already exists") {
-		t.Fatal(err)
-	}
-	env.WaitCRDEstablished(ctx, t, crd.Name)
 }
 
 // TestClusterStrategyReferences: what `kubectl get cm -o yaml` prints of a

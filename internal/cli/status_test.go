@@ -23,7 +23,7 @@ func TestClusterStatusWatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
-	installCRD(ctx, t, env, "../../config/crd/bases/installstrategy.io_installations.yaml")
+	env.InstallCRDFile(ctx, t, "../../config/crd/bases/installstrategy.io_installations.yaml")
 	res := env.Dynamic.Resource(installationsGVR).Namespace(ns)
 	inst := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "installstrategy.io/v1alpha1", "kind": "Installation",

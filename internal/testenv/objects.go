@@ -3,6 +3,7 @@ package testenv
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	sigsyaml "sigs.k8s.io/yaml"
 )
 
 // DeploymentRolledOut reports whether d has fully rolled out, as
@@ -166,6 +168,35 @@ func (e *Env) WaitJobFinished(ctx context.Context, t testing.TB, ns, name string
 		return cond != "", state, nil
 	})
 	return j
+}
+
+// InstallCRDFile creates the CustomResourceDefinition of file (one YAML
+// document, parsed strictly), or brings the live one's spec up to date (a
+// cluster kept from an older run may have an older CRD, whose schema would
+// prune new fields), and waits until it is Established. Tests of several
+// packages install the same CRDs this way.
+func (e *Env) InstallCRDFile(ctx context.Context, t testing.TB, file string) *apiextensionsv1.CustomResourceDefinition {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := sigsyaml.UnmarshalStrict(data, crd); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	err = e.Client.Create(ctx, crd)
+	if apierrors.IsAlreadyExists(err) {
+		var live apiextensionsv1.CustomResourceDefinition
+		if err = e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, &live); err == nil {
+			live.Spec = crd.Spec
+			err = e.Client.Update(ctx, &live)
+		}
+	}
+	if err != nil {
+		t.Fatalf("install CRD %s: %v", crd.Name, err)
+	}
+	return e.WaitCRDEstablished(ctx, t, crd.Name)
 }
 
 // WaitCRDEstablished waits until the CustomResourceDefinition is Established

@@ -34,7 +34,7 @@ import (
 // when the first is deleted with its CRDs kept, the second takes over and
 // the kept CRDs carry its labels.
 func TestClaimSecondInstallationWaitsThenTakesOver(t *testing.T) {
-	e := setupNamespaces(t, 2, nil, nil)
+	e := setup(t, withNamespaces(2))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	first, second := e.ns, e.more[0]
@@ -44,7 +44,7 @@ func TestClaimSecondInstallationWaitsThenTakesOver(t *testing.T) {
 // The same with the namespaces the other way round: the claim goes to the
 // installation that acted first, not to a namespace or name order.
 func TestClaimReverseOrder(t *testing.T) {
-	e := setupNamespaces(t, 2, nil, nil)
+	e := setup(t, withNamespaces(2))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	first, second := e.more[0], e.ns
@@ -84,7 +84,7 @@ func claimOrder(ctx context.Context, t *testing.T, e *e2e, first, second string,
 // the plan of the refused apply says so. When the holder goes, the other
 // takes over.
 func TestClaimPluginAndInstallation(t *testing.T) {
-	e := setupNamespaces(t, 2, nil, nil)
+	e := setup(t, withNamespaces(2))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	opNS, pluginNS := e.ns, e.more[0]

@@ -33,7 +33,7 @@ const crashRounds = 10
 // converge to its target: every object of the target strategy present and
 // ours, none of the other version's left, one stored strategy per identity.
 func TestOperatorKilledMidUpgradeConverges(t *testing.T) {
-	e, _ := newE2E(t)
+	e := setup(t, withoutManager())
 	ns := e.ns
 	rounds := envRounds(t, "INSTALLSTRATEGY_CRASH_ROUNDS", crashRounds)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute+time.Duration(rounds)*time.Minute)

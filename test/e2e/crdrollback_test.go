@@ -29,13 +29,15 @@ import (
 // to v1, v2 leaves the CRD and status.storedVersions, and every note is
 // kept.
 func TestCRDRollbackThroughOperator(t *testing.T) {
-	e := setupWith(t, func(o *operator.Options) { o.ResyncPeriod = 2 * time.Second })
+	e := setup(t, withOptions(func(o *operator.Options) { o.ResyncPeriod = 2 * time.Second }))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	group := strings.TrimPrefix(e.ns, "t-") + ".example.com"
 	crdName := "things." + group
 	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	t.Cleanup(func() { _ = e.env.Dynamic.Resource(crds).Delete(context.Background(), crdName, metav1.DeleteOptions{}) })
+	t.Cleanup(func() {
+		_ = e.env.Dynamic.Resource(crds).Delete(context.WithoutCancel(t.Context()), crdName, metav1.DeleteOptions{})
+	})
 	const props = "note: {type: string}"
 	texts := map[string]string{
 		"v1.0.0": testenv.ThingsCRD(group, "Namespaced", props),

@@ -19,7 +19,7 @@ import (
 // --pprof-bind-address serves Go's profiles (a heap profile is how its
 // memory is found).
 func TestOperatorDebugFlags(t *testing.T) {
-	e, _ := newE2E(t)
+	e := setup(t, withoutManager())
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	pprofAddr := "127.0.0.1:" + strconv.Itoa(freePort(t))

@@ -63,7 +63,7 @@ func (e *e2e) waitGone(ctx context.Context, t *testing.T, name string) {
 // once: the rollout stops and the delete stages run, instead of waiting
 // for the step's deadline.
 func TestDeleteWhileDeploying(t *testing.T) {
-	e := setupWith(t, func(o *operator.Options) { o.StageDeadline = 30 * time.Minute })
+	e := setup(t, withOptions(func(o *operator.Options) { o.StageDeadline = 30 * time.Minute }))
 	ctx := t.Context()
 	spec := sampleSpec("v1.0.0")
 	spec.UninstallStrategy = v1alpha1.UninstallRemoveWorkloads

@@ -8,8 +8,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"k8s.io/client-go/rest"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -24,12 +22,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/dump"
@@ -52,11 +50,12 @@ func lockSample(t testing.TB) {
 type e2e struct {
 	env *testenv.Env
 	ns  string
-	// more are further install namespaces the manager watches (setupMany).
+	// more are further install namespaces the manager watches
+	// (withNamespaces).
 	more []string
 	c    client.Client
 
-	// The in-process manager (setupWith): its options, the operator's
+	// The in-process manager (setup): its options, the operator's
 	// namespace, the metrics of the running one, and how to stop it.
 	scheme *runtime.Scheme
 	keyNS  string
@@ -69,46 +68,8 @@ type e2e struct {
 	stop       func()
 	// cache is the running manager's cache (what the operator reads).
 	cache cache.Cache
-}
-
-func installCRD(ctx context.Context, t testing.TB, env *testenv.Env) {
-	t.Helper()
-	installCRDFile(ctx, t, env, crdFile)
-}
-
-// installCRDFile creates the CRD of file, or brings the live one up to
-// date, and waits until it is established.
-func installCRDFile(ctx context.Context, t testing.TB, env *testenv.Env, file string) {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := sigsyaml.Unmarshal(data, crd); err != nil {
-		t.Fatal(err)
-	}
-	err = env.Client.Create(ctx, crd)
-	if apierrors.IsAlreadyExists(err) {
-		// A cluster kept from an older run may have an older CRD, whose
-		// schema would prune new status fields: bring it up to date.
-		var live apiextensionsv1.CustomResourceDefinition
-		if err = env.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, &live); err == nil {
-			live.Spec = crd.Spec
-			err = env.Client.Update(ctx, &live)
-		}
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	env.WaitCRDEstablished(ctx, t, crd.Name)
-}
-
-// setup locks the sample product, makes a namespace and runs the manager
-// in process, scoped to it, until the test ends.
-func setup(t *testing.T) *e2e {
-	t.Helper()
-	return setupWith(t, nil)
+	// recorder has every request of the operator (setup's recorded).
+	recorder *applytest.Recorder
 }
 
 // directClient returns a scheme with the client-go kinds, Installations and
@@ -128,65 +89,90 @@ func directClient(t testing.TB, env *testenv.Env) (*runtime.Scheme, client.Clien
 	return scheme, direct
 }
 
-// newE2E locks the sample product, installs the Installation CRD and makes
-// a namespace; no operator runs yet.
-func newE2E(t *testing.T) (*e2e, *runtime.Scheme) {
+// harness is what setup is asked for (its options).
+type harness struct {
+	manager    bool
+	namespaces int
+	changes    []func(*operator.Options)
+	wraps      []func(*rest.Config) *rest.Config
+	record     bool
+}
+
+// option changes what setup prepares.
+type option func(*harness)
+
+// withOptions changes the in-process operator's options (after the
+// defaults of startManager; several apply in order).
+func withOptions(change func(*operator.Options)) option {
+	return func(h *harness) { h.changes = append(h.changes, change) }
+}
+
+// withNamespaces makes the manager watch n install namespaces: e.ns and
+// n-1 more (e.more).
+func withNamespaces(n int) option {
+	return func(h *harness) { h.namespaces = n }
+}
+
+// withConfig changes the operator's client configuration (e.g. to fail
+// some of its requests).
+func withConfig(wrap func(*rest.Config) *rest.Config) option {
+	return func(h *harness) { h.wraps = append(h.wraps, wrap) }
+}
+
+// recorded records every request of the operator in e.recorder.
+func recorded() option {
+	return func(h *harness) { h.record = true }
+}
+
+// withoutManager runs no operator: the test runs its own (a process, a
+// replica pair) and removes its Installations itself (e.removeAll while
+// that operator runs).
+func withoutManager() option {
+	return func(h *harness) { h.manager = false }
+}
+
+// setup is the harness of the package's tests: it locks the sample
+// product, installs the Installation CRD, makes the install namespace(s)
+// and, unless withoutManager, runs the manager in process, scoped to them,
+// until the test ends; at the end it removes every Installation of those
+// namespaces (the manager still running), then stops the manager.
+func setup(t *testing.T, opts ...option) *e2e {
 	t.Helper()
+	h := harness{manager: true, namespaces: 1}
+	for _, o := range opts {
+		o(&h)
+	}
 	env := testenv.New(t)
 	lockSample(t)
-	installCRD(t.Context(), t, env)
-	ns := env.Namespace(t.Context(), t)
-	scheme, direct := directClient(t, env)
-	return &e2e{env: env, ns: ns, c: direct}, scheme
-}
-
-// setupWith is setup with changes to the controller's options.
-func setupWith(t *testing.T, change func(*operator.Options)) *e2e {
-	t.Helper()
-	return setupConfig(t, change, nil)
-}
-
-// setupRecorded is setupWith with every request of the operator recorded.
-func setupRecorded(t *testing.T, change func(*operator.Options)) (*e2e, *applytest.Recorder) {
-	t.Helper()
-	return setupRecordedMany(t, 1, change)
-}
-
-// setupRecordedMany is setupRecorded with n install namespaces watched by
-// the manager: e.ns and n-1 more (e.more).
-func setupRecordedMany(t *testing.T, n int, change func(*operator.Options)) (*e2e, *applytest.Recorder) {
-	t.Helper()
-	var rec *applytest.Recorder
-	e := setupNamespaces(t, n, change, func(cfg *rest.Config) *rest.Config {
-		cfg, rec = applytest.Record(cfg)
-		return cfg
-	})
-	return e, rec
-}
-
-// setupConfig is setupWith with the operator's client configuration
-// changed by wrap (nil: as it is).
-func setupConfig(t *testing.T, change func(*operator.Options), wrap func(*rest.Config) *rest.Config) *e2e {
-	t.Helper()
-	return setupNamespaces(t, 1, change, wrap)
-}
-
-// setupNamespaces is setupConfig with n install namespaces watched by the
-// manager: e.ns and n-1 more (e.more).
-func setupNamespaces(t *testing.T, n int, change func(*operator.Options), wrap func(*rest.Config) *rest.Config) *e2e {
-	t.Helper()
-	e, scheme := newE2E(t)
-	for range n - 1 {
-		e.more = append(e.more, e.env.Namespace(t.Context(), t))
+	env.InstallCRDFile(t.Context(), t, crdFile)
+	e := &e2e{env: env, ns: env.Namespace(t.Context(), t)}
+	e.scheme, e.c = directClient(t, env)
+	if !h.manager {
+		return e
 	}
-	if wrap != nil {
-		e.config = wrap(e.env.Config)
+	for range h.namespaces - 1 {
+		e.more = append(e.more, env.Namespace(t.Context(), t))
 	}
-	e.scheme = scheme
+	cfg := env.Config
+	for _, wrap := range h.wraps {
+		cfg = wrap(cfg)
+	}
+	if h.record {
+		cfg, e.recorder = applytest.Record(cfg)
+	}
+	if cfg != env.Config {
+		e.config = cfg
+	}
 	// The operator's own namespace (its signing key, the trusted keys):
 	// not the install namespace.
-	e.keyNS = e.env.Namespace(t.Context(), t)
-	e.change = change
+	e.keyNS = env.Namespace(t.Context(), t)
+	if len(h.changes) > 0 {
+		e.change = func(o *operator.Options) {
+			for _, c := range h.changes {
+				c(o)
+			}
+		}
+	}
 	e.startManager(t)
 	// Cleanup runs last-in first-out: remove the product (the manager still
 	// runs), then stop the manager.

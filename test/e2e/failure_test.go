@@ -86,7 +86,7 @@ func TestConfigMapSourceAndTampering(t *testing.T) {
 // own configuration — a later attempt finds the strategy and the
 // Installation recovers to Deployed.
 func TestImageSourceDumpJobFails(t *testing.T) {
-	e := setupWith(t, func(o *operator.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) })
+	e := setup(t, withOptions(func(o *operator.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) }))
 	ctx := t.Context()
 	spec := sampleSpec("v1.0.0")
 	spec.Strategy = &v1alpha1.StrategySource{Image: "registry.example/sample/sample-operator:v1.0.0"}
@@ -124,10 +124,10 @@ func TestImageSourceDumpJobFails(t *testing.T) {
 // nothing: DumpJobFailed).
 func TestProductOfAnotherVersionIsDumped(t *testing.T) {
 	const image = "registry.example/sample/sample-operator:v1.0.0"
-	e := setupWith(t, func(o *operator.Options) {
+	e := setup(t, withOptions(func(o *operator.Options) {
 		o.Defaults.Version = "v1.0.0"
 		o.OperatorImage = image
-	})
+	}))
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.1.0"))
 	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonDumpJobFailed)
@@ -201,10 +201,10 @@ func TestDriftIsRepaired(t *testing.T) {
 // Degraded=False while its other resyncs failed.
 func TestResyncFailureStaysDegraded(t *testing.T) {
 	var metrics *operator.Metrics
-	e := setupWith(t, func(o *operator.Options) {
+	e := setup(t, withOptions(func(o *operator.Options) {
 		o.ResyncPeriod, o.StageDeadline = 2*time.Second, 20*time.Second
 		metrics = o.Metrics
-	})
+	}))
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")

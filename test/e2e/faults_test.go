@@ -121,7 +121,7 @@ func TestUpgradesSurviveAPIServerAndEtcdRestarts(t *testing.T) {
 // connection resets) during upgrades: every round converges.
 func TestUpgradesConvergeThroughFaults(t *testing.T) {
 	var proxy *localcluster.FaultProxy
-	e := setupConfig(t, nil, func(cfg *rest.Config) *rest.Config {
+	e := setup(t, withConfig(func(cfg *rest.Config) *rest.Config {
 		p, err := localcluster.StartFaultProxy(cfg, localcluster.Faults{}, rand.Uint64())
 		if err != nil {
 			t.Fatal(err)
@@ -129,7 +129,7 @@ func TestUpgradesConvergeThroughFaults(t *testing.T) {
 		t.Cleanup(func() { _ = p.Close() })
 		proxy = p
 		return p.Config
-	})
+	}))
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	e.waitDeployed(ctx, t, "sample", "v1.0.0")

@@ -112,7 +112,7 @@ func BenchmarkOCIFleet(b *testing.B) {
 	idlePolls := envInt(b, "INSTALLSTRATEGY_FLEET_IDLE_POLLS", 5, 1)
 	env := testenv.New(b)
 	lockSample(b) // the operator watches every namespace: no e2e test may run beside it
-	installCRD(b.Context(), b, env)
+	env.InstallCRDFile(b.Context(), b, crdFile)
 	type row struct{ base, ours fleetFigures }
 	var rows []row
 	for _, n := range sizes {

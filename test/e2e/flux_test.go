@@ -83,7 +83,7 @@ func (e *e2e) installFluxCRDs(ctx context.Context, t *testing.T, dir string) {
 		t.Fatalf("no CRDs in %s/crds: %v", dir, err)
 	}
 	for _, f := range files {
-		installCRDFile(ctx, t, e.env, f)
+		e.env.InstallCRDFile(ctx, t, f)
 	}
 }
 
@@ -240,7 +240,7 @@ func readKustomization(ctx context.Context, t *testing.T, r dynamic.ResourceInte
 // Installation, at once rather than at its timeout.
 func TestFluxKustomizationWaitsForTheInstallation(t *testing.T) {
 	dir := fluxDir(t)
-	e := setupWith(t, func(o *operator.Options) { o.StageDeadline = 10 * time.Second })
+	e := setup(t, withOptions(func(o *operator.Options) { o.StageDeadline = 10 * time.Second }))
 	ctx := t.Context()
 	e.installFluxCRDs(ctx, t, dir)
 	reg, c, release := e.ociSetup(ctx, t)

@@ -198,7 +198,7 @@ func TestKstatusStalledOnRefusal(t *testing.T) {
 // never become ready) is Stalled, saying ProgressDeadlineExceeded and
 // naming the workload; once the workload is fixed it is Current.
 func TestKstatusStalledOnProgressDeadline(t *testing.T) {
-	e := setupWith(t, func(o *operator.Options) { o.StageDeadline = 10 * time.Second })
+	e := setup(t, withOptions(func(o *operator.Options) { o.StageDeadline = 10 * time.Second }))
 	ctx := t.Context()
 	spec := sampleSpec("v1.0.0")
 	spec.CustomizeComponents = &v1alpha1.CustomizeComponents{Patches: []v1alpha1.CustomizePatch{{

@@ -27,7 +27,7 @@ const acquiredLease = "Successfully acquired lease"
 // is SIGKILLed — no lease release — the other takes the lease over and
 // carries an upgrade to the end.
 func TestTwoReplicasOnlyLeaderWrites(t *testing.T) {
-	e, _ := newE2E(t)
+	e := setup(t, withoutManager())
 	ns := e.ns
 	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()

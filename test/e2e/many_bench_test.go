@@ -63,7 +63,7 @@ func BenchmarkManyInstallations(b *testing.B) {
 	sizes := envInts(b, "INSTALLSTRATEGY_MANY_INSTALLATIONS", []int{100}, 2)
 	env := testenv.New(b)
 	lockSample(b) // the operator watches every namespace: no e2e test may run beside it
-	installCRD(b.Context(), b, env)
+	env.InstallCRDFile(b.Context(), b, crdFile)
 	figures := map[int]*manyFigures{}
 	for _, n := range append([]int{1}, sizes...) {
 		f := &manyFigures{}

@@ -120,10 +120,11 @@ func waitAllDeployed(ctx context.Context, tb testing.TB, c client.Client, namesp
 func TestManyInstallationsIdleResyncs(t *testing.T) {
 	const installations = 10
 	var metrics *operator.Metrics
-	e, rec := setupRecordedMany(t, installations, func(o *operator.Options) {
+	e := setup(t, withNamespaces(installations), recorded(), withOptions(func(o *operator.Options) {
 		o.ResyncPeriod = 3 * time.Second
 		metrics = o.Metrics
-	})
+	}))
+	rec := e.recorder
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	namespaces := e.namespaces()

@@ -271,7 +271,7 @@ func TestOCISourcePullSecret(t *testing.T) {
 // scale).
 func TestOCISourcesShareOneDownload(t *testing.T) {
 	const n = 6
-	e := setupNamespaces(t, n, nil, nil)
+	e := setup(t, withNamespaces(n))
 	ctx := t.Context()
 	reg, c, release := e.ociSetup(ctx, t)
 	text, meta := fleetText(t, "v1.0.0")

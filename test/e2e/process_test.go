@@ -57,7 +57,7 @@ func buildOperator(t testing.TB) string {
 		}
 		operatorBuildDir = dir
 		operatorBin = filepath.Join(dir, "installstrategy-operator")
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 		defer cancel()
 		// As its image is built (static, stripped): its memory is
 		// measured. Its chart renderer beside it, where it looks first.

@@ -91,11 +91,11 @@ func TestRealCanaryCrashLoopStopsUpgrade(t *testing.T) {
 // (and, with infra, its api and controller) placed on the real node.
 func setupOnRealNode(t *testing.T, infra bool, change ...func(*operator.Options)) (*e2e, *localcluster.RealNode) {
 	t.Helper()
-	e := setupWith(t, func(o *operator.Options) {
+	e := setup(t, withOptions(func(o *operator.Options) {
 		for _, c := range change {
 			c(o)
 		}
-	})
+	}))
 	rn := e.env.RealNode(t)
 	importSampleImages(t, rn)
 	spec := sampleSpec("v1.0.0")
@@ -205,7 +205,7 @@ func TestRealWebhookServesGeneratedCertificate(t *testing.T) {
 		if addr, ok := impostor.Load().(string); ok {
 			return addr
 		}
-		addr, _ := backend(context.Background())
+		addr, _ := backend(ctx)
 		return addr
 	})
 

@@ -59,11 +59,11 @@ func TestUnchangedResyncWritesNoStatus(t *testing.T) {
 // records its requests.
 func setupResyncing(t *testing.T) (*e2e, *applytest.Recorder, *operator.Metrics) {
 	var metrics *operator.Metrics
-	e, rec := setupRecorded(t, func(o *operator.Options) {
+	e := setup(t, recorded(), withOptions(func(o *operator.Options) {
 		o.ResyncPeriod = 2 * time.Second
 		metrics = o.Metrics
-	})
-	return e, rec, metrics
+	}))
+	return e, e.recorder, metrics
 }
 
 // waitResyncs waits until the counter of reconciles has grown by n.
@@ -80,10 +80,10 @@ func waitResyncs(ctx context.Context, t *testing.T, reconciles prometheus.Counte
 // test) and returns its metrics and a count of its reconciles so far.
 func setupCounted(t *testing.T) (*e2e, *operator.Metrics, func() float64) {
 	var metrics *operator.Metrics
-	e, _ := setupRecorded(t, func(o *operator.Options) {
+	e := setup(t, recorded(), withOptions(func(o *operator.Options) {
 		o.ResyncPeriod = time.Hour
 		metrics = o.Metrics
-	})
+	}))
 	return e, metrics, func() (n float64) {
 		for _, o := range operator.Outcomes {
 			n += testutil.ToFloat64(metrics.Reconciles.WithLabelValues(o))
@@ -233,7 +233,8 @@ func TestDeletionDuringRolloutIsRepaired(t *testing.T) {
 // virt-operator's do, not one kind at a time during the first rollout:
 // installing the sample product starts no watch of them.
 func TestInformersStartBeforeTheFirstRollout(t *testing.T) {
-	e, rec := setupRecorded(t, nil)
+	e := setup(t, recorded())
+	rec := e.recorder
 	ctx := t.Context()
 	select {
 	case <-e.reconciler.Warmed():
@@ -282,10 +283,11 @@ func TestInformersStartBeforeTheFirstRollout(t *testing.T) {
 func TestIdleResyncOfKubeVirtReadsFromCaches(t *testing.T) {
 	const resyncs = 3
 	var metrics *operator.Metrics
-	e, rec := setupRecorded(t, func(o *operator.Options) {
+	e := setup(t, recorded(), withOptions(func(o *operator.Options) {
 		o.ResyncPeriod = 3 * time.Second
 		metrics = o.Metrics
-	})
+	}))
+	rec := e.recorder
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	// KubeVirt as shipped: a stand-in serves virt-api's webhooks

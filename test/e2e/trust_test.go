@@ -416,7 +416,7 @@ func TestStoredProductTamperedAndKeyRotation(t *testing.T) {
 // stored strategy with that digest — not a newer one a ConfigMap editor
 // created for the same identifier — and signs it with its key.
 func TestDumpJobResultIsBoundToTheJob(t *testing.T) {
-	e := setupWith(t, func(o *operator.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) })
+	e := setup(t, withOptions(func(o *operator.Options) { o.DumpPodLabels = testenv.BehaviourLabels(testenv.BehaviourAwaitResult) }))
 	ctx := t.Context()
 	const user = "trudy"
 	trudy := e.configMapEditor(ctx, t, user)
@@ -520,7 +520,7 @@ func TestNoSigningKeyNothingApplied(t *testing.T) {
 	if _, err := env.Kube.CoreV1().Secrets(keyNS).Create(t.Context(), bad, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e := setupWith(t, func(o *operator.Options) { o.KeyNamespace = keyNS })
+	e := setup(t, withOptions(func(o *operator.Options) { o.KeyNamespace = keyNS }))
 	ctx := t.Context()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))
 	in := e.waitDegraded(ctx, t, "sample", v1alpha1.ReasonStrategyLoadFailed)

@@ -31,10 +31,10 @@ import (
 func TestUnrelatedDeploymentsStayOutOfTheCache(t *testing.T) {
 	const unrelated = 2000
 	var metrics *operator.Metrics
-	e := setupWith(t, func(o *operator.Options) {
+	e := setup(t, withOptions(func(o *operator.Options) {
 		o.ResyncPeriod = 2 * time.Second
 		metrics = o.Metrics
-	})
+	}))
 	ctx, cancel := context.WithTimeout(t.Context(), 6*time.Minute)
 	defer cancel()
 	e.create(ctx, t, "sample", sampleSpec("v1.0.0"))

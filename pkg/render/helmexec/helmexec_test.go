@@ -24,36 +24,36 @@ var (
 	helperOnce sync.Once
 	helperPath string
 	helperErr  error
-	helperDir  string
 )
 
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if helperDir != "" {
-		_ = os.RemoveAll(helperDir)
-	}
-	os.Exit(code)
-}
-
-// helper builds cmd/installstrategy-helm-render as it is released.
+// helper builds cmd/installstrategy-helm-render as it is released, once
+// per content of its sources: the binary is kept in the user's cache
+// folder under a key of every package it links (gobuild.Cached), so a run
+// whose sources did not change links nothing.
 func helper(t *testing.T) string {
 	t.Helper()
 	helperOnce.Do(func() {
-		helperDir, helperErr = os.MkdirTemp("", "helmexec-")
-		if helperErr != nil {
-			return
-		}
-		helperPath = filepath.Join(helperDir, helmexec.HelperName)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 		defer cancel()
-		if out, err := gobuild.Command(ctx, helperPath, "github.com/installstrategy/installstrategy/cmd/installstrategy-helm-render").CombinedOutput(); err != nil {
-			helperErr = errors.New(string(out))
-		}
+		helperPath, helperErr = gobuild.Cached(ctx, "", helmexec.HelperName,
+			gobuild.Build{Pkg: "github.com/installstrategy/installstrategy/cmd/installstrategy-helm-render"})
 	})
 	if helperErr != nil {
 		t.Fatalf("build the helper: %v", helperErr)
 	}
 	return helperPath
+}
+
+// ownHelper is the helper under a path of this test's own (a symbolic
+// link to it), so that its processes can be told from those of other
+// tests running the shared cached binary.
+func ownHelper(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), helmexec.HelperName)
+	if err := os.Symlink(helper(t), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // script writes an executable shell script standing in for the helper.
@@ -176,8 +176,9 @@ func TestRendererFailures(t *testing.T) {
 		}
 		dctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
+		own := ownHelper(t)
 		start := time.Now()
-		_, err := helmexec.Renderer{Path: helper(t)}.RenderArchive(dctx, "loop", ocitest.PackChart(t, dir), nil, helmspec.Options{})
+		_, err := helmexec.Renderer{Path: own}.RenderArchive(dctx, "loop", ocitest.PackChart(t, dir), nil, helmspec.Options{})
 		if err == nil || !strings.Contains(err.Error(), "render chart loop: context deadline exceeded") {
 			t.Fatalf("error %v, want the deadline", err)
 		}
@@ -185,7 +186,7 @@ func TestRendererFailures(t *testing.T) {
 			t.Errorf("returned after %v", waited)
 		}
 		// The helper is gone: no process runs it any more.
-		out, _ := exec.Command("pgrep", "-f", helper(t)).Output()
+		out, _ := exec.Command("pgrep", "-f", own).Output()
 		if pids := strings.Fields(string(out)); len(pids) > 0 {
 			t.Errorf("the helper still runs after its deadline: pids %v", pids)
 		}
