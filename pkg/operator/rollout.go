@@ -135,6 +135,9 @@ type rollout struct {
 	// retryFailed: a failed rollout of the same spec is retried (the
 	// cluster may have been repaired) but stays Failed until it succeeds.
 	retryFailed bool
+	// rollback: updating to a strategy rolled out before
+	// (rolledOutBefore); its Helm hooks run as helm rollback's.
+	rollback bool
 	// start is when the stage began.
 	start time.Time
 }
@@ -145,6 +148,7 @@ func newRollout(in *v1alpha1.Installation, target strategy.Identity) rollout {
 	ro.updating = !ro.fresh && ro.observed != target
 	ro.changing = ro.updating || ro.fresh || in.Status.Phase != v1alpha1.PhaseDeployed || in.Status.ObservedGeneration != in.Generation
 	ro.retryFailed = in.Status.Phase == v1alpha1.PhaseFailed && in.Status.ObservedGeneration == in.Generation && targetIdentity(in) == target
+	ro.rollback = ro.updating && rolledOutBefore(in, target)
 	return ro
 }
 
@@ -178,11 +182,14 @@ func (r *Reconciler) startRollout(ctx context.Context, s *state, ro rollout) err
 		return err
 	}
 	action, reason, note := "Deploy", v1alpha1.ReasonDeploymentInProgress, "deploying"
-	if ro.updating {
+	switch {
+	case ro.rollback:
+		action, reason, note = "Rollback", v1alpha1.ReasonUpdateInProgress, "rolling back from "+ro.observed.Version+" to"
+	case ro.updating:
 		action, reason, note = "Update", v1alpha1.ReasonUpdateInProgress, "updating from "+ro.observed.Version+" to"
 	}
 	r.event(s.Installation, corev1.EventTypeNormal, reason, action, "%s %s (identifier %s)", note, s.Target.Version, short(s.Target.Identifier))
-	s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", ro.updating)
+	s.log.Info("rollout started", "version", s.Target.Version, "identifier", s.Target.Identifier, "update", ro.updating, "rollback", ro.rollback)
 	return nil
 }
 
@@ -209,6 +216,7 @@ func (r *Reconciler) runRollout(ctx context.Context, s *state, ro rollout) (*eng
 	events := r.newRunEvents(runCtx, s, !ro.fresh && !ro.updating)
 	runOpts := r.reconcileOptions(s, events.observe)
 	runOpts.ServedCertificates = r.servedCheck(in, ro.changing)
+	runOpts.Rollback = ro.rollback
 	stopDrift := r.watchDrift(in.Namespace)
 	res, runErr := r.rc.Run(runCtx, s.Strategy, runOpts)
 	drifts := stopDrift()
