@@ -14,15 +14,15 @@ import (
 )
 
 // FinalizerRelease removes virt-operator's finalizer
-// (metakeys.KubeVirtFinalizer) from a KubeVirt the example has
-// uninstalled. A KubeVirt that virt-operator installed and the example
+// (metakeys.KubeVirtFinalizer; KubeVirtOldFinalizer, as virt-operator
+// v1.8 wrote it) from a KubeVirt the example has uninstalled. A KubeVirt that virt-operator installed and the example
 // took over keeps that finalizer, and only virt-operator removes it, once
 // its own uninstall is done; with virt-operator gone, the CR would never
 // go. The example does what virt-operator does at the same point: when the
 // KubeVirt is being deleted, the engine has released it (phase Deleted,
 // the operator's own finalizer removed), and virt-operator's finalizer is
-// the one left of the two, it removes it. Other finalizers are not its
-// business.
+// the one left of the two, it removes it (both spellings, as
+// virt-operator v1.9.0 does). Other finalizers are not its business.
 type FinalizerRelease struct {
 	Client client.Client
 }
@@ -31,8 +31,8 @@ type FinalizerRelease struct {
 // for virt-operator's finalizer.
 func Released(kv *unstructured.Unstructured) bool {
 	phase, _, _ := unstructured.NestedString(kv.Object, "status", "phase")
-	return kv.GetDeletionTimestamp() != nil && phase == "Deleted" &&
-		!controllerutil.ContainsFinalizer(kv, v1alpha1.Finalizer) && controllerutil.ContainsFinalizer(kv, metakeys.KubeVirtFinalizer)
+	return kv.GetDeletionTimestamp() != nil && phase == "Deleted" && !controllerutil.ContainsFinalizer(kv, v1alpha1.Finalizer) &&
+		(controllerutil.ContainsFinalizer(kv, metakeys.KubeVirtFinalizer) || controllerutil.ContainsFinalizer(kv, metakeys.KubeVirtOldFinalizer))
 }
 
 // Reconcile implements reconcile.Reconciler.
@@ -46,6 +46,7 @@ func (f FinalizerRelease) Reconcile(ctx context.Context, req reconcile.Request) 
 	}
 	old := kv.DeepCopy()
 	controllerutil.RemoveFinalizer(kv, metakeys.KubeVirtFinalizer)
+	controllerutil.RemoveFinalizer(kv, metakeys.KubeVirtOldFinalizer)
 	// Optimistic lock: the finalizer list of the version read, not another.
 	err := f.Client.Patch(ctx, kv, client.MergeFromWithOptions(old, client.MergeFromWithOptimisticLock{}))
 	return reconcile.Result{}, client.IgnoreNotFound(err)

@@ -30,6 +30,7 @@ func TestFinalizerRelease(t *testing.T) {
 		want       []string
 	}{
 		{"released", true, "Deleted", []string{metakeys.KubeVirtFinalizer}, true, nil},
+		{"released, virt-operator v1.8's finalizer", true, "Deleted", []string{metakeys.KubeVirtOldFinalizer}, true, nil},
 		{"released, another finalizer stays", true, "Deleted", []string{metakeys.KubeVirtFinalizer, "other.example/keep"}, false, []string{"other.example/keep"}},
 		{"uninstall not done", true, "Deleting", []string{metakeys.KubeVirtFinalizer}, false, []string{metakeys.KubeVirtFinalizer}},
 		{"the engine's finalizer still there", true, "Deleted", []string{v1alpha1.Finalizer, metakeys.KubeVirtFinalizer}, false, []string{v1alpha1.Finalizer, metakeys.KubeVirtFinalizer}},
