@@ -197,9 +197,11 @@ soak-go:
 	INSTALLSTRATEGY_CRASH_ROUNDS=$(SOAK_CRASH_ROUNDS) $(GO) test -count=1 -timeout=0 -v -run '^TestOperatorKilledMidUpgradeConverges$$' ./test/e2e
 	INSTALLSTRATEGY_FAULT_ROUNDS=$(SOAK_FAULT_ROUNDS) $(GO) test -count=1 -timeout=0 -v -run '^TestUpgradesConvergeThroughFaults$$' ./test/e2e
 
-# test-real-dump: issue 40's upgrade by imageTag with KubeVirt's own
-# virt-operator images dumping on the real node (build tag realdump; not in
-# make test). VIRT_OPERATOR_BINARIES is a folder of virt-operator-v1.8.4 and
+# test-real-dump: issue 40 with KubeVirt's own virt-operator (build tag
+# realdump; not in make test): its images dumping on the real node for the
+# example's upgrade and rollback by imageTag and its refused delete, and its
+# binary installing KubeVirt before the example takes over.
+# VIRT_OPERATOR_BINARIES is a folder of virt-operator-v1.8.4 and
 # virt-operator-v1.9.0, built by ../shared/tools/virtoperator/build.sh.
 VIRT_OPERATOR_BINARIES ?=
 .PHONY: test-real-dump
@@ -209,7 +211,7 @@ test-real-dump:
 
 .PHONY: test-real-dump-go
 test-real-dump-go:
-	$(GO) test -tags realdump -count=1 -timeout=30m -v -run '^TestKubeVirtUpgradeByImageTagOnRealNode$$' ./test/e2e
+	$(GO) test -tags realdump -count=1 -timeout=60m -v -run '^(TestKubeVirtUpgradeByImageTagOnRealNode|TestVirtOperatorInstallTakenOverOnRealNode)$$' ./test/e2e
 
 # bench runs the benchmarks; each measures its baseline in the same run and
 # reports x-speedup and alloc-ratio (see docs/PERFORMANCE.md).

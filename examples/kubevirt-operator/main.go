@@ -110,6 +110,11 @@ func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
+	// A KubeVirt virt-operator installed keeps virt-operator's finalizer:
+	// removed, as virt-operator does, once the engine has uninstalled it.
+	if err := (kubevirt.FinalizerRelease{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	// virt-operator's own webhooks (virt-operator-validator) are in
 	// KubeVirt's strategy, failurePolicy Fail: this process answers them,
 	// as virt-operator does, on the certificate the engine issues.

@@ -76,6 +76,12 @@ const (
 	// KubeVirtChooseMeLabel is the label the KubeVirt example's placement
 	// validation webhook selects its test objects by.
 	KubeVirtChooseMeLabel = "kubevirt.io/choose-me"
+	// KubeVirtFinalizer is virt-operator's finalizer on the KubeVirt CR
+	// (since v1.9.0; KubeVirtOldFinalizer before), removed by
+	// virt-operator once it has uninstalled KubeVirt (the KubeVirt example
+	// removes both when it replaced virt-operator).
+	KubeVirtFinalizer    = "kubevirt.io/foregroundDeleteKubeVirt"
+	KubeVirtOldFinalizer = "foregroundDeleteKubeVirt"
 )
 
 // Keys of the native form of a strategy ConfigMap (pkg/codec, pkg/store).

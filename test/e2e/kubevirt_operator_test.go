@@ -110,6 +110,9 @@ func startKubeVirtOperator(ctx context.Context, t *testing.T, env *testenv.Env, 
 	if err := r.SetupWithManager(mgr); err != nil {
 		t.Fatal(err)
 	}
+	if err := (kubevirt.FinalizerRelease{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		t.Fatal(err)
+	}
 	applyExampleOperator(ctx, t, env)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
