@@ -27,6 +27,11 @@ func timeField(field string) bool {
 	return strings.HasSuffix(field, "lastProbeTime") || strings.HasSuffix(field, "lastTransitionTime")
 }
 
+// kstatusReason explains the conditions kstatus reads, which virt-operator
+// does not write.
+const kstatusReason = "the engine's kstatus conditions (Ready, Reconciling, Stalled as kstatus defines them, so that Flux, Helm 4's --wait and cli-utils can wait on the CR: docs/API.md); " +
+	"SetStatus keeps every condition of the view, KubeVirt's tools ignore types they do not know"
+
 // statusReasons say why a field differs between virt-operator's status
 // and the example operator's, by field path or path prefix (the longest
 // prefix wins). A difference no reason covers is reported as unexplained.
@@ -45,6 +50,9 @@ var statusReasons = map[string]string{
 	"conditions[Synchronized]":                "the engine's own condition (every object applied as the strategy says); SetStatus keeps every condition of the view, KubeVirt's tools ignore types they do not know",
 	"conditions[CertificatesServed]": "the engine's own condition (the certificate each webhook Service presents is the one its Secret holds); SetStatus keeps every condition of the view. " +
 		"False here: the harness's stand-in virt-api serves the certificate it read from the Secret first, and the Secret was written again after that",
+	"conditions[Ready]":               kstatusReason,
+	"conditions[Reconciling]":         kstatusReason,
+	"conditions[Stalled]":             kstatusReason,
 	"observedDeploymentConfig (text)": "the same JSON fields and values, another key order: virt-operator marshals its struct (id, namespace, registry, …), the example a map (keys sorted)",
 	"targetDeploymentConfig (text)":   "the same JSON fields and values, another key order: virt-operator marshals its struct (id, namespace, registry, …), the example a map (keys sorted)",
 }
