@@ -14,6 +14,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	sigsyaml "sigs.k8s.io/yaml"
 )
@@ -187,11 +188,16 @@ func (e *Env) InstallCRDFile(ctx context.Context, t testing.TB, file string) *ap
 	}
 	err = e.Client.Create(ctx, crd)
 	if apierrors.IsAlreadyExists(err) {
-		var live apiextensionsv1.CustomResourceDefinition
-		if err = e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, &live); err == nil {
+		// Parallel tests install the same file: another may update it
+		// between this read and write (a conflict), so read again.
+		err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			var live apiextensionsv1.CustomResourceDefinition
+			if err := e.Client.Get(ctx, client.ObjectKey{Name: crd.Name}, &live); err != nil {
+				return err
+			}
 			live.Spec = crd.Spec
-			err = e.Client.Update(ctx, &live)
-		}
+			return e.Client.Update(ctx, &live)
+		})
 	}
 	if err != nil {
 		t.Fatalf("install CRD %s: %v", crd.Name, err)
