@@ -126,8 +126,9 @@ test:
 # testenv.Heavy skips every test that reaches a cluster through testenv.New
 # or testenv.ToolsDir, and those marked heavy by hand). CI=true and no test cluster, so a test that
 # needs one without saying so fails instead of skipping. make test runs
-# every test, these included.
-UNITFLAGS ?= -count=1
+# every test, these included. Go's test cache is kept: after an edit only
+# the packages it reaches run again; UNITFLAGS=-count=1 runs everything.
+UNITFLAGS ?=
 .PHONY: unit
 unit:
 	env -u $(TEST_KUBECONFIG_ENV) CI=true $(GO) test -short $(UNITFLAGS) $(GOTESTPKGS)
