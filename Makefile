@@ -201,18 +201,21 @@ soak-go:
 # test-real-dump: issue 40 with KubeVirt's own virt-operator (build tag
 # realdump; not in make test): its images dumping on the real node for the
 # example's upgrade and rollback by imageTag and its refused delete, and its
-# binary installing KubeVirt before the example takes over.
-# VIRT_OPERATOR_BINARIES is a folder of virt-operator-v1.8.4 and
-# virt-operator-v1.9.0, built by ../shared/tools/virtoperator/build.sh.
+# binary installing KubeVirt before the example takes over; issue 42's CRD
+# rollback from KubeVirt main to v1.7.4 (TestKubeVirtCRDRollbackOnRealNode).
+# VIRT_OPERATOR_BINARIES is a folder of virt-operator-v1.8.4,
+# virt-operator-v1.9.0, virt-operator-v1.7.4 and virt-operator-MAIN (MAIN:
+# kubeVirtMain of test/e2e/kubevirt_crdrollback_realnode_test.go), built by
+# ../shared/tools/virtoperator/build.sh (docs/UPGRADES.md says how for MAIN).
 VIRT_OPERATOR_BINARIES ?=
 .PHONY: test-real-dump
 test-real-dump:
-	@test -n "$(VIRT_OPERATOR_BINARIES)" || { echo "set VIRT_OPERATOR_BINARIES to the folder of virt-operator-v1.8.4 and -v1.9.0 (../shared/tools/virtoperator/build.sh)" >&2; exit 2; }
+	@test -n "$(VIRT_OPERATOR_BINARIES)" || { echo "set VIRT_OPERATOR_BINARIES to the folder of virt-operator-v1.8.4, -v1.9.0, -v1.7.4 and KubeVirt main's (../shared/tools/virtoperator/build.sh)" >&2; exit 2; }
 	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" VIRT_OPERATOR_BINARIES="$(abspath $(VIRT_OPERATOR_BINARIES))" TEST_TARGETS=test-real-dump-go hack/test.sh
 
 .PHONY: test-real-dump-go
 test-real-dump-go:
-	$(GO) test -tags realdump -count=1 -timeout=60m -v -run '^(TestKubeVirtUpgradeByImageTagOnRealNode|TestVirtOperatorInstallTakenOverOnRealNode)$$' ./test/e2e
+	$(GO) test -tags realdump -count=1 -timeout=60m -v -run '^(TestKubeVirtUpgradeByImageTagOnRealNode|TestVirtOperatorInstallTakenOverOnRealNode|TestKubeVirtCRDRollbackOnRealNode)$$' ./test/e2e
 
 # bench runs the benchmarks; each measures its baseline in the same run and
 # reports x-speedup and alloc-ratio (see docs/PERFORMANCE.md).

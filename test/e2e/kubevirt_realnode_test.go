@@ -49,7 +49,9 @@ import (
 
 // VirtOperatorBinariesEnv names a folder of KubeVirt's virt-operator
 // binaries built from its release tags (virt-operator-v1.8.4,
-// virt-operator-v1.9.0: ../shared/tools/virtoperator/build.sh).
+// virt-operator-v1.9.0; virt-operator-v1.7.4 and virt-operator-MAIN, MAIN
+// being kubeVirtMain, for TestKubeVirtCRDRollbackOnRealNode:
+// ../shared/tools/virtoperator/build.sh).
 const VirtOperatorBinariesEnv = "VIRT_OPERATOR_BINARIES"
 
 // realDumps are virt-operator's real images on the real node, for the
@@ -66,12 +68,13 @@ type realDumps struct {
 // as quay.io/kubevirt/virt-operator:TAG the way the project packs its
 // images (internal/images), loads them into the real node, watches the
 // dump pods of namespace kubevirt and creates KubeVirt's PriorityClass.
-func setUpRealDumps(ctx context.Context, t *testing.T, env *testenv.Env) *realDumps {
+// Each of versions must be among the binaries.
+func setUpRealDumps(ctx context.Context, t *testing.T, env *testenv.Env, versions ...string) *realDumps {
 	t.Helper()
 	rn := env.RealNode(t)
 	dir := os.Getenv(VirtOperatorBinariesEnv)
 	if dir == "" {
-		msg := VirtOperatorBinariesEnv + " is not set: build KubeVirt's virt-operator v1.8.4 and v1.9.0 with ../shared/tools/virtoperator/build.sh and set it to their folder"
+		msg := VirtOperatorBinariesEnv + " is not set: build KubeVirt's virt-operator " + strings.Join(versions, ", ") + " with ../shared/tools/virtoperator/build.sh and set it to their folder"
 		if testenv.InCI() {
 			t.Fatal(msg)
 		}
@@ -88,7 +91,7 @@ func setUpRealDumps(ctx context.Context, t *testing.T, env *testenv.Env) *realDu
 			t.Fatal(err)
 		}
 	}
-	for _, v := range []string{"v1.8.4", "v1.9.0"} {
+	for _, v := range versions {
 		if !have[kubevirt.DefaultRegistry+"/virt-operator:"+v] {
 			t.Fatalf("no virt-operator %s in %s (built: %v)", v, dir, have)
 		}
@@ -259,7 +262,7 @@ func TestKubeVirtUpgradeByImageTagOnRealNode(t *testing.T) {
 	env := testenv.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Minute)
 	defer cancel()
-	d := setUpRealDumps(ctx, t, env)
+	d := setUpRealDumps(ctx, t, env, "v1.8.4", "v1.9.0")
 	k := startKubeVirtOperator(ctx, t, env, operator.Defaults{}, nil, d.options)
 	removeDumpAccount(ctx, t, env)
 	k.create(ctx, t, map[string]any{"imageTag": "v1.8.4", "uninstallStrategy": "BlockUninstallIfWorkloadsExist"})
@@ -437,7 +440,7 @@ func TestVirtOperatorInstallTakenOverOnRealNode(t *testing.T) {
 	env := testenv.New(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 25*time.Minute)
 	defer cancel()
-	d := setUpRealDumps(ctx, t, env)
+	d := setUpRealDumps(ctx, t, env, "v1.8.4", "v1.9.0")
 	const ns = "kubevirt"
 	// The namespace as KubeVirt's release kubevirt-operator.yaml makes it.
 	if _, err := env.Kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
