@@ -58,9 +58,10 @@ type kubeVirtUserObject struct {
 //     lacks (virtualmachines: rebootPolicy, serviceAccountName,
 //     utilityVolumes, ...). A VirtualMachine that sets
 //     .spec.template.spec.domain.rebootPolicy would lose the value: the
-//     rollback is refused before any write, naming that CRD, version,
-//     field and object, and nothing else (the VirtualMachine without it, an
-//     instancetype and a preference both versions define alike, the export);
+//     rollback is refused before any write, naming that CRD, field and
+//     object at both versions the CRD serves (v1, v1alpha3), and nothing
+//     else (the VirtualMachine without it, an instancetype and a preference
+//     both releases define alike, the export);
 //   - once the user clears the field, the next resync rolls back to
 //     v1.7.4 and every object reads back with its values and uid.
 //
@@ -177,8 +178,13 @@ spec:
 	// alone.
 	before = d.seen()
 	k.setImageTag(ctx, t, "v1.7.4")
-	want := fmt.Sprintf("refused before any write: virtualmachines.kubevirt.io v1 .spec.template.spec.domain.rebootPolicy: fieldRemoved "+
-		"(field removed from the schema: the API server prunes its values); 1 stored objects affected, e.g. %s/vm-reboot (an override", ns)
+	// The preflight reads the objects at every version both CRDs serve:
+	// the field is refused at v1 and at v1alpha3 (the same object).
+	finding := func(version string) string {
+		return fmt.Sprintf("virtualmachines.kubevirt.io %s .spec.template.spec.domain.rebootPolicy: fieldRemoved "+
+			"(field removed from the schema: the API server prunes its values); 1 stored objects affected, e.g. %s/vm-reboot", version, ns)
+	}
+	want := "refused before any write: " + finding("v1") + "; " + finding("v1alpha3") + " (an override"
 	var stalled map[string]any
 	testenv.WaitFor(ctx, t, "the rollback to v1.7.4 refused", func(ctx context.Context) (bool, string, error) {
 		u, err := k.res.Get(ctx, "kubevirt", metav1.GetOptions{})
@@ -190,7 +196,7 @@ spec:
 		return stalled["status"] == "True" && stalled["reason"] == v1alpha1.ReasonCRDChangeRefused, fmt.Sprint(stalled), nil
 	})
 	if msg, _ := stalled["message"].(string); !strings.Contains(msg, want) {
-		t.Fatalf("Stalled message %q\nwant it to contain %q (that one finding alone)", msg, want)
+		t.Fatalf("Stalled message %q\nwant it to contain %q (that field alone)", msg, want)
 	}
 	u, err := k.res.Get(ctx, "kubevirt", metav1.GetOptions{})
 	if err != nil {
