@@ -38,19 +38,8 @@ func (c *chartFlags) add(cmd *cobra.Command) {
 	r := &c.r
 	f := cmd.Flags()
 	f.StringVar(&r.helm, "from-helm", "", "render this Helm chart (a folder, a .tgz, an oci:// reference, or a name with --repo) as encode --from-helm does and use it as the strategy; --version is then the chart's version, and the strategy's version the chart's")
-	f.StringArrayVar(&r.opts.ValuesFiles, "values", nil, "with --from-helm: a values file (repeatable; a later one wins)")
-	f.StringArrayVar(&r.opts.Set, "set", nil, "with --from-helm: set values as helm's --set does, key=value[,key=value] (repeatable)")
-	f.StringArrayVar(&r.opts.StringValues, "set-string", nil, "with --from-helm: set STRING values as helm's --set-string does (repeatable)")
-	f.StringArrayVar(&r.opts.FileValues, "set-file", nil, "with --from-helm: set values from files as helm's --set-file does (repeatable)")
-	f.StringArrayVar(&r.opts.JSONValues, "set-json", nil, "with --from-helm: set JSON values as helm's --set-json does (repeatable)")
-	f.StringArrayVar(&r.opts.LiteralValues, "set-literal", nil, "with --from-helm: set a literal STRING value as helm's --set-literal does (repeatable)")
+	addChartInputFlags(f, &r.opts)
 	f.StringVar(&r.opts.RepoURL, "repo", "", "with --from-helm: the chart repository URL the chart (a name) is in, as helm's --repo; --walk-upgrade-path lists the chart's versions in its index.yaml")
-	f.BoolVar(&r.opts.SkipCRDs, "skip-crds", false, "with --from-helm: leave out the chart's crds/ folder, as helm install --skip-crds")
-	f.BoolVar(&r.opts.SkipSchemaValidation, "skip-schema-validation", false, "with --from-helm: do not check the values against the chart's values.schema.json")
-	f.StringVar(&r.opts.ReleaseName, "release-name", "", "with --from-helm: the release name the chart sees (default: the chart's name)")
-	f.StringVar(&r.opts.KubeVersion, "kube-version", "", "with --from-helm: the Kubernetes version the chart sees (.Capabilities.KubeVersion; default: Helm's)")
-	f.StringSliceVar(&r.opts.APIVersions, "api-versions", nil, "with --from-helm: API versions the chart sees as served, besides the built-in ones")
-	f.BoolVar(&r.opts.PlainHTTP, "plain-http", false, "with --from-helm oci://...: talk plain HTTP to the registry")
 }
 
 func (c *chartFlags) given() bool { return c.r.helm != "" }

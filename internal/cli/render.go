@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	helmcli "helm.sh/helm/v4/pkg/cli"
 	"helm.sh/helm/v4/pkg/postrenderer"
 	"sigs.k8s.io/yaml"
@@ -41,23 +42,30 @@ func (r *renderFlags) add(cmd *cobra.Command) {
 	f := cmd.Flags()
 	f.StringVar(&r.helm, "from-helm", "", "render this Helm chart (a folder, a .tgz or an oci:// reference) as helm template does, and encode its objects")
 	f.StringVar(&r.kustomize, "from-kustomize", "", "build this kustomization folder as kubectl kustomize does, and encode its objects")
-	f.StringArrayVar(&r.opts.ValuesFiles, "values", nil, "with --from-helm: a values file (repeatable; a later one wins)")
-	f.StringArrayVar(&r.opts.Set, "set", nil, "with --from-helm: set values as helm's --set does, key=value[,key=value] (repeatable, applied after --values and --set-json)")
-	f.StringArrayVar(&r.opts.StringValues, "set-string", nil, "with --from-helm: set STRING values as helm's --set-string does, key=value[,key=value] (repeatable, applied after --set)")
-	f.StringArrayVar(&r.opts.FileValues, "set-file", nil, "with --from-helm: set values from files as helm's --set-file does, key=path[,key=path]: the file's text is the value (repeatable, applied after --set-string)")
-	f.StringArrayVar(&r.opts.JSONValues, "set-json", nil, "with --from-helm: set JSON values as helm's --set-json does, key=json[,key=json] or a JSON object (repeatable, applied after --values)")
-	f.StringArrayVar(&r.opts.LiteralValues, "set-literal", nil, "with --from-helm: set a literal STRING value as helm's --set-literal does, key=value, commas and all (repeatable, applied last)")
+	addChartInputFlags(f, &r.opts)
 	f.StringVar(&r.opts.RepoURL, "repo", "", "with --from-helm: the chart repository URL the chart (a name) is in, as helm's --repo (its index.yaml is read; downloads bounded to 64 MiB)")
-	f.BoolVar(&r.opts.SkipCRDs, "skip-crds", false, "with --from-helm: leave out the chart's crds/ folder, as helm install --skip-crds (CRDs among its templates stay)")
-	f.BoolVar(&r.opts.SkipSchemaValidation, "skip-schema-validation", false, "with --from-helm: do not check the values against the chart's values.schema.json")
 	f.BoolVar(&r.opts.DependencyUpdate, "dependency-update", false, "with --from-helm: a chart folder that lacks dependencies Chart.yaml names gets them downloaded first (helm dependency update), as helm install --dependency-update")
 	f.StringVar(&r.postRenderer, "post-renderer", "", "with --from-helm: the name of a Helm postrenderer/v1 plugin (installed with helm plugin install) run on the rendered objects, as Helm 4's --post-renderer")
 	f.StringArrayVar(&r.postRendererArgs, "post-renderer-args", nil, "with --from-helm --post-renderer: an argument to the post-renderer (repeatable)")
-	f.StringVar(&r.opts.ReleaseName, "release-name", "", "with --from-helm: the release name the chart sees (default: the chart's name)")
-	f.StringVar(&r.opts.KubeVersion, "kube-version", "", "with --from-helm: the Kubernetes version the chart sees (.Capabilities.KubeVersion; default: Helm's)")
-	f.StringSliceVar(&r.opts.APIVersions, "api-versions", nil, "with --from-helm: API versions the chart sees as served, besides the built-in ones (repeatable or comma-separated)")
-	f.BoolVar(&r.opts.PlainHTTP, "plain-http", false, "with --from-helm oci://...: talk plain HTTP to the registry")
 	f.StringVar(&r.installation, "installation", "", "with --from-helm: render for this plugin installation of -n as helm install or helm upgrade would (.Release.IsInstall, .IsUpgrade, .Revision from its history; lookup sees its live objects in -n, read with your kubeconfig)")
+}
+
+// addChartInputFlags registers the flags that say how a chart is
+// rendered (values, Helm's --set family, what the chart sees), as helm
+// template names them; encode, apply and plan share them.
+func addChartInputFlags(f *pflag.FlagSet, opts *render.HelmOptions) {
+	f.StringArrayVar(&opts.ValuesFiles, "values", nil, "with --from-helm: a values file (repeatable; a later one wins)")
+	f.StringArrayVar(&opts.Set, "set", nil, "with --from-helm: set values as helm's --set does, key=value[,key=value] (repeatable, applied after --values and --set-json)")
+	f.StringArrayVar(&opts.StringValues, "set-string", nil, "with --from-helm: set STRING values as helm's --set-string does, key=value[,key=value] (repeatable, applied after --set)")
+	f.StringArrayVar(&opts.FileValues, "set-file", nil, "with --from-helm: set values from files as helm's --set-file does, key=path[,key=path]: the file's text is the value (repeatable, applied after --set-string)")
+	f.StringArrayVar(&opts.JSONValues, "set-json", nil, "with --from-helm: set JSON values as helm's --set-json does, key=json[,key=json] or a JSON object (repeatable, applied after --values)")
+	f.StringArrayVar(&opts.LiteralValues, "set-literal", nil, "with --from-helm: set a literal STRING value as helm's --set-literal does, key=value, commas and all (repeatable, applied last)")
+	f.BoolVar(&opts.SkipCRDs, "skip-crds", false, "with --from-helm: leave out the chart's crds/ folder, as helm install --skip-crds (CRDs among its templates stay)")
+	f.BoolVar(&opts.SkipSchemaValidation, "skip-schema-validation", false, "with --from-helm: do not check the values against the chart's values.schema.json")
+	f.StringVar(&opts.ReleaseName, "release-name", "", "with --from-helm: the release name the chart sees (default: the chart's name)")
+	f.StringVar(&opts.KubeVersion, "kube-version", "", "with --from-helm: the Kubernetes version the chart sees (.Capabilities.KubeVersion; default: Helm's)")
+	f.StringSliceVar(&opts.APIVersions, "api-versions", nil, "with --from-helm: API versions the chart sees as served, besides the built-in ones (repeatable or comma-separated)")
+	f.BoolVar(&opts.PlainHTTP, "plain-http", false, "with --from-helm oci://...: talk plain HTTP to the registry")
 }
 
 func (r *renderFlags) given() bool { return r.helm != "" || r.kustomize != "" }
