@@ -129,7 +129,11 @@ type InstallationSpec struct {
 	// PruneCRDs lets the operator delete CustomResourceDefinitions that the
 	// target strategy no longer contains (and, on uninstall, all of the
 	// product's CRDs). Deleting a CRD deletes every custom resource of it,
-	// so CRDs are never pruned unless this is true.
+	// so CRDs are never pruned unless this is true; and a rollout that
+	// would prune one that still stores objects (other than the product's
+	// own) is refused before any write (CRDChangeRefused) unless
+	// crdSafety.allow names the CRD with rule crdPruned. The uninstall is
+	// not judged so.
 	// +optional
 	PruneCRDs bool `json:"pruneCRDs,omitempty"`
 
@@ -200,8 +204,9 @@ type CRDChangeAllowance struct {
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	CRD string `json:"crd"`
-	// Rule is the rule accepted.
-	// +kubebuilder:validation:Enum=scope;storedVersionRemoved;servedVersionRemoved;fieldRemoved;typeChanged;enumTightened;boundTightened;requiredAdded;defaultChanged
+	// Rule is the rule accepted (crdPruned: a CRD pruneCRDs would delete
+	// that still stores objects).
+	// +kubebuilder:validation:Enum=scope;storedVersionRemoved;servedVersionRemoved;fieldRemoved;typeChanged;enumTightened;boundTightened;requiredAdded;defaultChanged;crdPruned
 	Rule string `json:"rule"`
 }
 

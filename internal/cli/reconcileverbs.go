@@ -88,14 +88,16 @@ func (f *reconcileFlags) crdAllow() ([]crdsafety.Allow, error) {
 	return out, nil
 }
 
-const allowCRDHelp = "accept one unsafe CRD change, CRD=RULE (rules: scope, storedVersionRemoved, servedVersionRemoved, fieldRemoved, typeChanged, enumTightened, boundTightened, requiredAdded, defaultChanged); repeat the flag for more"
+const allowCRDHelp = "accept one unsafe CRD change, CRD=RULE (rules: scope, storedVersionRemoved, servedVersionRemoved, fieldRemoved, typeChanged, enumTightened, boundTightened, requiredAdded, defaultChanged, crdPruned); repeat the flag for more"
+
+const pruneCRDsHelp = "let prune delete CustomResourceDefinitions (and so all their custom resources); one that still stores objects other than the installation's own is refused before any write unless --allow-crd-change CRD=crdPruned names it"
 
 func (f *reconcileFlags) add(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.name, "name", "", "the installation's name: its objects carry it in labels, its inventory (a ConfigMap in -n) lists them, and prune and uninstall touch nothing else (default: the strategy's one Namespace object, else the namespace)")
 	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "take over existing objects of the strategy that no installation owns (from kubectl apply, Helm, a person); another installation's objects are never taken")
 	cmd.Flags().BoolVar(&f.replace, "replace", false, "apply even when the installation holds objects and this strategy has none of them (it looks like another product under the same --name)")
 	cmd.Flags().StringVar(&f.observed, "observed-version", "auto", `the version the cluster runs now, which picks the create or update path; "auto" reads it from the live objects, "" means a fresh install`)
-	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
+	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, pruneCRDsHelp)
 	cmd.Flags().StringArrayVar(&f.allowCRD, "allow-crd-change", nil, allowCRDHelp)
 	cmd.Flags().StringVar(&f.preflight, "server-preflight", "changes", preflightHelp)
 	cmd.Flags().StringVar(&f.identity.Version, "version", "", "the version of a strategy that records none (a plain manifests text)")
@@ -111,7 +113,7 @@ func (f *reconcileFlags) add(cmd *cobra.Command) {
 func (f *reconcileFlags) addAdoption(cmd *cobra.Command) {
 	f.observed = "auto"
 	cmd.Flags().BoolVar(&f.adopt, "adopt", false, "take over existing objects of the strategy that no installation owns (from kubectl apply, Helm, a person); another installation's objects are never taken")
-	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, "let prune delete CustomResourceDefinitions (and so all their custom resources)")
+	cmd.Flags().BoolVar(&f.pruneCRDs, "prune-crds", false, pruneCRDsHelp)
 	cmd.Flags().StringArrayVar(&f.allowCRD, "allow-crd-change", nil, allowCRDHelp)
 	cmd.Flags().StringVar(&f.preflight, "server-preflight", "changes", preflightHelp)
 }

@@ -51,11 +51,18 @@ const (
 	RuleRequiredAdded Rule = "requiredAdded"
 	// RuleDefaultChanged: a field's default is added, changed or removed.
 	RuleDefaultChanged Rule = "defaultChanged"
+	// RuleCRDPruned: a CRD the run deletes (its prune, with PruneCRDs:
+	// the target strategy lacks it) still stores objects; deleting a CRD
+	// deletes every custom resource of it. Judged by any object
+	// (AnyObject, Pruned); a pruned CRD that stores none is safe. An
+	// uninstall is not judged by it: deleting the CRDs is what an
+	// uninstall without KeepCRDs is asked to do.
+	RuleCRDPruned Rule = "crdPruned"
 )
 
 // Rules lists every rule, in the order findings are reported.
 var Rules = []Rule{RuleScope, RuleStoredVersionRemoved, RuleServedVersionRemoved, RuleFieldRemoved, RuleTypeChanged,
-	RuleEnumTightened, RuleBoundTightened, RuleRequiredAdded, RuleDefaultChanged}
+	RuleEnumTightened, RuleBoundTightened, RuleRequiredAdded, RuleDefaultChanged, RuleCRDPruned}
 
 // known reports whether r is one of Rules.
 func known(r Rule) bool { return slices.Contains(Rules, r) }
@@ -145,6 +152,9 @@ func (f Finding) String() string {
 	switch {
 	case f.Objects > 0:
 		fmt.Fprintf(&b, "; %d stored objects affected", f.Objects)
+		if f.Truncated {
+			b.WriteString(" (more were not read)")
+		}
 		if len(f.Examples) > 0 {
 			fmt.Fprintf(&b, ", e.g. %s", strings.Join(f.Examples, ", "))
 		}

@@ -28,8 +28,9 @@ const storedPageSize = 500
 // the custom resources in the cluster, read page by page at the version a
 // finding is about, at most Options.MaxStoredObjects per CRD version: a
 // finding that none of those read affects is still unsafe when more were
-// stored (Finding.Truncated). It returns the unsafe findings, those an
-// override accepts marked Allowed. It writes nothing.
+// stored (Finding.Truncated). The CRDs this run's prune deletes are judged
+// too (crdsPruned). It returns the unsafe findings, those an override
+// accepts marked Allowed. It writes nothing.
 func (r *run) crdChanges(ctx context.Context) ([]crdsafety.Finding, error) {
 	limit := r.opts.MaxStoredObjects
 	if limit <= 0 {
@@ -74,6 +75,11 @@ func (r *run) crdChanges(ctx context.Context) ([]crdsafety.Finding, error) {
 		}
 		out = append(out, crdsafety.Judge(found, nil, truncated)...)
 	}
+	pruned, err := r.crdsPruned(ctx, limit)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, pruned...)
 	crdsafety.Permit(out, r.opts.AllowCRDChanges)
 	return out, nil
 }
@@ -180,7 +186,15 @@ func (r *run) storedFate(o *unstructured.Unstructured, target map[strategy.Objec
 		}
 		return st
 	}
-	_, held := r.inv.Entries[ref]
-	st.Pruned = held && !r.opts.NoPrune && apply.IsOurs(o, r.opts.Owner) && inventory.KeptBy(o.GetAnnotations()) == ""
+	st.Pruned = r.prunes(o)
 	return st
+}
+
+// prunes reports whether this run's prune deletes o, a live object the
+// target strategy does not hold: exactly what plan.Prunable deletes
+// (never with NoPrune, nor one that lost our labels or that a resource
+// policy keeps).
+func (r *run) prunes(o *unstructured.Unstructured) bool {
+	_, held := r.inv.Entries[strategy.RefOf(o)]
+	return held && !r.opts.NoPrune && apply.IsOurs(o, r.opts.Owner) && inventory.KeptBy(o.GetAnnotations()) == ""
 }

@@ -53,7 +53,10 @@ type Options struct {
 	Roles map[string]kinds.Role
 	// NoPrune leaves objects the strategy no longer holds.
 	NoPrune bool
-	// PruneCRDs lets prune delete CRDs (and their custom resources).
+	// PruneCRDs lets prune delete CRDs (and their custom resources). A
+	// CRD to delete that still stores objects (other than the
+	// installation's own, pruned too) is refused before the first write
+	// (crdsafety.RuleCRDPruned) unless AllowCRDChanges names it.
 	PruneCRDs bool
 	// NoWait applies every step without waiting for readiness. CRDs are
 	// still waited for where a later step writes their kinds, and updated
