@@ -176,14 +176,18 @@ func TestClusterApplyRefusesPrunedCRDWithObjects(t *testing.T) {
 	}
 	want := crdName + ": crdPruned"
 	_, out, errOut := run(t, nil, args("plan", "--strategy", v2, "--prune-crds")...)
-	var line string
+	var line, pruneLine string
 	for l := range strings.SplitSeq(out, "\n") {
 		if strings.HasPrefix(l, "crd change refused: ") {
 			line = l
 		}
+		if strings.HasPrefix(l, "prune ") && strings.Contains(l, crdName) {
+			pruneLine = l
+		}
 	}
-	if !strings.Contains(line, want) || !strings.Contains(line, "1 stored objects affected, e.g. "+ns+"/users") {
-		t.Errorf("plan does not list the refusal of %q for the user's object:\n%s\n%s", want, out, errOut)
+	if !strings.Contains(line, want) || !strings.Contains(line, "1 stored objects affected, e.g. "+ns+"/users") ||
+		!strings.HasSuffix(pruneLine, "not in the target strategy; deletes 1 stored objects with it (crdPruned, refused)") {
+		t.Errorf("plan does not list the refusal of %q for the user's object, nor the object on the CRD's prune line:\n%s\n%s", want, out, errOut)
 	}
 	before := state()
 	code, out, errOut := run(t, nil, args("apply", v2, "--prune-crds")...)

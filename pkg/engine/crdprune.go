@@ -66,3 +66,31 @@ func (r *run) crdsPruned(ctx context.Context, limit int) ([]crdsafety.Finding, e
 	}
 	return out, nil
 }
+
+// notePruned adds to the reason of each CRD p's prune list deletes the
+// objects its crdPruned finding counted, so the plan's prune line says
+// what goes with the CRD.
+func notePruned(p *plan.Plan) {
+	counted := map[string]crdsafety.Finding{}
+	for _, f := range p.CRDSafety {
+		if f.Rule == crdsafety.RuleCRDPruned {
+			counted[f.CRD] = f
+		}
+	}
+	for i := range p.Prune {
+		it := &p.Prune[i]
+		f, ok := counted[it.Ref.Name]
+		if info, _ := kinds.Lookup(it.Ref.GroupKind()); !ok || !info.DefinesKinds || it.Action != apply.ActionDelete {
+			continue
+		}
+		verdict := "refused"
+		if f.Allowed {
+			verdict = "allowed by override"
+		}
+		n := fmt.Sprintf("%d", f.Objects)
+		if f.Truncated {
+			n = "at least " + n
+		}
+		it.Reason += fmt.Sprintf("; deletes %s stored objects with it (crdPruned, %s)", n, verdict)
+	}
+}

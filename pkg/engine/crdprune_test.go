@@ -143,6 +143,20 @@ func TestCRDPrunedRefused(t *testing.T) {
 	}
 	wantFinding(unsafe.Findings, "refusal")
 	wantFinding(p.Refused(), "plan")
+	pruneReason := func(p *plan.Plan, plural string) string {
+		for _, it := range p.Prune {
+			if it.Ref.Name == crdName(plural) {
+				return it.Reason
+			}
+		}
+		return "not in the prune list"
+	}
+	if got := pruneReason(p, "betas"); !strings.HasSuffix(got, "; deletes 2 stored objects with it (crdPruned, refused)") {
+		t.Errorf("plan's prune of betas: %q, want the objects it deletes", got)
+	}
+	if got := pruneReason(p, "gammas"); got != "not in the target strategy" {
+		t.Errorf("plan's prune of gammas: %q", got)
+	}
 	if !strings.Contains(err.Error(), crdName("betas")+": crdPruned") || !strings.Contains(err.Error(), "2 stored objects affected") {
 		t.Errorf("refusal %q does not name the CRD and its objects", err)
 	}
@@ -156,8 +170,9 @@ func TestCRDPrunedRefused(t *testing.T) {
 	if err != nil {
 		t.Fatalf("v2 with the override: %v", err)
 	}
-	if len(p.Refused()) != 0 || len(p.CRDSafety) != 1 || !p.CRDSafety[0].Allowed {
-		t.Errorf("plan with the override: %v", p.CRDSafety)
+	if len(p.Refused()) != 0 || len(p.CRDSafety) != 1 || !p.CRDSafety[0].Allowed ||
+		!strings.HasSuffix(pruneReason(p, "betas"), "(crdPruned, allowed by override)") {
+		t.Errorf("plan with the override: %v, prune of betas %q", p.CRDSafety, pruneReason(p, "betas"))
 	}
 	pruned := fmt.Sprint(res.Pruned)
 	for _, plural := range []string{"betas", "gammas"} {

@@ -229,6 +229,7 @@ func (r *run) plan(ctx context.Context) (*plan.Plan, error) {
 	if r.opts.NoPrune {
 		p.Prune = nil
 	}
+	notePruned(p)
 	if err != nil {
 		return p, err
 	}

@@ -62,12 +62,16 @@ type kubeVirtUserObject struct {
 //     object at both versions the CRD serves (v1, v1alpha3), and nothing
 //     else (the VirtualMachine without it, an instancetype and a preference
 //     both releases define alike, the export);
-//   - once the user clears the field, the next resync rolls back to
-//     v1.7.4 and every object reads back with its values and uid.
-//
-// CRDs main has and v1.7.4 lacks (VirtualMachineBackup, ...) are pruned
-// with the rollback, as virt-operator does: not tested with objects in
-// them (docs/KNOWN-ISSUES.md).
+//   - CRDs main has and v1.7.4 lacks (VirtualMachineBackup, Plugin,
+//     virt-template's VirtualMachineTemplate, ...) are deleted by the
+//     rollback's prune (the example's pruneCRDs, as virt-operator deletes
+//     them): one that still stores a user's object, here the
+//     VirtualMachineTemplate vm-template, refuses the rollback too
+//     (crdPruned, naming it), the empty ones do not;
+//   - once the user clears the field, the rollback is still refused, for
+//     the template alone; once the user deletes it, the next resync rolls
+//     back to v1.7.4, prunes those CRDs, and every other object reads back
+//     with its values and uid.
 func TestKubeVirtCRDRollbackOnRealNode(t *testing.T) {
 	testenv.Lock(t, testenv.KubeVirtLock)
 	env := testenv.New(t)
@@ -100,6 +104,7 @@ func TestKubeVirtCRDRollbackOnRealNode(t *testing.T) {
 		exportsBeta1  = schema.GroupVersionResource{Group: "export.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineexports"}
 		instancetypes = schema.GroupVersionResource{Group: "instancetype.kubevirt.io", Version: "v1beta1", Resource: "virtualmachineinstancetypes"}
 		preferences   = schema.GroupVersionResource{Group: "instancetype.kubevirt.io", Version: "v1beta1", Resource: "virtualmachinepreferences"}
+		templates     = schema.GroupVersionResource{Group: "template.kubevirt.io", Version: "v1alpha1", Resource: "virtualmachinetemplates"}
 	)
 	objects := []kubeVirtUserObject{
 		{instancetypes, "small", `
@@ -157,6 +162,24 @@ spec:
   source: {apiGroup: kubevirt.io, kind: VirtualMachine, name: vm-kept}
   ttlDuration: 2h0m0s
 `},
+		// virt-template's webhook checks parameter references only.
+		{templates, "vm-template", `
+apiVersion: template.kubevirt.io/v1alpha1
+kind: VirtualMachineTemplate
+metadata: {name: vm-template}
+spec:
+  virtualMachine:
+    apiVersion: kubevirt.io/v1
+    kind: VirtualMachine
+    metadata: {name: from-template}
+    spec:
+      runStrategy: Halted
+      template:
+        spec:
+          domain:
+            devices: {}
+            memory: {guest: 128Mi}
+`},
 	}
 	written := map[string]*unstructured.Unstructured{}
 	for _, o := range objects {
@@ -175,7 +198,8 @@ spec:
 	}
 
 	// The rollback: refused before any write, for vm-reboot's rebootPolicy
-	// alone.
+	// and the CRD of vm-template, which v1.7.4 lacks (the other CRDs it
+	// lacks store nothing).
 	before = d.seen()
 	k.setImageTag(ctx, t, "v1.7.4")
 	// The preflight reads the objects at every version both CRDs serve:
@@ -184,7 +208,10 @@ spec:
 		return fmt.Sprintf("virtualmachines.kubevirt.io %s .spec.template.spec.domain.rebootPolicy: fieldRemoved "+
 			"(field removed from the schema: the API server prunes its values); 1 stored objects affected, e.g. %s/vm-reboot", version, ns)
 	}
-	want := "refused before any write: " + finding("v1") + "; " + finding("v1alpha3") + " (an override"
+	const templateCRD = "virtualmachinetemplates.template.kubevirt.io"
+	pruned := templateCRD + ": crdPruned (the target strategy lacks the CRD and prune deletes it: every custom resource of it is deleted with it); " +
+		"1 stored objects affected, e.g. " + ns + "/vm-template"
+	want := "refused before any write: " + finding("v1") + "; " + finding("v1alpha3") + "; " + pruned + " (an override"
 	var stalled map[string]any
 	testenv.WaitFor(ctx, t, "the rollback to v1.7.4 refused", func(ctx context.Context) (bool, string, error) {
 		u, err := k.res.Get(ctx, "kubevirt", metav1.GetOptions{})
@@ -196,7 +223,7 @@ spec:
 		return stalled["status"] == "True" && stalled["reason"] == v1alpha1.ReasonCRDChangeRefused, fmt.Sprint(stalled), nil
 	})
 	if msg, _ := stalled["message"].(string); !strings.Contains(msg, want) {
-		t.Fatalf("Stalled message %q\nwant it to contain %q (that field alone)", msg, want)
+		t.Fatalf("Stalled message %q\nwant it to contain %q (that field and that CRD alone)", msg, want)
 	}
 	u, err := k.res.Get(ctx, "kubevirt", metav1.GetOptions{})
 	if err != nil {
@@ -216,13 +243,38 @@ spec:
 		t.Errorf("the refused rollback changed vm-reboot: %v", got.Object["spec"])
 	}
 
-	// Its user clears the field: the next resync rolls back.
+	// Its user clears the field: the rollback is still refused, for the
+	// template's CRD alone.
 	patch := []byte(`[{"op":"remove","path":"/spec/template/spec/domain/rebootPolicy"}]`)
 	cleared, err := env.Dynamic.Resource(vms).Namespace(ns).Patch(ctx, "vm-reboot", types.JSONPatchType, patch, metav1.PatchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	written["vm-reboot"] = cleared
+	want = "refused before any write: " + pruned + " (an override"
+	testenv.WaitFor(ctx, t, "the rollback refused for "+templateCRD+" alone", func(ctx context.Context) (bool, string, error) {
+		u, err := k.res.Get(ctx, "kubevirt", metav1.GetOptions{})
+		if err != nil {
+			return false, "", err
+		}
+		st, _, _ := unstructured.NestedMap(u.Object, "status")
+		stalled = conditionMap(st, string(v1alpha1.ConditionStalled))
+		msg, _ := stalled["message"].(string)
+		return stalled["status"] == "True" && strings.Contains(msg, want), fmt.Sprint(stalled), nil
+	})
+	if _, err := env.Dynamic.Resource(templates).Namespace(ns).Get(ctx, "vm-template", metav1.GetOptions{}); err != nil {
+		t.Errorf("the refused rollback deleted vm-template: %v", err)
+	}
+	if now := kubeVirtCRDNames(ctx, t, env); !now[templateCRD] {
+		t.Errorf("the refused rollback deleted %s", templateCRD)
+	}
+
+	// Its user deletes the template (the KubeVirt CR has no override):
+	// the next resync rolls back.
+	if err := env.Dynamic.Resource(templates).Namespace(ns).Delete(ctx, "vm-template", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	objects = slices.DeleteFunc(objects, func(o kubeVirtUserObject) bool { return o.gvr == templates })
 	start = time.Now()
 	st = k.waitVersion(ctx, t, "v1.7.4")
 	t.Logf("v1.7.4 Available %s after the field was cleared", time.Since(start).Round(100*time.Millisecond))
@@ -272,7 +324,7 @@ spec:
 		if len(added) > 0 {
 			return false, "", fmt.Errorf("CRDs v1.7.4 has and main lacks: %v", added)
 		}
-		ok := slices.Contains(dropped, "virtualmachinebackups.backup.kubevirt.io")
+		ok := slices.Contains(dropped, "virtualmachinebackups.backup.kubevirt.io") && slices.Contains(dropped, templateCRD)
 		if ok {
 			t.Logf("CRDs of main pruned with the rollback to v1.7.4: %v", dropped)
 		}
