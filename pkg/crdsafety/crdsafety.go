@@ -4,7 +4,9 @@
 // flags (the rules OLM v1's CRD upgrade-safety preflight checks, and some
 // it does not); the findings that stored objects decide are then judged
 // against those objects (Finding.Affects, Judge), which the caller lists
-// and passes in as values: the rules read no cluster.
+// and passes in as values: the rules read no cluster. Pruned is the
+// finding of a CRD the run deletes outright (its prune), judged the same
+// way by the objects it still stores.
 package crdsafety
 
 import (
