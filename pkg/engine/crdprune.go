@@ -15,8 +15,9 @@ import (
 // crdPruned): those plan.Prunable lets go with PruneCRDs (in the
 // inventory, lacking from the target strategy, still ours, not kept),
 // none without PruneCRDs or with NoPrune. Each one's custom resources are
-// read page by page at a version it serves, at most limit, and those the
-// prune does not delete itself (run.prunes) count: a CRD that stores
+// read page by page at a version it serves, at most limit
+// (observeStored), and those the prune does not delete itself (storedFate:
+// the installation's own, dropped by the target) count: a CRD that stores
 // none is safe. Its findings are the unsafe ones, not yet permitted. It
 // writes nothing. An uninstall is not judged by it (KeepCRDs governs
 // that).

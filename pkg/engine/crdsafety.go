@@ -186,15 +186,7 @@ func (r *run) storedFate(o *unstructured.Unstructured, target map[strategy.Objec
 		}
 		return st
 	}
-	st.Pruned = r.prunes(o)
+	_, held := r.inv.Entries[ref]
+	st.Pruned = held && !r.opts.NoPrune && apply.IsOurs(o, r.opts.Owner) && inventory.KeptBy(o.GetAnnotations()) == ""
 	return st
-}
-
-// prunes reports whether this run's prune deletes o, a live object the
-// target strategy does not hold: exactly what plan.Prunable deletes
-// (never with NoPrune, nor one that lost our labels or that a resource
-// policy keeps).
-func (r *run) prunes(o *unstructured.Unstructured) bool {
-	_, held := r.inv.Entries[strategy.RefOf(o)]
-	return held && !r.opts.NoPrune && apply.IsOurs(o, r.opts.Owner) && inventory.KeptBy(o.GetAnnotations()) == ""
 }
