@@ -233,6 +233,11 @@ const (
 	// sha256 of its text (examples/kubevirt-operator).
 	StrategyConfigMapAnnotation = "installstrategy.io/strategy-configmap"
 	StrategyDigestAnnotation    = "installstrategy.io/strategy-digest"
+	// AllowCRDChangeAnnotation on a KubeVirt CR accepts CRD changes the
+	// upgrade preflight refuses, as an Installation's spec.crdSafety.allow
+	// does: comma-separated CRD=RULE pairs, the plugin's
+	// --allow-crd-change form (examples/kubevirt-operator).
+	AllowCRDChangeAnnotation = "installstrategy.io/allow-crd-change"
 )
 
 // Helm's keys, and what retiring a Helm release writes (pkg/helmrelease,

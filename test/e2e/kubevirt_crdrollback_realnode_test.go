@@ -21,6 +21,8 @@ import (
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
+	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -69,9 +71,10 @@ type kubeVirtUserObject struct {
 //     VirtualMachineTemplate vm-template, refuses the rollback too
 //     (crdPruned, naming it), the empty ones do not;
 //   - once the user clears the field, the rollback is still refused, for
-//     the template alone; once the user deletes it, the next resync rolls
-//     back to v1.7.4, prunes those CRDs, and every other object reads back
-//     with its values and uid.
+//     the template alone; once the CR's owner accepts that loss (the
+//     example's allow-crd-change annotation), the next resync rolls back
+//     to v1.7.4, prunes those CRDs (vm-template with its CRD), and every
+//     other object reads back with its values and uid.
 func TestKubeVirtCRDRollbackOnRealNode(t *testing.T) {
 	testenv.Lock(t, testenv.KubeVirtLock)
 	env := testenv.New(t)
@@ -93,6 +96,10 @@ func TestKubeVirtCRDRollbackOnRealNode(t *testing.T) {
 		t.Fatalf("main's %s: %s, want %s", exportCRD, got, want)
 	}
 	mainCRDs := kubeVirtCRDNames(ctx, t, env)
+	// virt-template's webhooks (failurePolicy Fail) have no pods under
+	// kwok: a stand-in answers for them with the certificate the engine
+	// issued, as for virt-api.
+	env.ServeWebhookStandIn(ctx, t, k.ns, "virt-template-webhook-service", "kubevirt-virt-template-webhook-certs")
 
 	// What users write, each kind at a version both releases define
 	// alike except the export (v1, which v1.7.4 lacks) and the
@@ -162,7 +169,8 @@ spec:
   source: {apiGroup: kubevirt.io, kind: VirtualMachine, name: vm-kept}
   ttlDuration: 2h0m0s
 `},
-		// virt-template's webhook checks parameter references only.
+		// virt-template's webhook checks parameter references only (here
+		// a stand-in admits it).
 		{templates, "vm-template", `
 apiVersion: template.kubevirt.io/v1alpha1
 kind: VirtualMachineTemplate
@@ -269,15 +277,17 @@ spec:
 		t.Errorf("the refused rollback deleted %s", templateCRD)
 	}
 
-	// Its user deletes the template (the KubeVirt CR has no override):
-	// the next resync rolls back.
-	if err := env.Dynamic.Resource(templates).Namespace(ns).Delete(ctx, "vm-template", metav1.DeleteOptions{}); err != nil {
+	// Its owner accepts the loss on the KubeVirt CR (the example's
+	// allow-crd-change annotation, spec.crdSafety.allow's form): the
+	// rollback goes through and prunes the CRD with vm-template.
+	allow := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, metakeys.AllowCRDChangeAnnotation, templateCRD+"="+string(crdsafety.RuleCRDPruned))
+	if _, err := k.res.Patch(ctx, "kubevirt", types.MergePatchType, []byte(allow), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	objects = slices.DeleteFunc(objects, func(o kubeVirtUserObject) bool { return o.gvr == templates })
 	start = time.Now()
 	st = k.waitVersion(ctx, t, "v1.7.4")
-	t.Logf("v1.7.4 Available %s after the field was cleared", time.Since(start).Round(100*time.Millisecond))
+	t.Logf("v1.7.4 Available %s after the loss was accepted", time.Since(start).Round(100*time.Millisecond))
 	checkKubeVirtStatus(t, "v1.7.4", st)
 	d.checkRealDump(ctx, t, env, "v1.7.4", st, before)
 

@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
+	"github.com/installstrategy/installstrategy/pkg/crdsafety"
 	"github.com/installstrategy/installstrategy/pkg/identity"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
@@ -178,6 +179,11 @@ func (r Resource) View(obj client.Object) (*v1alpha1.Installation, error) {
 				ResourceKind: p.ResourceType, ResourceName: p.ResourceName, Type: v1alpha1.PatchType(p.Type), Patch: p.Patch})
 		}
 	}
+	allow, err := crdChangesAllowed(obj.GetAnnotations()[metakeys.AllowCRDChangeAnnotation])
+	if err != nil {
+		return nil, err
+	}
+	in.Spec.CRDSafety = allow
 	cfg, _, err := r.Config(in, r.Defaults)
 	if err != nil {
 		return nil, err
@@ -197,6 +203,34 @@ func (r Resource) View(obj client.Object) (*v1alpha1.Installation, error) {
 			LastTransitionTime: c.LastTransitionTime, Reason: c.Reason, Message: c.Message, ObservedGeneration: st.ObservedGeneration})
 	}
 	return in, nil
+}
+
+// maxCRDChangesAllowed bounds the annotation's pairs, as the
+// Installation's spec.crdSafety.allow is bounded.
+const maxCRDChangesAllowed = 64
+
+// crdChangesAllowed reads metakeys.AllowCRDChangeAnnotation: the KubeVirt
+// CR has no field for spec.crdSafety, and whoever may write the CR chooses
+// what is installed, as the writer of an Installation does. An unknown
+// rule or a pair not of the CRD=RULE form is an error naming the
+// annotation.
+func crdChangesAllowed(v string) (*v1alpha1.CRDSafety, error) {
+	if strings.TrimSpace(v) == "" {
+		return nil, nil
+	}
+	pairs := strings.Split(v, ",")
+	if len(pairs) > maxCRDChangesAllowed {
+		return nil, fmt.Errorf("annotation %s: %d pairs, at most %d", metakeys.AllowCRDChangeAnnotation, len(pairs), maxCRDChangesAllowed)
+	}
+	out := &v1alpha1.CRDSafety{}
+	for _, p := range pairs {
+		a, err := crdsafety.ParseAllow(strings.TrimSpace(p))
+		if err != nil {
+			return nil, fmt.Errorf("annotation %s: %w", metakeys.AllowCRDChangeAnnotation, err)
+		}
+		out.Allow = append(out.Allow, v1alpha1.CRDChangeAllowance{CRD: a.CRD, Rule: string(a.Rule)})
+	}
+	return out, nil
 }
 
 // phases maps ours onto KubeVirt's (which has no Failed: virt-operator

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -90,6 +91,21 @@ func TestViewMapsTheSpec(t *testing.T) {
 	if in, err := (Resource{}).View(u); err != nil || in.Spec.Strategy.Image != "" ||
 		*in.Spec.Strategy.ConfigMap != (v1alpha1.ConfigMapStrategySource{Name: "kubevirt-install-strategy-abcde", Digest: "sha256:0123"}) {
 		t.Errorf("annotated view: %+v, %v", in.Spec.Strategy, err)
+	}
+	if s.CRDSafety != nil {
+		t.Errorf("a CR without the annotation allows CRD changes: %+v", s.CRDSafety)
+	}
+	u = kv(map[string]any{"imageTag": "v1.9.0"})
+	u.SetAnnotations(map[string]string{metakeys.AllowCRDChangeAnnotation: "a.example.com=crdPruned, b.example.com=fieldRemoved"})
+	want := []v1alpha1.CRDChangeAllowance{{CRD: "a.example.com", Rule: "crdPruned"}, {CRD: "b.example.com", Rule: "fieldRemoved"}}
+	if in, err := (Resource{}).View(u); err != nil || in.Spec.CRDSafety == nil || !reflect.DeepEqual(in.Spec.CRDSafety.Allow, want) {
+		t.Errorf("allow annotation: %+v, %v; want %v", in.Spec.CRDSafety, err, want)
+	}
+	for _, bad := range []string{"a.example.com=bogus", "a.example.com", strings.Repeat("a=scope,", 64) + "a=scope"} {
+		u.SetAnnotations(map[string]string{metakeys.AllowCRDChangeAnnotation: bad})
+		if _, err := (Resource{}).View(u); err == nil || !strings.Contains(err.Error(), metakeys.AllowCRDChangeAnnotation) {
+			t.Errorf("allow annotation %.40q: %v, want an error naming the annotation", bad, err)
+		}
 	}
 	if _, err := (Resource{}).View(kv(map[string]any{"imagePullSecrets": "not a list"})); err == nil {
 		t.Error("a spec of the wrong shape was viewed")
