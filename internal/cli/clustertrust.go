@@ -79,6 +79,11 @@ func readAsIs(o *options, say string, read func() (*codec.Loaded, error)) (*code
 	return l, err
 }
 
+// repositoryWriters says who may have written an artifact pulled by tag.
+func repositoryWriters(r name.Reference) string {
+	return "anyone who may push to " + r.Context().String() + " or move its tag"
+}
+
 // errKeyGiven tells unverified's caller to check the signature.
 var errKeyGiven = errors.New("verify with --key")
 
@@ -87,17 +92,17 @@ var errKeyGiven = errors.New("verify with --key")
 // before any chunk is fetched or anything decoded, the decode is bounded,
 // and the text's own digest is judged again before it is parsed.
 func (t *clusterTrust) load(ctx context.Context, o *options, c *cluster, e store.Entry) (*codec.Loaded, error) {
-	switch say, err := t.unverified("configmap "+e.String(), "any ConfigMap editor of namespace "+e.Namespace+" (digest included)"); {
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return nil, err
+	}
+	switch say, err := t.unverified("configmap "+e.String(), configMapWriters(e)); {
 	case err == nil:
-		return readAsIs(o, say, func() (*codec.Loaded, error) { return c.loadEntry(ctx, e) })
+		return readAsIs(o, say, func() (*codec.Loaded, error) { return c.loadUnverified(ctx, dopts, e) })
 	case !errors.Is(err, errKeyGiven):
 		return nil, err
 	}
 	ring, err := readKeyRing(t.keys)
-	if err != nil {
-		return nil, err
-	}
-	dopts, err := o.decodeOptions()
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +133,7 @@ func (t *clusterTrust) pull(ctx context.Context, o *options, ref string) (*codec
 			l, _, err := o.pullStrategy(ctx, ref)
 			return l, err
 		}
-	} else if say, err := t.unverified(ref, "anyone who may push to "+r.Context().String()+" or move its tag"); err == nil {
+	} else if say, err := t.unverified(ref, repositoryWriters(r)); err == nil {
 		return readAsIs(o, say, func() (*codec.Loaded, error) {
 			l, _, err := o.pullStrategy(ctx, ref)
 			return l, err

@@ -13,7 +13,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // encodeLong is the encode command's help text.
@@ -225,21 +227,25 @@ func (o *options) readManifests(path string, keepText bool) ([]byte, []strategy.
 			if keepText {
 				return nil, nil, usageError(fmt.Errorf("--keep-text needs a single file, %s is a folder", path))
 			}
-			return readFolder(path)
+			return o.readFolder(path)
 		}
 	}
-	data, err := codec.ReadFile(path, o.streams.In)
+	dopts, err := o.decodeOptions()
 	if err != nil {
 		return nil, nil, err
 	}
-	source := path
-	if path == "-" {
-		source = "standard input"
-	}
-	if err := notAStrategy(source, data, path); err != nil {
+	data, err := source.File{Path: path, Stdin: o.streams.In, MaxBytes: int(dopts.MaxDecodedBytes)}.Bytes()
+	if err != nil {
 		return nil, nil, err
 	}
-	return parseManifests(source, data, keepText)
+	where := path
+	if path == "-" {
+		where = "standard input"
+	}
+	if err := notAStrategy(where, data, path); err != nil {
+		return nil, nil, err
+	}
+	return parseManifests(where, data, keepText)
 }
 
 // parseManifests parses a manifests text and returns its canonical form,
@@ -280,8 +286,15 @@ func notAStrategy(source string, data []byte, path string) error {
 }
 
 // readFolder parses every manifest file of a folder, in name order, into one
-// strategy and serialises it.
-func readFolder(dir string) ([]byte, []strategy.Warning, error) {
+// strategy and serialises it. The files together are bounded as one file
+// is (--max-decoded-size), each read through source.File within what is
+// left of the bound.
+func (o *options) readFolder(dir string) ([]byte, []strategy.Warning, error) {
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return nil, nil, err
+	}
+	left := int(dopts.MaxDecodedBytes)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read folder: %w", err)
@@ -299,10 +312,14 @@ func readFolder(dir string) ([]byte, []strategy.Warning, error) {
 	sort.Strings(names)
 	var all bytes.Buffer
 	for _, n := range names {
-		data, err := os.ReadFile(filepath.Join(dir, n))
-		if err != nil {
-			return nil, nil, fmt.Errorf("read %w", err)
+		if left <= 0 {
+			return nil, nil, fmt.Errorf("%s: %w: the folder's files hold more than %d bytes, the bound (--max-decoded-size)", dir, trust.ErrTooLarge, dopts.MaxDecodedBytes)
 		}
+		data, err := source.File{Path: filepath.Join(dir, n), MaxBytes: left}.Bytes()
+		if err != nil {
+			return nil, nil, err
+		}
+		left -= len(data)
 		// Each file is checked alone so errors name the file.
 		if err := notAStrategy(filepath.Join(dir, n), data, filepath.Join(dir, n)); err != nil {
 			return nil, nil, err

@@ -10,8 +10,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/identity"
+	"github.com/installstrategy/installstrategy/pkg/source"
 )
 
 func newIDCommand(o *options) *cobra.Command {
@@ -80,29 +80,29 @@ is named; a mismatch exits 1.`,
 // readConfig reads a deployment config, JSON or YAML, as JSON, and refuses
 // one that names no install namespace.
 func readConfig(path string, stdin io.Reader) ([]byte, error) {
-	source := path
+	where := path
 	if path == "-" {
-		source = "standard input"
+		where = "standard input"
 	}
-	data, err := codec.ReadFile(path, stdin)
+	data, err := source.File{Path: path, Stdin: stdin}.Bytes() // bounded
 	if err != nil {
 		return nil, err
 	}
 	trimmed := bytes.TrimSpace(data)
 	if len(trimmed) == 0 {
-		return nil, fmt.Errorf("%s: empty: want a deployment config (JSON or YAML)", source)
+		return nil, fmt.Errorf("%s: empty: want a deployment config (JSON or YAML)", where)
 	}
 	if trimmed[0] != '{' {
 		if data, err = yaml.YAMLToJSON(data); err != nil {
-			return nil, fmt.Errorf("%s: not a JSON or YAML deployment config: %w", source, err)
+			return nil, fmt.Errorf("%s: not a JSON or YAML deployment config: %w", where, err)
 		}
 	}
 	cfg, err := identity.ParseConfig(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", source, err)
+		return nil, fmt.Errorf("%s: %w", where, err)
 	}
 	if cfg.Namespace == "" {
-		return nil, fmt.Errorf("%s: not a deployment config: it names no namespace (want the JSON or YAML of %s, such as {\"namespace\": \"kubevirt\", \"kubeVirtVersion\": \"v1.9.0\", ...})", source, identity.EnvVar)
+		return nil, fmt.Errorf("%s: not a deployment config: it names no namespace (want the JSON or YAML of %s, such as {\"namespace\": \"kubevirt\", \"kubeVirtVersion\": \"v1.9.0\", ...})", where, identity.EnvVar)
 	}
 	return data, nil
 }

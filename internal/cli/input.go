@@ -35,8 +35,14 @@ type pick struct {
 //
 // A path of the form cm/NAME (or configmap/NAME) reads the strategy
 // ConfigMap NAME from the cluster (namespace -n), through the store, so a
-// chunked strategy is reassembled and verified. An oci:// reference pulls
-// a strategy artifact (see pullStrategy).
+// chunked strategy is reassembled and its chunks and digest checked. An
+// oci:// reference pulls a strategy artifact (see pullStrategy).
+//
+// Every read goes through pkg/source: the verb's clusterTrust (--key,
+// --allow-unsigned) when it has one; else (a verb that shows the
+// strategy: inspect, decode, ...) source.Unverified or an unverified
+// pull, whose size is bounded before anything is decoded, and a note on
+// standard error says it is not verified.
 func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec.Loaded, error) {
 	if oci.IsReference(path) {
 		if p.name != "" {
@@ -46,6 +52,9 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 			return o.clusterTrust.pull(ctx, o, path)
 		}
 		l, _, err := o.pullStrategy(ctx, path)
+		if err == nil {
+			o.noteUnverified(path, l)
+		}
 		return l, err
 	}
 	if cmName, ok := clusterRef(path); ok {
@@ -63,7 +72,15 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 		if o.clusterTrust != nil {
 			return o.clusterTrust.load(ctx, o, c, e)
 		}
-		return c.loadEntry(ctx, e)
+		dopts, err := o.decodeOptions()
+		if err != nil {
+			return nil, err
+		}
+		l, err := c.loadUnverified(ctx, dopts, e)
+		if err == nil {
+			o.noteUnverified("configmap "+e.String(), l)
+		}
+		return l, err
 	}
 	in, err := o.readInput(path)
 	if err != nil {
@@ -77,7 +94,7 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 		if p.name != "" {
 			return nil, fmt.Errorf("%s: %s picks a ConfigMap, but the input is a manifests text", in.Source, p.flag)
 		}
-		return codec.LoadInput(in, dopts, strategy.ParseOptions{})
+		return givenByUser(codec.LoadInput(in, dopts, strategy.ParseOptions{}))
 	}
 	cm, err := pickConfigMap(in, p)
 	if err != nil {
@@ -87,8 +104,27 @@ func (o *options) loadStrategy(ctx context.Context, path string, p pick) (*codec
 		return nil, err
 	}
 	o.printSkipped(in)
-	l, err := codec.LoadConfigMap(in.Source, cm, dopts, strategy.ParseOptions{})
+	l, err := givenByUser(codec.LoadConfigMap(in.Source, cm, dopts, strategy.ParseOptions{}))
 	return l, explainChunkedHead(err, cm)
+}
+
+// givenByUser marks a strategy of the user's own input (a file, standard
+// input: source.File bounded it), which whoever runs the command vouches
+// for.
+func givenByUser(l *codec.Loaded, err error) (*codec.Loaded, error) {
+	if l != nil {
+		l.VerifiedBy = source.GivenByUser
+	}
+	return l, err
+}
+
+// noteUnverified says on standard error that the strategy at where, which
+// a verb shows, is not verified, and by whom it may have been written
+// (source.NotVerified: ...); nothing for one pinned.
+func (o *options) noteUnverified(where string, l *codec.Loaded) {
+	if why, ok := strings.CutPrefix(l.VerifiedBy, source.NotVerified+": "); ok {
+		fmt.Fprintf(o.streams.ErrOut, "note: %s is not verified: %s (verify --key checks its signature)\n", where, why)
+	}
 }
 
 // assembleHead reassembles the head of a chunked strategy from the chunk
@@ -143,7 +179,13 @@ func (o *options) verifyStored(ctx context.Context, ref string, ring *trust.KeyR
 	if err != nil {
 		return nil, err
 	}
-	l, err := c.store.Read(ctx, e)
+	dopts, err := o.decodeOptions()
+	if err != nil {
+		return nil, err
+	}
+	// Read as a display verb reads it (bounded, its chunks and digest
+	// checked); the signature is judged below, against --key.
+	l, err := c.loadUnverified(ctx, dopts, e)
 	if err != nil {
 		return []Check{{Name: "read", Status: "fail", Detail: err.Error()}}, nil
 	}

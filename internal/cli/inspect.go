@@ -16,7 +16,12 @@ import (
 
 // Report is what inspect prints: -o yaml and -o json print it as it is.
 type Report struct {
-	Source    string               `json:"source"`
+	Source string `json:"source"`
+	// Trust says who vouched for the strategy (pkg/source's VerifiedBy):
+	// "given by the user" for a file, "pinned digest", or "not verified:
+	// WHO may have written it" for a ConfigMap of the cluster or an
+	// artifact pulled by tag, which inspect shows without checking.
+	Trust     string               `json:"trust,omitempty"`
 	ConfigMap *codec.Info          `json:"configMap,omitempty"`
 	Artifact  *ArtifactInfo        `json:"artifact,omitempty"`
 	Identity  strategy.Identity    `json:"identity"`
@@ -59,6 +64,13 @@ the signature), its sizes (encoded, decoded, ratio,
 and the headroom left before the 1 MiB object limit), the count of objects of
 each kind, and every object with the images its workloads run. Repairs made
 while parsing are listed as warnings.
+
+Trust says who vouched for it. A strategy read from the cluster (cm/NAME) or
+pulled by tag (oci://REF:TAG) is shown without a signature check: Trust and a
+note on standard error say it is not verified and who may have written it
+(verify --key checks the signature). It is bounded in size before it is
+decoded (--max-decoded-size), and its text must match the digest its
+ConfigMap or artifact records.
 
 -o json, yaml, jsonpath= and go-template= print the report as an object of the
 print-only kind StrategyReport (` + reportVersion + `); -o name prints
@@ -114,7 +126,7 @@ func (o *options) artifactReport(ctx context.Context, ref, name string) (*Report
 }
 
 func buildReport(source string, l *codec.Loaded) *Report {
-	r := &Report{Source: source, ConfigMap: l.Info, Identity: l.Strategy.Identity, Warnings: l.Warnings, Kinds: l.Strategy.CountByKind()}
+	r := &Report{Source: source, Trust: l.VerifiedBy, ConfigMap: l.Info, Identity: l.Strategy.Identity, Warnings: l.Warnings, Kinds: l.Strategy.CountByKind()}
 	r.Sizes.Decoded = len(l.Text)
 	if l.Info != nil {
 		r.Sizes.Encoded = l.Info.EncodedBytes
@@ -163,6 +175,9 @@ func printReportHeader(w io.Writer, r *Report) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	field := func(k, v string) { fmt.Fprintf(tw, "%s:\t%s\n", k, v) }
 	field("Source", r.Source)
+	if r.Trust != "" {
+		field("Trust", r.Trust)
+	}
 	if ci := r.ConfigMap; ci != nil {
 		name := ci.Name
 		if name == "" {
@@ -190,7 +205,7 @@ func printReportHeader(w io.Writer, r *Report) error {
 	if ci := r.ConfigMap; ci != nil {
 		switch {
 		case ci.DigestVerified:
-			field("Digest", ci.Digest+" (verified)")
+			field("Digest", ci.Digest+" (matches the text)")
 		default:
 			field("Digest", "none recorded")
 		}

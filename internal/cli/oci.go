@@ -114,9 +114,12 @@ func tagOf(r name.Reference) string {
 
 // pullStrategy pulls the artifact ref names, checks it (pkg/oci: its
 // layer against the manifest, its text against the recorded digest) and
-// parses its text; the strategy's identity is the artifact's.
+// parses its text; the strategy's identity is the artifact's. No
+// signature is checked: a reference by digest is pinned by the user, one
+// by tag is taken unverified (source.Remote.Unverified, its VerifiedBy
+// saying who may have written it).
 func (o *options) pullStrategy(ctx context.Context, ref string) (*codec.Loaded, *oci.Artifact, error) {
-	c, _, err := o.ociRef(ref)
+	c, r, err := o.ociRef(ref)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -130,10 +133,14 @@ func (o *options) pullStrategy(ctx context.Context, ref string) (*codec.Loaded, 
 	if err != nil {
 		return nil, nil, err
 	}
-	// Taken as it is: pinned by the user (oci://REF@sha256:...), taken
-	// with --allow-unsigned, or read by a verb that says it is not
-	// verified (clusterTrust decides which).
-	rem.Pinned = true
+	// Taken as it is: pinned by the user (oci://REF@sha256:...), or by
+	// tag unverified — taken with --allow-unsigned, or read by a verb
+	// that says it is not verified (clusterTrust decides which).
+	if _, pinned := r.(name.Digest); pinned {
+		rem.Pinned = true
+	} else {
+		rem.Unverified, rem.Why = true, repositoryWriters(r)+" may have written it"
+	}
 	l, err := source.OCI{Remote: rem}.Load(ctx)
 	if err != nil {
 		if a != nil {
@@ -414,11 +421,19 @@ func (o *options) verifyArtifact(ctx context.Context, ref string, ring *trust.Ke
 		want.Digest = codec.Digest(a.Text)
 		checks = append(checks, o.artifactSignatureChecks(ctx, c, a, ring, want)...)
 	}
-	s, warnings, err := strategy.Parse(a.Text, strategy.ParseOptions{})
+	// The parse check, whatever the signature checks found: through
+	// pkg/source, unverified (verify reports, it acts on nothing), its
+	// text bounded first.
+	rem, err := o.ociRemote(func(context.Context) (*oci.Artifact, []oci.Signature, error) { return a, nil, nil })
+	if err != nil {
+		return nil, err
+	}
+	rem.Unverified = true
+	l, err := source.OCI{Remote: rem}.Load(ctx)
 	if err != nil {
 		return append(checks, Check{Name: "parse", Status: "fail", Detail: err.Error()}), nil
 	}
-	return append(checks, parseChecks(s, warnings)...), nil
+	return append(checks, parseChecks(l.Strategy, l.Warnings)...), nil
 }
 
 // artifactSignatureChecks are the "signature" check (a signature by a

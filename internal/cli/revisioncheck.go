@@ -136,7 +136,7 @@ func (c *cluster) loadAnchored(ctx context.Context, dopts codec.DecodeOptions, o
 
 // loadedFrom is a strategy pkg/source let through, as the verbs take it.
 func loadedFrom(l *source.Loaded) *codec.Loaded {
-	return &codec.Loaded{Strategy: l.Strategy, Text: l.Text, Warnings: l.Warnings, Info: l.Info}
+	return &codec.Loaded{Strategy: l.Strategy, Text: l.Text, Warnings: l.Warnings, Info: l.Info, VerifiedBy: l.VerifiedBy}
 }
 
 // stdinIsTerminal says whether standard input is a terminal a person

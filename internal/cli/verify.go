@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci"
+	"github.com/installstrategy/installstrategy/pkg/source"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
 	"github.com/installstrategy/installstrategy/pkg/trust"
 )
@@ -99,11 +101,13 @@ func newVerifyCommand(o *options) *cobra.Command {
 					return err
 				}
 			} else {
-				data, err := codec.ReadFile(src, o.streams.In)
-				if err != nil {
+				// Read through source.File: bounded before it is read
+				// whole, let alone decoded.
+				in, err := source.File{Path: src, Stdin: o.streams.In, MaxBytes: int(dopts.MaxDecodedBytes)}.Input()
+				if errors.As(err, new(*fs.PathError)) || errors.As(err, new(*trust.RefusedError)) {
 					return err
 				}
-				checks = verifyInput(src, data, dopts, ring)
+				checks = verifyInput(in, err, dopts, ring)
 			}
 			if err := printChecksAs(o.streams.Out, output, checks); err != nil {
 				return err
@@ -149,8 +153,9 @@ func checksExit(checks []Check, strict bool) error {
 	return nil
 }
 
-func verifyInput(source string, data []byte, dopts codec.DecodeOptions, ring *trust.KeyRing) []Check {
-	in, err := codec.ParseInput(source, data, strategy.ParseOptions{})
+// verifyInput checks each step of reading the user's own file, which
+// source.File read and bounded (in, or err of reading it).
+func verifyInput(in *codec.Input, err error, dopts codec.DecodeOptions, ring *trust.KeyRing) []Check {
 	if err != nil {
 		return []Check{{Name: "read", Status: "fail", Detail: explainNotStrategy(err).Error()}}
 	}

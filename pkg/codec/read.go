@@ -313,6 +313,10 @@ type Loaded struct {
 	Warnings []strategy.Warning
 	// Info describes the ConfigMap; nil when the input was a text.
 	Info *Info
+	// VerifiedBy says who vouched for the strategy, as pkg/source's
+	// Loaded.VerifiedBy ("signed by KEY", "pinned digest", "given by the
+	// user", "not verified: ..."); empty when the loader decided nothing.
+	VerifiedBy string
 }
 
 // LoadInput returns the strategy an input holds. An input with several

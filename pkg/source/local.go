@@ -2,10 +2,13 @@ package source
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/strategy"
+	"github.com/installstrategy/installstrategy/pkg/trust"
 )
 
 // GivenByUser is the VerifiedBy of a local input (a file, standard input,
@@ -38,14 +41,38 @@ func (f File) Name() string {
 // Input reads and bounds the file and tells its strategies from its
 // other objects.
 func (f File) Input() (*codec.Input, error) {
-	data, err := codec.ReadFile(f.Path, f.Stdin)
+	data, err := f.Bytes()
 	if err != nil {
 		return nil, err
 	}
-	if err := bound(f.Name(), data, f.MaxBytes); err != nil {
-		return nil, err
-	}
 	return codec.ParseInput(f.Name(), data, f.Parse)
+}
+
+// Bytes reads the file, at most one byte more than its bound: a larger
+// one is refused at the "size" step having cost no more than that. For a
+// caller that parses the text its own way (the plugin's encode).
+func (f File) Bytes() ([]byte, error) {
+	max := f.MaxBytes
+	if max <= 0 {
+		max = codec.DefaultMaxDecodedBytes
+	}
+	r := f.Stdin
+	if f.Path != "-" {
+		fh, err := os.Open(f.Path)
+		if err != nil {
+			return nil, fmt.Errorf("read %w", err)
+		}
+		defer fh.Close()
+		r = fh
+	}
+	data, err := io.ReadAll(io.LimitReader(r, int64(max)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", f.Name(), err)
+	}
+	if len(data) > max {
+		return nil, &trust.RefusedError{Step: "size", Err: fmt.Errorf("%w: %s is more than %d bytes, the bound", trust.ErrTooLarge, f.Name(), max)}
+	}
+	return data, nil
 }
 
 // Load implements Source.

@@ -26,6 +26,13 @@ type Remote struct {
 	// pinned (the Installation's digest, oci://REF@sha256:...): that is
 	// the trust, no signature is asked.
 	Pinned bool
+	// Unverified (an OCI source's; a Helm source judges all the same)
+	// takes the artifact with no trust decision but "not
+	// verified" (VerifiedBy is NotVerified: Why), for a verb that only
+	// shows it or acts on it at the user's word (--allow-unsigned); its
+	// text is bounded all the same, and Trusted is not told of it.
+	Unverified bool
+	Why        string
 	// Keys are the trusted keys; one of them must have signed an
 	// unpinned artifact.
 	Keys *trust.KeyRing
@@ -89,14 +96,19 @@ func (o OCI) Load(ctx context.Context) (*Loaded, error) {
 		return nil, err
 	}
 	l := &Loaded{VerifiedBy: "pinned digest", From: a.Reference, Artifact: a, Text: a.Text, Digest: codec.Digest(a.Text)}
-	if !o.Pinned {
+	switch {
+	case o.Unverified:
+		l.VerifiedBy = notVerifiedBy(o.Why)
+	case !o.Pinned:
 		v, err := o.judge(a, sigs, oci.StatementOf(a))
 		if err != nil {
 			return nil, err
 		}
 		l.VerifiedBy, l.Statement = "signed by "+v.Key, &v.Statement
 	}
-	o.trusted(a)
+	if !o.Unverified {
+		o.trusted(a)
+	}
 	if l.Strategy, l.Warnings, err = parse("artifact "+a.Reference+": manifests", a.Text, o.Parse); err != nil {
 		return nil, err
 	}

@@ -116,6 +116,10 @@ func cmSource(cm *corev1.ConfigMap, policy trust.Policy, max int) source.Source 
 		Gate: trust.Gate{Policy: policy, MaxEncodedBytes: max}}
 }
 
+func unverifiedSource(cm *corev1.ConfigMap, max int) source.Source {
+	return source.Unverified{Reader: fakeReader{cm}, Entry: store.Entry{Namespace: "ns", Name: "s"}, Why: "anyone", MaxEncodedBytes: max}
+}
+
 // artifact is a strategy artifact of text in ghcr.io/acme/shop claiming
 // version v1, with a cosign signature by signer (nil: none) whose
 // statement names product.
@@ -235,6 +239,13 @@ func TestSourcesDecideTrustBeforeParsing(t *testing.T) {
 		{name: "revision of another digest than recorded", src: revisionSource(badText, nil, &history.Revision{Revision: 1, Identity: id, Digest: codec.Digest(good)}, t), want: "trust"},
 		{name: "revision recorded", src: revisionSource(goodText, nil, &history.Revision{Revision: 1, Identity: id, Digest: codec.Digest(good)}, t), want: "ok", by: "pinned digest"},
 
+		{name: "unverified configmap", src: unverifiedSource(configMap(t, goodText, nil), 0), want: "ok", by: source.NotVerified + ": anyone"},
+		{name: "unverified configmap above the size bound", src: unverifiedSource(configMap(t, badText, nil), 16), want: "size"},
+		{name: "unverified configmap that lies about its digest", src: unverifiedSource(lying, 0), want: "decode"},
+		{name: "unverified configmap that does not parse", src: unverifiedSource(configMap(t, badText, nil), 0), want: "parse"},
+		{name: "oci unverified", src: source.OCI{Remote: source.Remote{Pull: pullOf(artifact(t, goodText, "shop", nil)), Unverified: true, Why: "anyone"}}, want: "ok", by: source.NotVerified + ": anyone"},
+		{name: "oci unverified above the size bound", src: source.OCI{Remote: source.Remote{Pull: pullOf(artifact(t, badText, "shop", nil)), Unverified: true, MaxTextBytes: 16}}, want: "size"},
+
 		{name: "file", src: source.File{Path: writeFile(t, goodText)}, want: "ok", by: source.GivenByUser},
 		{name: "file above the size bound", src: source.File{Path: writeFile(t, badText), MaxBytes: 16}, want: "size"},
 
@@ -272,6 +283,32 @@ func TestConfigMapCorruptNamesTheConfigMap(t *testing.T) {
 	corrupt, ok := errors.AsType[*store.CorruptError](err)
 	if !ok || corrupt.ConfigMap != "ns/s" {
 		t.Fatalf("error %v, want a *store.CorruptError of ns/s", err)
+	}
+}
+
+// What Unverified loads says so (Verified is false), its refusals name
+// the ConfigMap, and Remote.Trusted never hears of an unverified
+// artifact: nothing unverified is cached.
+func TestUnverifiedSaysSoAndIsNeverTrusted(t *testing.T) {
+	k := newKeys(t)
+	l, err := unverifiedSource(configMap(t, goodText, k.release), 0).Load(t.Context())
+	if err != nil || l.Verified() || !strings.HasPrefix(l.VerifiedBy, source.NotVerified) || l.ConfigMap != "ns/s" {
+		t.Fatalf("loaded %+v, %v: want a strategy not verified, even when signed, of ns/s", l, err)
+	}
+	signed, err := cmSource(configMap(t, goodText, k.release), trust.Policy{Keys: k.ring}, 0).Load(t.Context())
+	if err != nil || !signed.Verified() {
+		t.Fatalf("a signed ConfigMap through the gate: %v, verified %v", err, signed.Verified())
+	}
+	_, err = unverifiedSource(configMap(t, goodText, nil), 16).Load(t.Context())
+	if corrupt, ok := errors.AsType[*store.CorruptError](err); !ok || corrupt.ConfigMap != "ns/s" || !errors.Is(err, trust.ErrTooLarge) {
+		t.Errorf("oversized: %v, want a *store.CorruptError of ns/s wrapping trust.ErrTooLarge", err)
+	}
+	a, sigs := artifact(t, goodText, "shop", k.release)
+	told := 0
+	l, err = source.OCI{Remote: source.Remote{Pull: pullOf(a, sigs), Unverified: true, Keys: k.ring,
+		Trusted: func(*oci.Artifact) { told++ }}}.Load(t.Context())
+	if err != nil || l.Verified() || told != 0 {
+		t.Errorf("unverified artifact: %v, verified %v, Trusted told %d times", err, l.Verified(), told)
 	}
 }
 
@@ -380,5 +417,29 @@ func TestDumpReadsOnlyWhatTheStoreVouchesFor(t *testing.T) {
 				t.Errorf("loaded %+v", l)
 			}
 		})
+	}
+}
+
+// endless is an input that never ends; read counts what was read of it.
+type endless struct{ read int }
+
+func (e *endless) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = 'a'
+	}
+	e.read += len(p)
+	return len(p), nil
+}
+
+// A file above its bound is refused having read no more than the bound
+// (and a byte): refusing it costs the bound, not the file.
+func TestFileRefusalCostsTheBound(t *testing.T) {
+	in := &endless{}
+	_, err := source.File{Path: "-", Stdin: in, MaxBytes: 1 << 10}.Load(t.Context())
+	if stepOf(err) != "size" || !strings.Contains(err.Error(), "standard input") {
+		t.Fatalf("error %v, want a refusal at the size step naming standard input", err)
+	}
+	if in.read > 1<<10+512 {
+		t.Errorf("read %d bytes of an endless input to refuse it; the bound is %d", in.read, 1<<10)
 	}
 }
