@@ -85,6 +85,14 @@ shortest chain in which each version admits the one before is applied hop by
 hop, each rolled over (as with --wait) before the next and recorded in the
 history. No chain: nothing is written, exit status 1, with what was looked at.
 
+revision/N (with --name) is revision N of the installation, as history lists
+it: its kept strategy, loaded as rollback loads it, verified against the
+namespace's anchor (a revision the anchor does not record, or whose ConfigMap
+says otherwise, is refused; --key and --allow-unsigned do not apply). With
+--walk-upgrade-path the versions between are the installation's other anchored
+revisions, each verified the same way (a tampered one is skipped and named):
+after a rollback, the way forward again through the versions it ran.
+
 --from-helm CHART takes the place of the strategy argument: the chart is
 rendered as encode --from-helm renders it (--values, --set and the other chart
 flags; --version is the chart's version, the strategy's version the chart's).
@@ -136,6 +144,7 @@ const applyExample = `  kubectl installstrategy apply sample-v1.0.0.yaml -n samp
   kubectl installstrategy apply oci://ghcr.io/acme/sample:v3.0.0 -n sample --walk-upgrade-path --key cosign.pub --wait
   kubectl installstrategy apply --from-helm sample --repo https://charts.acme.example --version 3.0.0 --values prod.yaml \
       -n sample --walk-upgrade-path --allow-unsigned --wait
+  kubectl installstrategy apply revision/3 --name sample -n sample --walk-upgrade-path --wait
   kubectl installstrategy get -n kubevirt --version v1.9.0 > kv.yaml && kubectl installstrategy apply kv.yaml --timeout 10m
   kubectl installstrategy apply -f sample-v1.1.0.yaml -n sample --dry-run=server`
 
@@ -158,7 +167,7 @@ type applyCmd struct {
 func newApplyCommand(o *options) *cobra.Command {
 	c := &applyCmd{o: o}
 	cmd := &cobra.Command{
-		Use:     "apply FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --from-helm CHART | --adopt-helm-release NAME",
+		Use:     "apply FILE|-|cm/NAME|NAME|oci://REF|revision/N | -f FILE | --from-helm CHART | --adopt-helm-release NAME",
 		Short:   "Reconcile a strategy into the cluster, without an operator",
 		Long:    applyLong,
 		Example: applyExample,
@@ -266,10 +275,17 @@ func (c *applyCmd) run(cmd *cobra.Command, args []string) error {
 }
 
 // applyTarget loads the strategy of apply and plan: the chart of
-// --from-helm rendered (its repository then lists a walk's versions), or
-// the argument.
+// --from-helm rendered (its repository then lists a walk's versions), a
+// revision of the installation (revision/N: its anchored revisions list
+// them), or the argument.
 func (o *options) applyTarget(ctx context.Context, src string, chart *chartFlags, f *reconcileFlags) (*codec.Loaded, error) {
 	if !chart.given() {
+		if n, ok, err := revisionRef(src); ok || err != nil {
+			if err != nil {
+				return nil, err
+			}
+			return o.revisionTarget(ctx, n, f)
+		}
 		return o.strategyArg(ctx, src)
 	}
 	l, err := chart.load(ctx, o, f.identity.Version, f)

@@ -36,10 +36,11 @@ func exampleNeedsVirtAPI(line string) bool {
 }
 
 // exampleWalksAnUpgradePath: an upgrade-path walk needs a chain of signed
-// versions in a registry or a chart repository of several versions, each
-// declaring the versions it follows; TestApplyWalksUpgradePathFromRegistry,
-// TestApplyWalksUpgradePathFromStored and
-// TestApplyWalksUpgradePathFromHelmRepository build those and run the same
+// versions in a registry or a chart repository of several versions, or an
+// installation's revisions, each declaring the versions it follows;
+// TestApplyWalksUpgradePathFromRegistry, TestApplyWalksUpgradePathFromStored,
+// TestApplyWalksUpgradePathFromHelmRepository and
+// TestApplyWalksUpgradePathFromRevisions build those and run the same
 // commands (the same flags) against them.
 func exampleWalksAnUpgradePath(line string) bool {
 	return strings.Contains(line, "--walk-upgrade-path")

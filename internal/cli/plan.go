@@ -75,7 +75,7 @@ type planCmd struct {
 func newPlanCommand(o *options) *cobra.Command {
 	c := &planCmd{o: o}
 	cmd := &cobra.Command{
-		Use:     "plan FILE|-|cm/NAME|NAME|oci://REF | -f FILE | --from-helm CHART | --adopt-helm-release NAME",
+		Use:     "plan FILE|-|cm/NAME|NAME|oci://REF|revision/N | -f FILE | --from-helm CHART | --adopt-helm-release NAME",
 		Short:   "Show what a reconcile of a strategy would do now, writing nothing",
 		Long:    planLong,
 		Example: planExample,

@@ -108,6 +108,9 @@ type options struct {
 	// chart, when set (apply's and plan's --from-helm), is the chart the
 	// strategy was rendered from: a walk lists its repository.
 	chart *chartWalk
+	// revisions, when set (apply's and plan's revision/N), is the
+	// installation whose anchored revisions a walk lists.
+	revisions *revisionWalk
 	// oci is the registry client, made on first use (ociClient).
 	oci *oci.Client
 }

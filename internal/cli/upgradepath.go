@@ -27,7 +27,7 @@ import (
 // operator's default.
 
 // walkHelp is the help of --walk-upgrade-path.
-const walkHelp = `when the strategy's upgradeFrom does not admit the installed version, walk there through the versions its source lists (oci://REF:TAG: the repository's tags; cm/NAME: the strategies stored in the namespace; --from-helm NAME --repo URL: the chart's versions in the repository's index.yaml), each loaded through --key (a Helm repository: rendered as the target, with --allow-unsigned) and applied and rolled over before the next (default: refuse, as the operator's spec.upgradePath Refuse)`
+const walkHelp = `when the strategy's upgradeFrom does not admit the installed version, walk there through the versions its source lists (oci://REF:TAG: the repository's tags; cm/NAME: the strategies stored in the namespace; --from-helm NAME --repo URL: the chart's versions in the repository's index.yaml; revision/N: the installation's revisions), each loaded through --key (a Helm repository: rendered as the target, with --allow-unsigned; a revision: verified against the namespace's anchor) and applied and rolled over before the next (default: refuse, as the operator's spec.upgradePath Refuse)`
 
 // chartWalk is the chart apply or plan renders (--from-helm), whose
 // repository a walk lists (options.chart).
@@ -41,6 +41,9 @@ type chartWalk struct {
 func (o *options) targetSource(src, version string) string {
 	if o.chart != nil {
 		return o.chart.c.source(version)
+	}
+	if r := o.revisions; r != nil {
+		return r.source(r.n)
 	}
 	return sourceName(src)
 }
@@ -86,7 +89,11 @@ func (o *options) planWalk(ctx context.Context, ct *clusterTrust, src, installed
 		lister source.VersionLister
 		hop    func(context.Context, string) (walkStep, error)
 	)
-	if ch := o.chart; ch != nil {
+	if rw := o.revisions; rw != nil {
+		// The installation's revisions: the anchor is their trust, as
+		// for rollback (revisionwalk.go).
+		lister, hop = rw.walkSource()
+	} else if ch := o.chart; ch != nil {
 		// A chart of a Helm repository: its own trust rule (helmwalk.go).
 		if lister, hop, err = ch.c.walkSource(o, ch.f); err != nil {
 			return nil, err
@@ -190,7 +197,7 @@ func (o *options) walkSource(ctx context.Context, src string) (source.VersionLis
 		}, nil
 	}
 	if _, ok := clusterRef(src); !ok {
-		return nil, nil, errors.New("--walk-upgrade-path: the versions between are listed by the strategy's source: give it as oci://REF:TAG or cm/NAME, not a file")
+		return nil, nil, errors.New("--walk-upgrade-path: the versions between are listed by the strategy's source: give it as oci://REF:TAG, cm/NAME or revision/N, not a file")
 	}
 	c, err := o.cluster()
 	if err != nil {
@@ -278,7 +285,7 @@ func (o *options) walkApply(ctx context.Context, cl *cluster, p *walkPlan, f *re
 func walkHint(unmet []string) string {
 	for _, u := range unmet {
 		if strings.Contains(u, "upgradeFrom") {
-			return "--walk-upgrade-path (with --key; a Helm repository: --allow-unsigned) walks there through the versions the strategy's source lists, when it lists them (oci://REF:TAG, cm/NAME, --from-helm NAME --repo URL)"
+			return "--walk-upgrade-path (with --key; a Helm repository: --allow-unsigned) walks there through the versions the strategy's source lists, when it lists them (oci://REF:TAG, cm/NAME, --from-helm NAME --repo URL, revision/N)"
 		}
 	}
 	return ""

@@ -144,3 +144,86 @@ func TestApplyWalksUpgradePathFromStored(t *testing.T) {
 		t.Fatalf("config after the walk: %v, %v", cm.Data, err)
 	}
 }
+
+// The same walk through the installation's own revisions (revision/N,
+// apply's --help example): v1.0.0, v2.0.0 and v3.0.0 applied from files,
+// then a rollback to v1.0.0; revision/3 (v3.0.0) over it is refused
+// without --walk-upgrade-path, and --key is refused (a revision's trust
+// is the namespace's anchor). A revision whose ConfigMap a ConfigMap
+// editor rewrote is skipped as TAMPERED, so no chain is left; put back,
+// the walk rolls out revision 2, then revision 3, each recorded with its
+// revision as the source.
+func TestApplyWalksUpgradePathFromRevisions(t *testing.T) {
+	env, ctx, ns := smallProduct(t)
+	args := func(a ...string) []string { return append(append(a, "--name", "small"), clusterArgs(ns)...) }
+	_, pub := keyPair(t, "vendor")
+	for _, v := range []struct{ version, upgradeFrom string }{{"v1.0.0", ""}, {"v2.0.0", ">= 1.0.0"}, {"v3.0.0", ">= 2.0.0"}} {
+		f := writeFile(t, v.version+".yaml", walkStrategy(ns, v.version, v.upgradeFrom))
+		mustRun(t, nil, args("apply", f, "--version", v.version, "--wait", "--timeout", "2m")...)
+	}
+	mustRun(t, nil, append([]string{"rollback", "small", "--to-revision", "1", "--yes", "--wait", "--timeout", "2m"}, clusterArgs(ns)...)...)
+	version := func() string {
+		t.Helper()
+		cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(ctx, "config", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cm.Data["version"]
+	}
+	if v := version(); v != "v1.0.0" {
+		t.Fatalf("after the rollback the config is at %s, want v1.0.0", v)
+	}
+
+	code, out, errOut := run(t, nil, args("apply", "revision/3", "--wait", "--timeout", "2m")...)
+	if code != 1 || !strings.Contains(errOut, `upgradeFrom ">= 2.0.0"`) || !strings.Contains(errOut, "revision/N)") || version() != "v1.0.0" {
+		t.Fatalf("revision/3 over v1.0.0 without --walk-upgrade-path: exit %d, config at %s; want 1, refused\n%s%s", code, version(), out, errOut)
+	}
+	code, out, errOut = run(t, nil, args("apply", "revision/3", "--walk-upgrade-path", "--key", pub)...)
+	if code != 2 || !strings.Contains(errOut, "anchor") {
+		t.Errorf("revision/3 with --key: exit %d, want 2 (a revision's trust is the anchor)\n%s%s", code, out, errOut)
+	}
+
+	// A ConfigMap editor rewrites revision 2: it no longer holds the
+	// anchored text, so v2.0.0 is skipped and no chain is left.
+	api := env.Kube.CoreV1().ConfigMaps(ns)
+	rev2, err := api.Get(ctx, "installstrategy-revision-small-2", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := storedStrategy(t, ns, rev2.Name, walkStrategy(ns, "v2.0.0", ">= 0.0.0")+"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: planted\n  namespace: "+ns+"\n")
+	tampered := rev2.DeepCopy()
+	tampered.Data = forged.Data
+	for k, v := range forged.Annotations {
+		tampered.Annotations[k] = v
+	}
+	if _, err := api.Update(ctx, tampered, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = run(t, nil, args("plan", "revision/3", "--walk-upgrade-path")...)
+	if code != 1 || !strings.Contains(errOut, "no upgrade path from v1.0.0 to v3.0.0") || !strings.Contains(errOut, "TAMPERED") {
+		t.Fatalf("plan revision/3 --walk-upgrade-path with revision 2 rewritten: exit %d, want 1, no path, v2.0.0 skipped as TAMPERED\n%s%s", code, out, errOut)
+	}
+	back, err := api.Get(ctx, rev2.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	back.Data, back.Annotations = rev2.Data, rev2.Annotations
+	if _, err := api.Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, out, errOut = run(t, nil, args("apply", "revision/3", "--walk-upgrade-path", "--wait", "--timeout", "2m")...)
+	if code != 0 || !strings.Contains(out, "upgrade path: v1.0.0 -> v2.0.0 -> v3.0.0") ||
+		!strings.Contains(out, "upgrade path: hop 1/2: v1.0.0 -> v2.0.0 (revision 2)") || version() != "v3.0.0" {
+		t.Fatalf("apply revision/3 --walk-upgrade-path: exit %d, config at %s\n%s%s", code, version(), out, errOut)
+	}
+	versions, sources := walkHistory(t, ns)
+	// Revisions 6 (v3.0.0) and 5 (v2.0.0) of the walk, the rollback's 4
+	// and revisions 3 and 2: the newest 5 are kept.
+	if want := []string{"v3.0.0", "v2.0.0", "v1.0.0", "v3.0.0", "v2.0.0"}; !slices.Equal(versions, want) {
+		t.Fatalf("history %v (sources %v), want %v", versions, sources, want)
+	}
+	if sources[0] != "revision 3" || sources[1] != "revision 2" {
+		t.Errorf("the walk's revisions' sources are %q, want revision 3 and revision 2", sources[:2])
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/store"
 )
@@ -201,6 +202,48 @@ func (s Stored) ByVersion(version string) []store.Entry {
 	for _, e := range s.Entries {
 		if e.Identity.Version == version {
 			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Revisions lists the versions of a plugin installation's revisions as
+// the namespace's anchor records them (history.Anchor: the Namespace
+// object's annotation, which no namespace role may write, newest first).
+// The history ConfigMap's records are not listed: anyone who may edit
+// ConfigMaps of the namespace may have written them. Each revision is
+// then loaded through Revision, pinned to its anchored digest and
+// identity, so a revision whose ConfigMap was rewritten is refused, not
+// walked through. ByVersion returns the anchored revisions of one
+// version, newest first.
+type Revisions struct {
+	Anchored []history.Anchored
+}
+
+// Versions implements VersionLister.
+func (r Revisions) Versions(context.Context) (Listing, error) {
+	var l Listing
+	for _, a := range r.Anchored {
+		v := a.Identity.Version
+		if v == "" || slices.Contains(l.Versions, v) {
+			continue
+		}
+		if len(l.Versions) == MaxListedVersions {
+			l.Truncated = fmt.Sprintf("the anchor records revisions of more than %d versions; only the first were looked at", MaxListedVersions)
+			break
+		}
+		l.Versions = append(l.Versions, v)
+	}
+	return l, nil
+}
+
+// ByVersion returns the anchored revisions that are of version, newest
+// first.
+func (r Revisions) ByVersion(version string) []history.Anchored {
+	var out []history.Anchored
+	for _, a := range r.Anchored {
+		if a.Identity.Version == version {
+			out = append(out, a)
 		}
 	}
 	return out

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/installstrategy/installstrategy/pkg/history"
 	"github.com/installstrategy/installstrategy/pkg/oci"
 	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
 	"github.com/installstrategy/installstrategy/pkg/source"
@@ -130,6 +131,26 @@ func TestStoredVersions(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"b", "c"}) {
 		t.Fatalf("ByVersion: %v", names)
+	}
+}
+
+// The versions of a plugin installation's anchored revisions, each once,
+// newest first; ByVersion returns every anchored revision of a version.
+func TestRevisionVersions(t *testing.T) {
+	rev := func(n int, version string) history.Anchored {
+		return history.Anchored{Revision: n, Identity: strategy.Identity{Version: version}}
+	}
+	r := source.Revisions{Anchored: []history.Anchored{rev(4, "v1.0.0"), rev(3, "v3.0.0"), rev(2, "v2.0.0"), rev(1, "v1.0.0"), rev(0, "")}}
+	l, err := r.Versions(t.Context())
+	if err != nil || !slices.Equal(l.Versions, []string{"v1.0.0", "v3.0.0", "v2.0.0"}) || l.Truncated != "" {
+		t.Fatalf("versions %v (%q), %v", l.Versions, l.Truncated, err)
+	}
+	var ns []int
+	for _, a := range r.ByVersion("v1.0.0") {
+		ns = append(ns, a.Revision)
+	}
+	if !slices.Equal(ns, []int{4, 1}) {
+		t.Fatalf("ByVersion: %v", ns)
 	}
 }
 
