@@ -299,8 +299,12 @@ func (o *options) applyTarget(ctx context.Context, src string, chart *chartFlags
 // runApply reconciles a loaded (and prepared) strategy into the cluster as
 // the installation of f, prints progress and a summary, and records the
 // revision in the installation's history (source says where the strategy
-// came from).
+// came from). A strategy nobody verified is applied only at the user's
+// word (--allow-unsigned).
 func (o *options) runApply(ctx context.Context, c *cluster, l *codec.Loaded, f *reconcileFlags, a applyFlags, source string) error {
+	if err := o.mayAct(l); err != nil {
+		return err
+	}
 	owner, err := c.prepareCluster(ctx, l, f)
 	if err != nil {
 		return err

@@ -118,6 +118,17 @@ func givenByUser(l *codec.Loaded, err error) (*codec.Loaded, error) {
 	return l, err
 }
 
+// mayAct refuses to act on a strategy a display read loaded ("not
+// verified", source.Unverified or an unverified pull) unless the user
+// took it as it is with --allow-unsigned: what a verb only shows is never
+// applied by mistake.
+func (o *options) mayAct(l *codec.Loaded) error {
+	if !strings.HasPrefix(l.VerifiedBy, source.NotVerified) || (o.clusterTrust != nil && o.clusterTrust.allowUnsigned) {
+		return nil
+	}
+	return fmt.Errorf("%s: refusing to act on it (give --key to verify it, or --allow-unsigned to take it as it is)", l.VerifiedBy)
+}
+
 // noteUnverified says on standard error that the strategy at where, which
 // a verb shows, is not verified, and by whom it may have been written
 // (source.NotVerified: ...); nothing for one pinned.

@@ -88,3 +88,32 @@ func TestClusterDisplayVerbsSayUnverified(t *testing.T) {
 		t.Fatalf("inspect above --max-decoded-size: exit %d, want a refusal naming %s/big at the decode limit:\n%s\n%s", code, ns, out, errOut)
 	}
 }
+
+// What a display read loaded (not verified) is never applied, unless the
+// user took it as it is with --allow-unsigned; a strategy someone vouched
+// for, or the user's own file, is.
+func TestApplyRefusesWhatIsNotVerified(t *testing.T) {
+	for _, tc := range []struct {
+		by      string
+		ct      *clusterTrust
+		refused bool
+	}{
+		{"not verified: any ConfigMap editor of namespace ns (digest included) may have written it", nil, true},
+		{"not verified: anyone who may push to r/x or move its tag may have written it", &clusterTrust{optional: true}, true},
+		{"not verified: any ConfigMap editor of namespace ns (digest included) may have written it", &clusterTrust{allowUnsigned: true}, false},
+		{"signed by vendor", nil, false},
+		{"given by the user", nil, false},
+		{"pinned digest", nil, false},
+	} {
+		o := &options{clusterTrust: tc.ct}
+		err := o.mayAct(&codec.Loaded{VerifiedBy: tc.by})
+		if (err != nil) != tc.refused {
+			t.Errorf("%q (trust %+v): %v, want refused %v", tc.by, tc.ct, err, tc.refused)
+		}
+	}
+	// runApply asks first, before it touches the cluster (nil here).
+	o := &options{}
+	if err := o.runApply(t.Context(), nil, &codec.Loaded{VerifiedBy: "not verified: anyone"}, &reconcileFlags{}, applyFlags{}, "cm/x"); err == nil || !strings.Contains(err.Error(), "refusing to act") {
+		t.Errorf("runApply of an unverified strategy: %v", err)
+	}
+}
