@@ -117,7 +117,8 @@ func readyCustomResources(ctx context.Context, dyn dynamic.Interface, items []pl
 // ServiceAccount, the kube-root-ca.crt ConfigMap), nor of a kind Kubernetes
 // makes objects of by itself (kinds.Info.MadeBySystem: Events, Endpoints of
 // Services). Every namespaced kind the cluster serves and can list is
-// searched.
+// searched, every page of it up to maxForeignListPages: a kind with more
+// objects than that keeps the namespace, named as such.
 func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Inventory, ours map[strategy.ObjectRef]bool, ns string) ([]string, error) {
 	lists, err := c.Kinds.ServerPreferredNamespacedResources()
 	if err != nil && len(lists) == 0 {
@@ -133,25 +134,38 @@ func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Invento
 			if strings.Contains(res.Name, "/") || !canList(res.Verbs) || kinds.MadeBySystem(schema.GroupKind{Group: gv.Group, Kind: res.Kind}) {
 				continue
 			}
-			ul, err := c.Dynamic.Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 50})
-			switch {
-			case apierrors.IsForbidden(err):
-				// What cannot be seen may not be ours: keep the namespace.
-				return append(found, "any "+res.Name+" (not allowed to list them)"), nil
-			case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("namespace %s: list %s: %w", ns, res.Name, err)
-			}
-			for i := range ul.Items {
-				o := &ul.Items[i]
-				ref := strategy.ObjectRef{Group: gv.Group, Kind: res.Kind, Namespace: ns, Name: o.GetName()}
-				if inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || len(o.GetOwnerReferences()) > 0 || everyNamespaceHas(ref) {
-					continue
+			opts := metav1.ListOptions{Limit: foreignListPage}
+			for page := 0; ; page++ {
+				if page == maxForeignListPages {
+					// What was not read may not be ours: keep the namespace.
+					return append(found, fmt.Sprintf("more than %d %s (not all checked)", maxForeignListPages*foreignListPage, res.Name)), nil
 				}
-				found = append(found, ref.String())
-				if len(found) == 3 {
-					return found, nil
+				ul, err := c.Dynamic.Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, opts)
+				switch {
+				case apierrors.IsForbidden(err):
+					// What cannot be seen may not be ours: keep the namespace.
+					return append(found, "any "+res.Name+" (not allowed to list them)"), nil
+				case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+					ul = nil
+				case err != nil:
+					return nil, fmt.Errorf("namespace %s: list %s: %w", ns, res.Name, err)
+				}
+				if ul == nil {
+					break
+				}
+				for i := range ul.Items {
+					o := &ul.Items[i]
+					ref := strategy.ObjectRef{Group: gv.Group, Kind: res.Kind, Namespace: ns, Name: o.GetName()}
+					if inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || len(o.GetOwnerReferences()) > 0 || everyNamespaceHas(ref) {
+						continue
+					}
+					found = append(found, ref.String())
+					if len(found) == 3 {
+						return found, nil
+					}
+				}
+				if opts.Continue = ul.GetContinue(); opts.Continue == "" {
+					break
 				}
 			}
 		}
@@ -159,6 +173,15 @@ func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Invento
 	sort.Strings(found)
 	return found, nil
 }
+
+// The bounds of foreignObjects' lists: it reads every page of each kind
+// (an object past the first page counts as much as one on it), at most
+// maxForeignListPages pages of foreignListPage objects; a kind with more
+// objects in the namespace keeps it (what was not read may not be ours).
+const (
+	foreignListPage     = 500
+	maxForeignListPages = 20
+)
 
 func canList(verbs []string) bool {
 	for _, v := range verbs {
