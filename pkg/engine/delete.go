@@ -112,7 +112,8 @@ func readyCustomResources(ctx context.Context, dyn dynamic.Interface, items []pl
 
 // foreignObjects names up to three objects in a namespace that are not the
 // installation's: not in its inventory, not being deleted, not owned by
-// another object (pods of a ReplicaSet go with it), and not made by
+// another object of the namespace (pods of a ReplicaSet go with it;
+// ownedInNamespace), and not made by
 // Kubernetes for every namespace (kinds.Info.InEveryNamespace: the default
 // ServiceAccount, the kube-root-ca.crt ConfigMap), nor of a kind Kubernetes
 // makes objects of by itself (kinds.Info.MadeBySystem: Events, Endpoints of
@@ -123,6 +124,17 @@ func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Invento
 	lists, err := c.Kinds.ServerPreferredNamespacedResources()
 	if err != nil && len(lists) == 0 {
 		return nil, fmt.Errorf("namespace %s: discover its kinds: %w", ns, err)
+	}
+	// An object owned by one of these kinds goes with its owner, which is
+	// judged here itself; one owned by a cluster-scoped object (or a kind
+	// not served) outlives the namespace's objects, so it is foreign.
+	namespaced := map[schema.GroupKind]bool{}
+	for _, l := range lists {
+		if gv, err := schema.ParseGroupVersion(l.GroupVersion); err == nil {
+			for _, res := range l.APIResources {
+				namespaced[schema.GroupKind{Group: gv.Group, Kind: res.Kind}] = true
+			}
+		}
 	}
 	var found []string
 	for _, l := range lists {
@@ -156,7 +168,7 @@ func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Invento
 				for i := range ul.Items {
 					o := &ul.Items[i]
 					ref := strategy.ObjectRef{Group: gv.Group, Kind: res.Kind, Namespace: ns, Name: o.GetName()}
-					if inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || len(o.GetOwnerReferences()) > 0 || everyNamespaceHas(ref) {
+					if inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || ownedInNamespace(o.GetOwnerReferences(), namespaced) || everyNamespaceHas(ref) {
 						continue
 					}
 					found = append(found, ref.String())
@@ -172,6 +184,21 @@ func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Invento
 	}
 	sort.Strings(found)
 	return found, nil
+}
+
+// ownedInNamespace reports whether refs name an owner of a namespaced
+// kind: the object goes with that owner (the garbage collector deletes
+// it), which foreignObjects judges in the same namespace. A reference to
+// a cluster-scoped owner (a Node's mirror pod, a ClusterRole's ConfigMap)
+// does not: that owner stays when the namespace goes.
+func ownedInNamespace(refs []metav1.OwnerReference, namespaced map[schema.GroupKind]bool) bool {
+	for _, r := range refs {
+		gv, err := schema.ParseGroupVersion(r.APIVersion)
+		if err == nil && namespaced[schema.GroupKind{Group: gv.Group, Kind: r.Kind}] {
+			return true
+		}
+	}
+	return false
 }
 
 // The bounds of foreignObjects' lists: it reads every page of each kind

@@ -68,6 +68,9 @@ var servedKinds = fakeKinds{
 		{Name: "events", Kind: "Event", Namespaced: true, Verbs: []string{"list"}},
 		{Name: "endpoints", Kind: "Endpoints", Namespaced: true, Verbs: []string{"list"}},
 	}},
+	{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
+		{Name: "replicasets", Kind: "ReplicaSet", Namespaced: true, Verbs: []string{"list"}},
+	}},
 	{GroupVersion: "events.k8s.io/v1", APIResources: []metav1.APIResource{
 		{Name: "events", Kind: "Event", Namespaced: true, Verbs: []string{"list"}},
 	}},
@@ -83,6 +86,7 @@ var listKinds = map[schema.GroupVersionResource]string{
 	{Version: "v1", Resource: "pods"}:                                      "PodList",
 	{Version: "v1", Resource: "events"}:                                    "EventList",
 	{Version: "v1", Resource: "endpoints"}:                                 "EndpointsList",
+	{Group: "apps", Version: "v1", Resource: "replicasets"}:                "ReplicaSetList",
 	{Group: "events.k8s.io", Version: "v1", Resource: "events"}:            "EventList",
 	{Group: "discovery.k8s.io", Version: "v1", Resource: "endpointslices"}: "EndpointSliceList",
 	{Group: "example.com", Version: "v1", Resource: "widgets"}:             "WidgetList",
@@ -137,6 +141,12 @@ func TestDeleteItemsWithFakes(t *testing.T) {
 		name:    "a namespace holding a foreign object is kept, with the object named",
 		items:   []plan.Item{nsItem("app")},
 		objects: append(systemMadeObjects("app"), obj("v1", "ConfigMap", "app", "theirs")),
+		kept:    []string{"Namespace/app"},
+		reasons: map[string]string{"Namespace/app": "ConfigMap/app/theirs"},
+	}, {
+		name:    "a namespace holding an object owned by a cluster-scoped object is kept: its owner stays",
+		items:   []plan.Item{nsItem("app")},
+		objects: append(systemMadeObjects("app"), ownedBy(obj("v1", "ConfigMap", "app", "theirs"), "rbac.authorization.k8s.io/v1", "ClusterRole")),
 		kept:    []string{"Namespace/app"},
 		reasons: map[string]string{"Namespace/app": "ConfigMap/app/theirs"},
 	}, {
@@ -213,6 +223,12 @@ func TestDeleteItemsWithFakes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// ownedBy gives o an owner reference to an object of kind.
+func ownedBy(o *unstructured.Unstructured, apiVersion, kind string) *unstructured.Unstructured {
+	o.SetOwnerReferences([]metav1.OwnerReference{{APIVersion: apiVersion, Kind: kind, Name: "owner", UID: "owner"}})
+	return o
 }
 
 func refStrings(refs []strategy.ObjectRef) []string {
