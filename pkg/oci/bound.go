@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"path"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -30,6 +31,43 @@ const (
 	// 50,000 tags of 80 characters).
 	MaxTagListBytes = 4 << 20
 )
+
+// DefaultRequestTimeout bounds each request to a registry, from its
+// sending to the end of its body's read: a registry that stalls (never
+// answers, or stops sending a body) costs a caller this much per request,
+// never a reconcile for good. A 64 MiB blob passes it at 1.1 MB/s.
+const DefaultRequestTimeout = time.Minute
+
+// timeoutTransport gives each request a deadline that runs until its
+// response's body is closed (as http.Client.Timeout does; remote's
+// options take a transport, not a client).
+type timeoutTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+func (t timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
+	resp, err := t.next.RoundTrip(req.WithContext(ctx))
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	resp.Body = &cancelBody{ReadCloser: resp.Body, cancel: cancel}
+	return resp, nil
+}
+
+// cancelBody ends its request's deadline when it is closed.
+type cancelBody struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *cancelBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
 
 // boundedTransport refuses a manifest over MaxManifestBytes: by its
 // Content-Length before its body is read, or as its body passes the bound.

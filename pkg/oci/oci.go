@@ -30,6 +30,7 @@ import (
 	"path"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -85,6 +86,9 @@ type Options struct {
 	// MaxDecodedBytes refuses texts larger than this; 0 means
 	// codec.DefaultMaxDecodedBytes.
 	MaxDecodedBytes int64
+	// RequestTimeout bounds each request to a registry, its body's read
+	// included; 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
 
 // Client reads and writes strategy artifacts. It is safe for concurrent
@@ -106,7 +110,11 @@ func New(opts Options) (*Client, error) {
 	if tr == nil {
 		tr = remote.DefaultTransport
 	}
-	base = append(base, remote.WithTransport(boundedTransport{next: tr}))
+	timeout := opts.RequestTimeout
+	if timeout <= 0 {
+		timeout = DefaultRequestTimeout
+	}
+	base = append(base, remote.WithTransport(boundedTransport{next: timeoutTransport{next: tr, timeout: timeout}}))
 	if opts.UserAgent != "" {
 		base = append(base, remote.WithUserAgent(opts.UserAgent))
 	}
