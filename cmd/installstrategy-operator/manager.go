@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -24,7 +23,6 @@ import (
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/dump"
 	"github.com/installstrategy/installstrategy/pkg/identity"
-	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 	"github.com/installstrategy/installstrategy/pkg/render/helmexec"
 )
@@ -174,16 +172,17 @@ func managerScheme() (*runtime.Scheme, error) {
 }
 
 // cacheOptions is what the manager's cache holds: strategy ConfigMaps
-// only, without field managers, of the watched namespace (or every
-// namespace but the key namespace).
+// only, and of each only what the watch reads
+// (operator.StrategyConfigMapsCache), without field managers, of the
+// watched namespace (or every namespace but the key namespace).
 func cacheOptions(o managerOptions, keyNamespace string) (cache.Options, error) {
-	strategies, err := labels.Parse(metakeys.StrategyLabel)
+	strategies, err := operator.StrategyConfigMapsCache()
 	if err != nil {
 		return cache.Options{}, err
 	}
 	// Field managers stripped: nothing here reads them, and they are half
 	// of an object's metadata.
-	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}},
+	cacheOpts := cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: strategies},
 		DefaultTransform: cache.TransformStripManagedFields()}
 	var watched []string
 	if o.namespace != "" {

@@ -25,7 +25,6 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -34,7 +33,6 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/installstrategy/installstrategy/examples/kubevirt-operator/kubevirt"
-	"github.com/installstrategy/installstrategy/pkg/metakeys"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -83,14 +81,15 @@ func run(version, registry, keyNamespace, metricsAddr string, dumpPodLabels map[
 	if err != nil {
 		return err
 	}
-	// As docs/EMBEDDING.md recommends: cache only strategy ConfigMaps
-	// (others are read directly), without managed fields.
-	strategies, err := labels.Parse(metakeys.StrategyLabel)
+	// As docs/EMBEDDING.md recommends: cache only strategy ConfigMaps,
+	// and of them only what the watch reads (others are read directly),
+	// without managed fields.
+	strategies, err := operator.StrategyConfigMapsCache()
 	if err != nil {
 		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{Scheme: scheme, Metrics: metricsserver.Options{BindAddress: metricsAddr},
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: {Label: strategies}},
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{&corev1.ConfigMap{}: strategies},
 			DefaultTransform: cache.TransformStripManagedFields()}})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)

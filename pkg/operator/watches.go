@@ -9,11 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crcontroller "sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -51,7 +54,10 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named(strings.ToLower(r.res.GroupVersionKind().Kind)).
 		For(r.res.New(), builder.WithPredicates(r.stopDeletedRollouts(), installationChanged())).
-		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged()))
+		// Metadata only: a strategy ConfigMap's data is read, when an
+		// Installation names it, through the store's bounded reads; the
+		// watch only says that one changed (StrategyConfigMapsCache).
+		Watches(&corev1.ConfigMap{}, byNamespace, builder.WithPredicates(r.strategyConfigMapChanged()), builder.OnlyMetadata)
 	// Workloads that keep pods running are watched through the informers
 	// the reconciler reads from, which hold only objects installations
 	// wrote: other products' workloads cost no memory.
@@ -184,6 +190,59 @@ func (o *ownEvents) seen(key string) bool {
 	_, ok := o.keys[key]
 	delete(o.keys, key)
 	return ok
+}
+
+// StrategyConfigMapsCache is what the manager's cache holds of ConfigMaps
+// (cache.Options.ByObject for &corev1.ConfigMap{}): those labelled as
+// strategies (metakeys.StrategyLabel), and of each only what the watch of
+// strategy ConfigMaps reads (TransformStrategyConfigMap). Anyone who may
+// create ConfigMaps in a watched namespace may label them so: what they
+// cost the operator must not grow with what they hold.
+func StrategyConfigMapsCache() (cache.ByObject, error) {
+	strategies, err := labels.Parse(metakeys.StrategyLabel)
+	if err != nil {
+		return cache.ByObject{}, err
+	}
+	return cache.ByObject{Label: strategies, Transform: TransformStrategyConfigMap}, nil
+}
+
+// maxCachedDigest bounds the digest annotation a cached strategy
+// ConfigMap keeps ("sha256:" and 64 hex digits; a longer one is no digest).
+const maxCachedDigest = len("sha256:") + 64
+
+// TransformStrategyConfigMap keeps of a ConfigMap, or of its metadata,
+// what the watch of strategy ConfigMaps reads (strategyConfigMapChanged):
+// its name, namespace, UID, resource version, timestamps, whether it is
+// labelled as a strategy, and its digest annotation. A ConfigMap's data
+// (up to about 1 MiB), its other labels and annotations (up to 256 KiB)
+// and its managed fields are dropped before the cache keeps it, so each
+// costs the cache a few hundred bytes whatever it holds.
+func TransformStrategyConfigMap(in any) (any, error) {
+	o, ok := in.(client.Object)
+	if !ok {
+		return in, nil
+	}
+	keep := metav1.ObjectMeta{Name: o.GetName(), Namespace: o.GetNamespace(), UID: o.GetUID(),
+		ResourceVersion: o.GetResourceVersion(), Generation: o.GetGeneration(),
+		CreationTimestamp: o.GetCreationTimestamp(), DeletionTimestamp: o.GetDeletionTimestamp()}
+	for _, k := range []string{metakeys.StrategyLabel, metakeys.KubeVirtStrategyLabel} {
+		if v, ok := o.GetLabels()[k]; ok {
+			if keep.Labels == nil {
+				keep.Labels = map[string]string{}
+			}
+			keep.Labels[k] = v
+		}
+	}
+	if d := o.GetAnnotations()[metakeys.DigestAnnotation]; d != "" && len(d) <= maxCachedDigest {
+		keep.Annotations = map[string]string{metakeys.DigestAnnotation: d}
+	}
+	switch obj := in.(type) {
+	case *metav1.PartialObjectMetadata:
+		return &metav1.PartialObjectMetadata{TypeMeta: obj.TypeMeta, ObjectMeta: keep}, nil
+	case *corev1.ConfigMap:
+		return &corev1.ConfigMap{TypeMeta: obj.TypeMeta, ObjectMeta: keep}, nil
+	}
+	return in, nil
 }
 
 func isStrategyConfigMap(o client.Object) bool {
