@@ -20,8 +20,18 @@ import (
 // kubelet (kwok) may never answer.
 const logTimeout = 5 * time.Second
 
+// jobsOwn reports whether a pod is one the loader believes of a Job: its
+// controller is the Job and it runs the Job's template (podFromTemplate).
+// Whoever may create pods in the namespace can give one the Job's labels
+// and controller reference; what it reports (its phase, reason,
+// termination message, logs) is theirs unless it runs the template.
+func jobsOwn(p *corev1.Pod, job *batchv1.Job) bool {
+	return ownedBy(p, job) && podFromTemplate(&p.Spec, &job.Spec.Template.Spec)
+}
+
 // failedJob describes a failed Job from its condition and its newest
-// failed pod, with the pod's last log lines when the node serves them.
+// failed pod (of those that run its template, jobsOwn), with the pod's
+// last log lines when the node serves them.
 func (l *Loader) failedJob(ctx context.Context, job *batchv1.Job) *JobError {
 	jerr := &JobError{Reason: ReasonFailed}
 	var parts []string
@@ -33,7 +43,7 @@ func (l *Loader) failedJob(ctx context.Context, job *batchv1.Job) *JobError {
 		parts = append(parts, err.Error())
 	}
 	for _, p := range pods {
-		if p.Status.Phase != corev1.PodFailed {
+		if p.Status.Phase != corev1.PodFailed || !jobsOwn(&p, job) {
 			continue
 		}
 		jerr.Pod = p.Name
