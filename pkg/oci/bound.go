@@ -32,13 +32,13 @@ const (
 	MaxTagListBytes = 4 << 20
 )
 
-// DefaultRequestTimeout bounds each request to a registry, from its
-// sending to the end of its body's read: a registry that stalls (never
+// DefaultRequestTimeout bounds each read of a registry (GET, HEAD), from
+// its sending to the end of its body's read: a registry that stalls (never
 // answers, or stops sending a body) costs a caller this much per request,
 // never a reconcile for good. A 64 MiB blob passes it at 1.1 MB/s.
 const DefaultRequestTimeout = time.Minute
 
-// timeoutTransport gives each request a deadline that runs until its
+// timeoutTransport gives each read a deadline that runs until its
 // response's body is closed (as http.Client.Timeout does; remote's
 // options take a transport, not a client).
 type timeoutTransport struct {
@@ -47,6 +47,11 @@ type timeoutTransport struct {
 }
 
 func (t timeoutTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		// Uploads (push, sign, copy: the plugin's, to the user's own
+		// registry) take as long as their bytes need.
+		return t.next.RoundTrip(req)
+	}
 	ctx, cancel := context.WithTimeout(req.Context(), t.timeout)
 	resp, err := t.next.RoundTrip(req.WithContext(ctx))
 	if err != nil {

@@ -86,8 +86,8 @@ type Options struct {
 	// MaxDecodedBytes refuses texts larger than this; 0 means
 	// codec.DefaultMaxDecodedBytes.
 	MaxDecodedBytes int64
-	// RequestTimeout bounds each request to a registry, its body's read
-	// included; 0 means DefaultRequestTimeout.
+	// RequestTimeout bounds each read of a registry (GET, HEAD), its
+	// body's included; 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
 }
 

@@ -94,3 +94,28 @@ func TestStalledRegistryTimesOut(t *testing.T) {
 		})
 	}
 }
+
+// Uploads are not reads: a push (the plugin's publish, sign and copy, to
+// the user's own registry) whose requests take longer than the bound
+// still succeeds, and what it pushed is read back.
+func TestSlowUploadIsNotCut(t *testing.T) {
+	h := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodPut || req.Method == http.MethodPatch || req.Method == http.MethodPost {
+			time.Sleep(300 * time.Millisecond) // longer than the read bound below
+		}
+		h.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := oci.New(oci.Options{RequestTimeout: 100 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/acme/slow:v1.0.0"
+	if _, err := c.Push(t.Context(), ref, []byte("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  namespace: b\n"), oci.Meta{Product: "slow", Version: "v1.0.0"}); err != nil {
+		t.Fatalf("push: %v", err)
+	}
+	if _, err := c.Pull(t.Context(), ref); err != nil {
+		t.Fatalf("pull of what was pushed: %v", err)
+	}
+}
