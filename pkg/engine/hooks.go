@@ -70,7 +70,7 @@ type hookRunner struct {
 
 // newHookRunner returns a runner of hooks with their namespaces defaulted
 // to the owner's, as the release's objects are.
-func newHookRunner(a *apply.Applier, kube kubernetes.Interface, owner inventory.Owner, id strategy.Identity, hooks []plan.Hook, deadline, interval time.Duration, emit func(Event)) (*hookRunner, error) {
+func newHookRunner(a applier, kube kubernetes.Interface, owner inventory.Owner, id strategy.Identity, hooks []plan.Hook, deadline, interval time.Duration, emit func(Event)) (*hookRunner, error) {
 	objs := make([]*unstructured.Unstructured, len(hooks))
 	for i, h := range hooks {
 		objs[i] = h.Object

@@ -37,7 +37,7 @@ type run struct {
 	req *strategy.Requirements
 	// checked is set once beforeFirstWrite passed.
 	checked bool
-	a       *apply.Applier
+	a       applier
 	kube    kubernetes.Interface
 	checker *health.Checker
 	certs   *certState

@@ -18,13 +18,14 @@ import (
 
 // Reconciler runs, plans and uninstalls strategies on one cluster with
 // clients built once: its applier (dynamic client and REST mapper over
-// cached discovery), its typed client and, optionally, a cache of live
+// cached discovery; held as the applier interface of cluster.go), its
+// typed client and, optionally, a cache of live
 // objects. Build one and keep it (an operator builds it at start), instead
 // of calling the package functions Run, Plan and Uninstall, which build
 // new clients and ask discovery anew on every call. It is safe for
 // concurrent use; every call takes the installation's options.
 type Reconciler struct {
-	a    *apply.Applier
+	a    applier
 	kube kubernetes.Interface
 }
 
@@ -56,7 +57,7 @@ func New(cfg *rest.Config) (*Reconciler, error) {
 
 // NewWithClients returns a Reconciler over the given clients.
 func NewWithClients(c Clients) *Reconciler {
-	a := c.Applier
+	var a applier = applierOf{c.Applier}
 	if c.Cache != nil {
 		a = a.WithCache(c.Cache)
 	}
@@ -71,7 +72,7 @@ func (rc *Reconciler) WithCache(c apply.Cache) *Reconciler {
 
 // applier returns the reconciler's applier with a call's options, its
 // REST mapper reset: kinds served or removed since the last call are seen.
-func (rc *Reconciler) applier(opts apply.Options) *apply.Applier {
+func (rc *Reconciler) applier(opts apply.Options) applier {
 	a := rc.a.WithOptions(opts)
 	a.ResetMapper()
 	return a

@@ -187,7 +187,7 @@ func splitAdmission(items []plan.Item) (admission, rest []plan.Item) {
 // deleteCASecrets deletes the installation's CA Secret, in every namespace
 // (the CA lives where the strategy's TLS Secrets are), retrying transient
 // failures as the applier does.
-func deleteCASecrets(ctx context.Context, a *apply.Applier, kube kubernetes.Interface, opts UninstallOptions) ([]strategy.ObjectRef, error) {
+func deleteCASecrets(ctx context.Context, a applier, kube kubernetes.Interface, opts UninstallOptions) ([]strategy.ObjectRef, error) {
 	name := opts.CASecret
 	if name == "" {
 		name = DefaultCASecret
