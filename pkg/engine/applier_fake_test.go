@@ -87,11 +87,57 @@ func newFakeCluster(t *testing.T, extra []schema.GroupVersionKind, extraResource
 		}
 		return false, nil, nil
 	})
-	return &fakeCluster{
+	c := &fakeCluster{
 		dyn:    dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...),
 		mapper: resettable{m},
 		kube:   kube,
 	}
+	// What the engine writes through the typed client (the CA Secret,
+	// inventories) it reads back through the applier: those writes are
+	// mirrored into the dynamic client's objects.
+	for _, verb := range []string{"create", "update", "delete"} {
+		for _, resource := range []string{"secrets", "configmaps"} {
+			kube.PrependReactor(verb, resource, c.mirror)
+		}
+	}
+	return c
+}
+
+// mirror copies a typed write of a Secret or ConfigMap into the dynamic
+// client's objects, unseen by its list of actions (writes). It leaves the
+// write itself to the typed client.
+func (c *fakeCluster) mirror(a clienttesting.Action) (bool, runtime.Object, error) {
+	gvr := a.GetResource()
+	tracker := c.dyn.Tracker()
+	kind := map[string]string{"secrets": "Secret", "configmaps": "ConfigMap"}[gvr.Resource]
+	var typed runtime.Object
+	switch a := a.(type) {
+	case clienttesting.DeleteAction:
+		_ = tracker.Delete(gvr, a.GetNamespace(), a.GetName())
+		return false, nil, nil
+	case clienttesting.CreateAction:
+		typed = a.GetObject()
+	case clienttesting.UpdateAction:
+		typed = a.GetObject()
+	default:
+		return false, nil, nil
+	}
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(typed)
+	if err != nil {
+		return true, nil, err
+	}
+	u := &unstructured.Unstructured{Object: m}
+	u.SetAPIVersion("v1")
+	u.SetKind(kind)
+	if _, err := c.kube.Tracker().Get(gvr, u.GetNamespace(), u.GetName()); err == nil && a.GetVerb() == "create" {
+		return false, nil, nil // the typed client refuses it
+	}
+	if _, err := tracker.Get(gvr, u.GetNamespace(), u.GetName()); err == nil {
+		_ = tracker.Update(gvr, u, u.GetNamespace())
+		return false, nil, nil
+	}
+	_ = tracker.Create(gvr, u, u.GetNamespace())
+	return false, nil, nil
 }
 
 // applier returns a fake applier over the cluster with opts.

@@ -2,8 +2,12 @@ package engine
 
 import (
 	"context"
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -41,13 +45,6 @@ func TestRunWithFakes(t *testing.T) {
 		}
 		return rc.Run(ctx, s, opts)
 	}
-	actions := func(res *Result) map[string]apply.Action {
-		out := map[string]apply.Action{}
-		for _, a := range res.Applied {
-			out[a.Ref.String()] = a.Action
-		}
-		return out
-	}
 	inventoried := func() []string {
 		t.Helper()
 		inv, err := inventory.NewStore(c.kube).Get(ctx, owner)
@@ -68,7 +65,7 @@ func TestRunWithFakes(t *testing.T) {
 		t.Fatalf("first run: %v", err)
 	}
 	want := map[string]apply.Action{"Namespace/app": apply.ActionCreate, "ConfigMap/app/settings": apply.ActionCreate, "ServiceAccount/app/worker": apply.ActionCreate}
-	if got := actions(res); !maps.Equal(got, want) || !res.RolledOver {
+	if got := actionsOf(res); !maps.Equal(got, want) || !res.RolledOver {
 		t.Errorf("first run: actions %v (rolled over %t), want %v", got, res.RolledOver, want)
 	}
 	if got := c.writes(); !slices.Contains(got, "create configmaps app/settings") || !slices.Contains(got, "create serviceaccounts app/worker") || !slices.Contains(got, "create namespaces app") {
@@ -88,7 +85,7 @@ func TestRunWithFakes(t *testing.T) {
 		t.Fatalf("second run: %v", err)
 	}
 	if res.Count(apply.ActionUnchanged) != 3 || len(res.Pruned) != 0 {
-		t.Errorf("second run: actions %v, pruned %v", actions(res), res.Pruned)
+		t.Errorf("second run: actions %v, pruned %v", actionsOf(res), res.Pruned)
 	}
 	if got := c.writes(); len(got) != 0 {
 		t.Errorf("second run wrote %q", got)
@@ -105,7 +102,7 @@ func TestRunWithFakes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("run after drift: %v", err)
 	}
-	if got := actions(res)["ConfigMap/app/settings"]; got != apply.ActionUpdate {
+	if got := actionsOf(res)["ConfigMap/app/settings"]; got != apply.ActionUpdate {
 		t.Errorf("drifted ConfigMap: %s, want %s", got, apply.ActionUpdate)
 	}
 	if mode, _, _ := unstructured.NestedString(c.live(t, settings).Object, "data", "mode"); mode != "fast" {
@@ -141,4 +138,116 @@ func TestRunWithFakes(t *testing.T) {
 	if c.live(t, theirs) == nil {
 		t.Error("prune deleted another installation's object")
 	}
+}
+
+// A Run over the fake cluster of a strategy with an empty TLS Secret and
+// a webhook calling the Service in front of it: the Secret is filled with
+// a certificate the CA bundle injected into the webhook verifies, the CA
+// is kept in its Secret, and a second run changes nothing (no certificate
+// is reissued). The cluster tests of certs_test.go show the same, with
+// rotation, against a real API server.
+func TestRunCertificatesWithFakes(t *testing.T) {
+	ctx := context.Background()
+	owner := inventory.Owner{Namespace: "app", Name: "demo", Kind: inventory.KindInstallation}
+	s, _, err := strategy.Parse([]byte(`
+apiVersion: v1
+kind: Secret
+metadata: {name: hook-tls, namespace: app}
+type: kubernetes.io/tls
+---
+apiVersion: v1
+kind: Service
+metadata: {name: hook, namespace: app}
+spec:
+  selector: {app: hook}
+  ports: [{port: 443, targetPort: 8443}]
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {name: hook, namespace: app}
+spec:
+  selector: {matchLabels: {app: hook}}
+  template:
+    metadata: {labels: {app: hook}}
+    spec:
+      containers: [{name: hook, image: hook:v1, volumeMounts: [{name: tls, mountPath: /tls}]}]
+      volumes: [{name: tls, secret: {secretName: hook-tls}}]
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingWebhookConfiguration
+metadata: {name: demo-hook}
+webhooks:
+- name: check.example.com
+  clientConfig: {service: {namespace: app, name: hook, path: /check}}
+  admissionReviewVersions: [v1]
+  sideEffects: None
+`), strategy.ParseOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Identity = strategy.Identity{Registry: "example.com/demo", Version: "v1", Identifier: "id1"}
+	c := newFakeCluster(t, nil, nil)
+	rc := c.reconciler()
+	// The fake cluster has no Deployment controller: the step's wait is
+	// not asked for.
+	opts := Options{Owner: owner, NoWait: true}
+	if _, err := rc.Run(ctx, s, opts); err != nil {
+		t.Fatalf("first run: %v", err)
+	}
+	secret := c.live(t, obj("v1", "Secret", "app", "hook-tls"))
+	webhook := c.live(t, obj("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", "", "demo-hook"))
+	if secret == nil || webhook == nil {
+		t.Fatalf("secret %v, webhook %v", secret, webhook)
+	}
+	crtB64, _, _ := unstructured.NestedString(secret.Object, "data", "tls.crt")
+	crt, err := base64.StdEncoding.DecodeString(crtB64)
+	if err != nil || len(crt) == 0 {
+		t.Fatalf("the TLS Secret holds no certificate: %q %v", crtB64, err)
+	}
+	hooks, _, _ := unstructured.NestedSlice(webhook.Object, "webhooks")
+	bundleB64, _, _ := unstructured.NestedString(hooks[0].(map[string]any), "clientConfig", "caBundle")
+	bundle, err := base64.StdEncoding.DecodeString(bundleB64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(bundle) {
+		t.Fatalf("the webhook's caBundle holds no certificate: %q", bundleB64)
+	}
+	block, _ := pem.Decode(crt)
+	if block == nil {
+		t.Fatalf("tls.crt is not PEM: %q", crt)
+	}
+	leaf, err := x509.ParseCertificate(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, DNSName: "hook.app.svc"}); err != nil {
+		t.Errorf("the webhook's CA bundle does not verify the Secret's certificate for hook.app.svc: %v", err)
+	}
+	cas, err := c.kube.CoreV1().Secrets("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + DefaultCASecret})
+	if err != nil || len(cas.Items) != 1 {
+		t.Fatalf("CA Secrets %v: %v", cas, err)
+	}
+	c.writes()
+
+	res, err := rc.Run(ctx, s, opts)
+	if err != nil {
+		t.Fatalf("second run: %v", err)
+	}
+	if got := c.writes(); len(got) != 0 || res.Count(apply.ActionUnchanged) != len(res.Applied) {
+		t.Errorf("second run wrote %q (actions %v)", got, actionsOf(res))
+	}
+	if again := c.live(t, secret); !reflect.DeepEqual(again.Object["data"], secret.Object["data"]) {
+		t.Error("the second run reissued the certificate")
+	}
+}
+
+// actionsOf returns what a run did to each object, by ref.
+func actionsOf(res *Result) map[string]apply.Action {
+	out := map[string]apply.Action{}
+	for _, a := range res.Applied {
+		out[a.Ref.String()] = a.Action
+	}
+	return out
 }
