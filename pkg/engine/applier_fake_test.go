@@ -29,7 +29,8 @@ import (
 // DefaultNamespaces, Mapping) are the real *apply.Applier's over that
 // dynamic client; only Apply is the fake's, since the fake API server
 // knows neither server-side apply nor dry runs: it creates or updates the
-// prepared object (its live status kept), and writes nothing for a dry run.
+// prepared object (an update keeps the live status and generation: no
+// controller here observes a new one), and writes nothing for a dry run.
 
 // fakeCluster holds what the fake appliers of one test share.
 type fakeCluster struct {
