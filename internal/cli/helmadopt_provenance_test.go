@@ -254,6 +254,26 @@ func TestClusterAdoptSystemObjects(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("--adopt --allow-system-object: exit %d\n%s%s", code, tail(out), errOut)
 	}
+	// The adoption is marked on the role itself, where a ConfigMap editor
+	// who clears the inventory's mark cannot reach: uninstall still keeps it.
+	if r, err := env.Kube.RbacV1().ClusterRoles().Get(ctx, role, metav1.GetOptions{}); err != nil || r.Annotations[metakeys.AdoptedAnnotation] != ns+"/roles" {
+		t.Fatalf("the adopted %s carries no adoption mark: %v, %v", roleRef, r.Annotations, err)
+	}
+	rolesOwner := inventory.Owner{Namespace: ns, Name: "roles", Kind: inventory.KindPlugin}
+	store := inventory.NewStore(env.Kube)
+	rolesInv, err := store.Get(ctx, rolesOwner)
+	if err != nil || !rolesInv.Entries[roleRef].Adopted {
+		t.Fatalf("inventory does not record %s as adopted: %v", roleRef, err)
+	}
+	e := rolesInv.Entries[roleRef]
+	e.Adopted = false
+	rolesInv.Entries[roleRef] = e
+	if err := store.Write(ctx, rolesInv); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := run(t, nil, "apply", file, "--name", "roles", "--version", "1.0.0", "-n", ns, "--kubeconfig", kubeconfigPath()); code != 0 || !strings.Contains(out, "0 created, 0 updated, 0 recreated") {
+		t.Errorf("re-apply of the adopted role: exit %d, want no write (the mark is not the strategy's)\n%s%s", code, tail(out), errOut)
+	}
 	if code, out, errOut = run(t, nil, "uninstall", "roles", "-n", ns, "--kubeconfig", kubeconfigPath()); code != 0 || !strings.Contains(out, "kept   "+roleRef.String()) {
 		t.Errorf("uninstall of an adopted system: role: exit %d\n%s%s", code, out, errOut)
 	}

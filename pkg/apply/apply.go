@@ -173,6 +173,11 @@ func (a *Applier) writeDecided(ctx context.Context, ri dynamic.ResourceInterface
 		if res.Object, err = a.takeFields(ctx, ri, out, live.GetLabels()[metakeys.ManagedByLabel]); err != nil {
 			return res, fmt.Errorf("adopt %s: %w", ref, err)
 		}
+		if inventory.MarkAdoption(ref, live) {
+			if res.Object, err = a.markAdopted(ctx, ri, res.Object); err != nil {
+				return res, fmt.Errorf("adopt %s: %w", ref, err)
+			}
+		}
 		a.Wrote(res.Object)
 	}
 	if fallback {

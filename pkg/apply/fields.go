@@ -74,6 +74,19 @@ func (a *Applier) takeFieldsAt(ctx context.Context, ri dynamic.ResourceInterface
 	return ri.Patch(ctx, obj.GetName(), types.JSONPatchType, patch, metav1.PatchOptions{FieldManager: a.opts.FieldManager})
 }
 
+// markAdopted writes metakeys.AdoptedAnnotation on obj, an adopted system
+// object (inventory.MarkAdoption), with a field manager of its own
+// (metakeys.AdoptionFieldManager): the applier's own applies never carry
+// the annotation and so never remove it, and the mark stays where only
+// who may write the object can take it off (inventory.DeletionNeedsConsent).
+func (a *Applier) markAdopted(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{metakeys.AdoptedAnnotation: a.opts.Owner.String()}}})
+	if err != nil {
+		return nil, err
+	}
+	return ri.Patch(ctx, obj.GetName(), types.MergePatchType, patch, metav1.PatchOptions{FieldManager: metakeys.AdoptionFieldManager})
+}
+
 // InheritsFields reports whether adopting live gives the applier's field
 // manager the fields of entry f (see takeFields): f is an installer's
 // (server-side appliers, kubectl, Helm, the manager named by live's

@@ -103,18 +103,37 @@ func AdoptionNeedsConsent(ref strategy.ObjectRef, live *unstructured.Unstructure
 // DeletionNeedsConsent says why deleting the live object of an inventory
 // entry needs consent naming it, or "" when it does not. A system object
 // (systemObject) the installation created may be deleted (a product that
-// installs into kube-system); one it adopted (Entry.Adopted) may not, nor
-// one of the API server's own (APIServerBootstrapped, decided on the live
-// object whatever the inventory, which a ConfigMap editor may write).
+// installs into kube-system); one it adopted may not, nor one of the API
+// server's own (APIServerBootstrapped). Adopted is the inventory's mark
+// (Entry.Adopted) or the live object's (metakeys.AdoptedAnnotation,
+// written at the adoption; MarkAdoption): the inventory is a ConfigMap a
+// namespace editor may write, the live object is not, so clearing the
+// inventory's mark does not make an adopted object deletable.
 func DeletionNeedsConsent(e Entry, live *unstructured.Unstructured, consent SystemConsent) string {
 	why := systemObject(e.ObjectRef, live)
 	if why == "" || consent.allows(e.ObjectRef) {
 		return ""
 	}
-	if !e.Adopted && !APIServerBootstrapped(live) {
+	if !e.Adopted && !markedAdopted(live) && !APIServerBootstrapped(live) {
 		return ""
 	}
 	return fmt.Sprintf("a system object (%s) taken over, not created: not deleted unless named (%s)", why, consentName(e.ObjectRef))
+}
+
+// MarkAdoption reports whether adopting the object ref, live as live,
+// must leave metakeys.AdoptedAnnotation on it: a system object
+// (systemObject), whose deletion the adoption decides (DeletionNeedsConsent).
+func MarkAdoption(ref strategy.ObjectRef, live *unstructured.Unstructured) bool {
+	return systemObject(ref, live) != ""
+}
+
+// markedAdopted reports whether live carries metakeys.AdoptedAnnotation.
+func markedAdopted(live *unstructured.Unstructured) bool {
+	if live == nil {
+		return false
+	}
+	_, ok := live.GetAnnotations()[metakeys.AdoptedAnnotation]
+	return ok
 }
 
 // ObjectName names an object on the command line: KIND[.GROUP]/NAME, or

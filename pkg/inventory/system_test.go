@@ -91,11 +91,28 @@ func TestDeletionNeedsConsent(t *testing.T) {
 		{"adopted system: role, named", Entry{ObjectRef: role, Adopted: true}, liveObject(nil, "installstrategy"), named, false},
 		{"api server's, inventory says created", Entry{ObjectRef: admin}, liveObject(map[string]string{metakeys.BootstrappingLabel: "rbac-defaults"}, metakeys.APIServerFieldManager, "installstrategy"), nil, true},
 		{"api server's, named", Entry{ObjectRef: admin, Adopted: true}, liveObject(map[string]string{metakeys.BootstrappingLabel: "rbac-defaults"}, metakeys.APIServerFieldManager), named, false},
+		{"adopted system: role, the inventory's mark cleared", Entry{ObjectRef: role}, marked(liveObject(nil, "installstrategy")), nil, true},
+		{"adopted system: role, the inventory's mark cleared, named", Entry{ObjectRef: role}, marked(liveObject(nil, "installstrategy")), named, false},
 		{"adopted ordinary", Entry{ObjectRef: strategy.ObjectRef{Kind: "ConfigMap", Namespace: "a", Name: "b"}, Adopted: true}, liveObject(nil), nil, false},
 	} {
 		if got := DeletionNeedsConsent(c.e, c.live, c.consent) != ""; got != c.kept {
 			t.Errorf("%s: kept %v, want %v", c.name, got, c.kept)
 		}
+	}
+}
+
+// marked gives live the adoption mark MarkAdoption asks for.
+func marked(live *unstructured.Unstructured) *unstructured.Unstructured {
+	live.SetAnnotations(map[string]string{metakeys.AdoptedAnnotation: "ns/name"})
+	return live
+}
+
+// TestMarkAdoption: the live mark is asked for system objects only.
+func TestMarkAdoption(t *testing.T) {
+	role := strategy.ObjectRef{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: "system:metrics-server"}
+	cm := strategy.ObjectRef{Kind: "ConfigMap", Namespace: "kube-system", Name: "agent"}
+	if !MarkAdoption(role, liveObject(nil, "someone")) || MarkAdoption(cm, liveObject(nil, "someone")) {
+		t.Error("MarkAdoption: want the system: role marked, an ordinary ConfigMap not")
 	}
 }
 

@@ -44,6 +44,10 @@ const (
 	// HelmAdoptFieldManager writes the removal of Helm's ownership
 	// annotations when a release is retired (pkg/helmrelease).
 	HelmAdoptFieldManager = "installstrategy-helm-adopt"
+	// AdoptionFieldManager writes AdoptedAnnotation on a system object an
+	// installation adopts: a manager of its own, so that the reconciler's
+	// applies, which never carry the annotation, do not remove it.
+	AdoptionFieldManager = "installstrategy-adoption"
 	// APIServerFieldManager is the field manager of the API server's own
 	// writes (its bootstrap objects).
 	APIServerFieldManager = "kube-apiserver"
@@ -233,6 +237,13 @@ const (
 	// sha256 of its text (examples/kubevirt-operator).
 	StrategyConfigMapAnnotation = "installstrategy.io/strategy-configmap"
 	StrategyDigestAnnotation    = "installstrategy.io/strategy-digest"
+	// AdoptedAnnotation on a system object (pkg/inventory) says an
+	// installation took it over rather than created it; its value is the
+	// installation's NAMESPACE/NAME. It is kept on the object itself because
+	// the inventory's adopted mark is in a ConfigMap a namespace editor may
+	// write: either mark keeps the object from being deleted unless
+	// consent names it.
+	AdoptedAnnotation = "installstrategy.io/adopted"
 	// AllowCRDChangeAnnotation on a KubeVirt CR accepts CRD changes the
 	// upgrade preflight refuses, as an Installation's spec.crdSafety.allow
 	// does: comma-separated CRD=RULE pairs, the plugin's
