@@ -115,9 +115,10 @@ cluster-env: localcluster
 cluster-down: localcluster
 	@$(LOCALCLUSTER) down --state-dir "$(CLUSTER_STATE_DIR)"
 
-# test: hack/test.sh builds the tools, starts a cluster in
-# $(TEST_CLUSTER_STATE_DIR), runs `make test-go test-extra` against it and
-# tears it down on every exit (success, failure, Ctrl-C).
+# test: hack/test.sh builds the tools, starts three clusters
+# ($(TEST_CLUSTER_STATE_DIR) with the real node, -b and -c without), runs
+# go test ./... in three shards on them and test-extra on the first, and
+# tears them down on every exit (success, failure, Ctrl-C).
 .PHONY: test
 test:
 	@TEST_CLUSTER_STATE_DIR="$(TEST_CLUSTER_STATE_DIR)" hack/test.sh

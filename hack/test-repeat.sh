@@ -48,7 +48,7 @@ for i in $(seq 1 "$runs"); do
 	status=0
 	(cd "$clone" && CI=true make test </dev/null) >"$log" 2>&1 || status=$?
 	# What hack/test.sh keeps of the run (the clusters' component logs,
-	# the second shard's output) goes with it: the clone does not last.
+	# the output of shards b and c) goes with it: the clone does not last.
 	rm -rf "$out/run-$i"
 	mkdir -p "$out/run-$i"
 	cp -r "$clone"/_output/*-logs "$clone"/_output/*.log "$out/run-$i/" 2>/dev/null || true

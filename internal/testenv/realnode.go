@@ -28,7 +28,7 @@ func (e *Env) RealNode(t testing.TB) *localcluster.RealNode {
 	default:
 		return s.RealNode
 	}
-	msg := fmt.Sprintf("the local cluster has no real node: %s\nrun as root on Debian/Ubuntu: `make tools` installs containerd, runc and the CNI plugins, `make cluster-up` starts the node", reason)
+	msg := fmt.Sprintf("the local cluster has no real node: %s\nrun as root on Debian/Ubuntu: `make tools` installs containerd, runc and the CNI plugins, `make cluster-up` starts the node\n(make test runs a test of test/e2e on the cluster with the real node only if its name matches REAL_NODE_TESTS of hack/test.sh: TestReal... or ...OnRealNode)", reason)
 	if InCI() {
 		t.Fatal(msg)
 	}
