@@ -36,8 +36,9 @@ export FLUX_DIR
 "${GO}" build -o "${localcluster}" ./hack/localcluster
 
 # SHARD_A: the packages of shard a (go list patterns) besides ./test/e2e's
-# real-node tests; ./pkg/engine evens out the shards' times.
-SHARD_A=(./test/cluster ./internal/deploy ./internal/localcluster/... ./pkg/engine)
+# real-node tests; ./pkg/engine, ./hack/krew and ./pkg/loader even out the
+# shards' times.
+SHARD_A=(./test/cluster ./internal/deploy ./internal/localcluster/... ./pkg/engine ./hack/krew ./pkg/loader)
 # REAL_NODE_TESTS: the tests of ./test/e2e that use the real node (run -run
 # on shard a, -skip on shard b: each test runs once). A test that calls
 # testenv's RealNode must have a name it matches (TestReal..., ...OnRealNode):
