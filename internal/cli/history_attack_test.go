@@ -580,3 +580,46 @@ func TestRollbackRefusesAConfigMapEditorsRevision(t *testing.T) {
 		t.Fatalf("history after the rollback: %v\n%s", st, out)
 	}
 }
+
+// TestPlantedNextRevisionIsReplaced: a ConfigMap editor who creates the
+// revision ConfigMap the next apply will use (revision 3, holding an
+// escalated text under the next revision's name) does not make the history
+// name their text: the apply replaces it with what it ran, the history
+// records that text's digest, and history shows revision 3 verified.
+func TestPlantedNextRevisionIsReplaced(t *testing.T) {
+	a := newHistoryAttack(t)
+	planted := a.revisionCM(t, revisionName(a.owner, 3), a.escalated(t, 2), a.identity(2))
+	a.put(t, planted)
+	path := writeFile(t, "v3.yaml", smallStrategy(a.ns, "v3"))
+	if code, out, errOut := run(t, nil, append([]string{"apply", path, "--name", "small", "--wait", "--timeout", "2m", "--version", "v3", "--registry", "example.com"}, clusterArgs(a.ns)...)...); code != 0 {
+		t.Fatalf("apply v3: exit %d\n%s\n%s", code, out, errOut)
+	}
+	cm, err := a.env.Kube.CoreV1().ConfigMaps(a.ns).Get(a.ctx, revisionName(a.owner, 3), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cm.Annotations[metakeys.DigestAnnotation] == planted.Annotations[metakeys.DigestAnnotation] {
+		t.Fatalf("revision 3's ConfigMap still holds the planted text (digest %s)", cm.Annotations[metakeys.DigestAnnotation])
+	}
+	text, _, err := codec.Decode(cm, codec.DecodeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(text), a.crb) || !strings.Contains(string(text), "v3") {
+		t.Errorf("revision 3's text is not what apply ran:\n%s", text)
+	}
+	var revs []history.Revision
+	h, err := a.env.Kube.CoreV1().ConfigMaps(a.ns).Get(a.ctx, history.ConfigMapName(a.owner), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(h.Data[history.RevisionsKey]), &revs); err != nil {
+		t.Fatal(err)
+	}
+	if r := record(t, revs, 3); r.ConfigMap != cm.Name || r.Digest != cm.Annotations[metakeys.DigestAnnotation] {
+		t.Errorf("history records revision 3 as %+v, want configmap %s digest %s", *r, cm.Name, cm.Annotations[metakeys.DigestAnnotation])
+	}
+	if st, _ := a.historyStatuses(t); st[3] != revisionVerified {
+		t.Errorf("history says revision 3 is %q, want %q", st[3], revisionVerified)
+	}
+}
