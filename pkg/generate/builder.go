@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/utils/ptr"
 
@@ -70,6 +72,8 @@ type Builder struct {
 	opts    Options
 	objects []*unstructured.Unstructured
 	errs    []error
+	// badVersion: the version's label error is already in errs.
+	badVersion bool
 }
 
 // New returns a builder for a configuration. The builder keeps its own copy
@@ -415,6 +419,12 @@ func (b *Builder) workloadMeta(w Workload) metav1.ObjectMeta {
 	m := b.meta(w.Name, true)
 	m.Labels[metakeys.AppComponentLabel] = string(w.Role)
 	m.Labels[metakeys.AppVersionLabel] = b.cfg.Version
+	if errs := validation.IsValidLabelValue(b.cfg.Version); len(errs) > 0 && !b.badVersion {
+		// Said once, here rather than by the API server at the first write:
+		// a semantic version's build metadata (+...) is no label value.
+		b.badVersion = true
+		b.errs = append(b.errs, fmt.Errorf("version %q is not a valid value of label %s: %s", b.cfg.Version, metakeys.AppVersionLabel, strings.Join(errs, "; ")))
+	}
 	m.Annotations = map[string]string{metakeys.RoleAnnotation: string(w.Role)}
 	switch w.Role {
 	case RoleAPI, RoleController, RoleHandler:

@@ -270,6 +270,9 @@ func TestBuilderErrors(t *testing.T) {
 		{"no name", sampleConfig("v1"), func(b *generate.Builder) { b.ConfigMap("", nil) }, []string{"object without a name"}},
 		{"crd without versions", sampleConfig("v1"), func(b *generate.Builder) { b.CRD(generate.CRD{Group: "g.io", Kind: "K"}) }, []string{"crd ks.g.io: no versions"}},
 		{"unstructured without kind", sampleConfig("v1"), func(b *generate.Builder) { b.Add(&unstructured.Unstructured{Object: map[string]any{}}) }, []string{"without apiVersion or kind"}},
+		{"version no label value", sampleConfig("v1.2.3+build.1"), func(b *generate.Builder) {
+			b.Deployment(generate.Workload{Name: "a", Role: generate.RoleAPI}).Deployment(generate.Workload{Name: "b", Role: generate.RoleAPI})
+		}, []string{`version "v1.2.3+build.1" is not a valid value of label app.kubernetes.io/version`}},
 		{"no namespace, no version", &identity.Config{}, func(b *generate.Builder) {}, []string{"no version", "no namespace"}},
 		{"kubevirt algorithm refuses", &identity.Config{Namespace: "n", Version: "v1", ComponentImages: map[string]string{"x": "y"}}, func(b *generate.Builder) {}, []string{"component images"}},
 	}
