@@ -109,10 +109,8 @@ func (h HelmIndex) Versions(ctx context.Context) (Listing, error) {
 		return Listing{}, err
 	}
 	var index struct {
-		APIVersion string `json:"apiVersion"`
-		Entries    map[string][]struct {
-			Version string `json:"version"`
-		} `json:"entries"`
+		APIVersion string                  `json:"apiVersion"`
+		Entries    map[string][]indexEntry `json:"entries"`
 	}
 	if err := yaml.Unmarshal(raw, &index); err != nil {
 		return Listing{}, fmt.Errorf("helm repository %s: index.yaml: %w", h.URL, err)
@@ -120,18 +118,13 @@ func (h HelmIndex) Versions(ctx context.Context) (Listing, error) {
 	if index.APIVersion == "" {
 		return Listing{}, fmt.Errorf("helm repository %s: index.yaml has no apiVersion: not a chart repository index", h.URL)
 	}
-	var l Listing
-	for _, e := range index.Entries[h.Chart] {
-		if e.Version == "" || slices.Contains(l.Versions, e.Version) {
-			continue
-		}
-		if len(l.Versions) == MaxListedVersions {
-			l.Truncated = fmt.Sprintf("the index lists more than %d versions of %s; only the first were looked at", MaxListedVersions, h.Chart)
-			break
-		}
-		l.Versions = append(l.Versions, e.Version)
-	}
-	return l, nil
+	tooMany := fmt.Sprintf("the index lists more than %d versions of %s; only the first were looked at", MaxListedVersions, h.Chart)
+	return distinctVersions(index.Entries[h.Chart], func(e indexEntry) string { return e.Version }, tooMany), nil
+}
+
+// indexEntry is what HelmIndex reads of a chart version in index.yaml.
+type indexEntry struct {
+	Version string `json:"version"`
 }
 
 // read fetches index.yaml, bounded.
@@ -181,31 +174,16 @@ type Stored struct {
 
 // Versions implements VersionLister.
 func (s Stored) Versions(context.Context) (Listing, error) {
-	var l Listing
-	for _, e := range s.Entries {
-		v := e.Identity.Version
-		if v == "" || slices.Contains(l.Versions, v) {
-			continue
-		}
-		if len(l.Versions) == MaxListedVersions {
-			l.Truncated = fmt.Sprintf("the namespace holds strategies of more than %d versions; only the first were looked at", MaxListedVersions)
-			break
-		}
-		l.Versions = append(l.Versions, v)
-	}
-	return l, nil
+	return distinctVersions(s.Entries, entryVersion,
+		fmt.Sprintf("the namespace holds strategies of more than %d versions; only the first were looked at", MaxListedVersions)), nil
 }
 
 // ByVersion returns the entries that claim version, in the store's order.
 func (s Stored) ByVersion(version string) []store.Entry {
-	var out []store.Entry
-	for _, e := range s.Entries {
-		if e.Identity.Version == version {
-			out = append(out, e)
-		}
-	}
-	return out
+	return ofVersion(s.Entries, entryVersion, version)
 }
+
+func entryVersion(e store.Entry) string { return e.Identity.Version }
 
 // Revisions lists the versions of a plugin installation's revisions as
 // the namespace's anchor records them (history.Anchor: the Namespace
@@ -222,28 +200,43 @@ type Revisions struct {
 
 // Versions implements VersionLister.
 func (r Revisions) Versions(context.Context) (Listing, error) {
-	var l Listing
-	for _, a := range r.Anchored {
-		v := a.Identity.Version
-		if v == "" || slices.Contains(l.Versions, v) {
-			continue
-		}
-		if len(l.Versions) == MaxListedVersions {
-			l.Truncated = fmt.Sprintf("the anchor records revisions of more than %d versions; only the first were looked at", MaxListedVersions)
-			break
-		}
-		l.Versions = append(l.Versions, v)
-	}
-	return l, nil
+	return distinctVersions(r.Anchored, anchoredVersion,
+		fmt.Sprintf("the anchor records revisions of more than %d versions; only the first were looked at", MaxListedVersions)), nil
 }
 
 // ByVersion returns the anchored revisions that are of version, newest
 // first.
 func (r Revisions) ByVersion(version string) []history.Anchored {
-	var out []history.Anchored
-	for _, a := range r.Anchored {
-		if a.Identity.Version == version {
-			out = append(out, a)
+	return ofVersion(r.Anchored, anchoredVersion, version)
+}
+
+func anchoredVersion(a history.Anchored) string { return a.Identity.Version }
+
+// distinctVersions lists the versions of items (version reads one; "" is
+// none) once each, in order, at most MaxListedVersions: past that the
+// listing is Truncated, saying tooMany.
+func distinctVersions[T any](items []T, version func(T) string, tooMany string) Listing {
+	var l Listing
+	for _, it := range items {
+		v := version(it)
+		if v == "" || slices.Contains(l.Versions, v) {
+			continue
+		}
+		if len(l.Versions) == MaxListedVersions {
+			l.Truncated = tooMany
+			break
+		}
+		l.Versions = append(l.Versions, v)
+	}
+	return l
+}
+
+// ofVersion returns the items of version, in their order.
+func ofVersion[T any](items []T, version func(T) string, v string) []T {
+	var out []T
+	for _, it := range items {
+		if version(it) == v {
+			out = append(out, it)
 		}
 	}
 	return out
