@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
 	"github.com/installstrategy/installstrategy/pkg/crdsafety"
@@ -43,24 +44,13 @@ func TestClusterApplyRefusesUnsafeCRDChange(t *testing.T) {
 	v1 := strategyFile("v1", "note: {type: string}, size: {type: integer}", "{note: ours}")
 	v2 := strategyFile("v2", "size: {type: integer}", "{size: 1}")
 	versions := map[string]string{v1: "v0.0.1", v2: "v0.0.2"}
-	args := func(a ...string) []string {
-		version := versions[a[1]]
-		if a[1] == "--strategy" {
-			version = versions[a[2]]
-		}
-		return append(a, "--kubeconfig", kubeconfigPath(), "-n", ns, "--name", "things", "--version", version)
-	}
+	args := thingsArgs(ns, versions)
 	if code, out, errOut := run(t, nil, args("apply", v1, "--wait", "--timeout", "2m")...); code != 0 {
 		t.Fatalf("apply v1: exit %d\n%s\n%s", code, out, errOut)
 	}
 	// Only the strategy's own object uses note: v2 would pass; a user's
 	// object using it is what refuses.
-	things := env.Dynamic.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "things"}).Namespace(ns)
-	user := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Thing",
-		"metadata": map[string]any{"name": "users", "namespace": ns}, "spec": map[string]any{"note": "precious"}}}
-	if _, err := things.Create(ctx, user, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createUsersThing(ctx, t, env, group, ns)
 	crdVersion := func() string {
 		t.Helper()
 		crd, err := env.Dynamic.Resource(crds).Get(ctx, crdName, metav1.GetOptions{})
@@ -142,22 +132,11 @@ func TestClusterApplyRefusesPrunedCRDWithObjects(t *testing.T) {
 	v1 := strategyFile("v1", testenv.ThingsCRD(group, "Namespaced", "note: {type: string}")+settings("1"))
 	v2 := strategyFile("v2", settings("2"))
 	versions := map[string]string{v1: "v0.0.1", v2: "v0.0.2"}
-	args := func(a ...string) []string {
-		version := versions[a[1]]
-		if a[1] == "--strategy" {
-			version = versions[a[2]]
-		}
-		return append(a, "--kubeconfig", kubeconfigPath(), "-n", ns, "--name", "things", "--version", version)
-	}
+	args := thingsArgs(ns, versions)
 	if code, out, errOut := run(t, nil, args("apply", v1, "--wait", "--timeout", "2m")...); code != 0 {
 		t.Fatalf("apply v1: exit %d\n%s\n%s", code, out, errOut)
 	}
-	things := env.Dynamic.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "things"}).Namespace(ns)
-	user := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Thing",
-		"metadata": map[string]any{"name": "users", "namespace": ns}, "spec": map[string]any{"note": "precious"}}}
-	if _, err := things.Create(ctx, user, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	things := createUsersThing(ctx, t, env, group, ns)
 	state := func() string {
 		t.Helper()
 		crd, err := env.Dynamic.Resource(crds).Get(ctx, crdName, metav1.GetOptions{})
@@ -211,4 +190,30 @@ func TestClusterApplyRefusesPrunedCRDWithObjects(t *testing.T) {
 		crd, err := env.Dynamic.Resource(crds).Get(ctx, crdName, metav1.GetOptions{})
 		return err != nil || crd.GetDeletionTimestamp() != nil, fmt.Sprint(err), nil
 	})
+}
+
+// thingsArgs gives the plugin's arguments a, for the installation things
+// of ns, the version versions gives the strategy file a[1] (or the file
+// after --strategy).
+func thingsArgs(ns string, versions map[string]string) func(a ...string) []string {
+	return func(a ...string) []string {
+		version := versions[a[1]]
+		if a[1] == "--strategy" {
+			version = versions[a[2]]
+		}
+		return append(a, "--kubeconfig", kubeconfigPath(), "-n", ns, "--name", "things", "--version", version)
+	}
+}
+
+// createUsersThing creates, as a user would, the Thing "users" of ns with
+// spec.note "precious", and returns the client of the namespace's Things.
+func createUsersThing(ctx context.Context, t *testing.T, env *testenv.Env, group, ns string) dynamic.ResourceInterface {
+	t.Helper()
+	things := env.Dynamic.Resource(schema.GroupVersionResource{Group: group, Version: "v1", Resource: "things"}).Namespace(ns)
+	user := &unstructured.Unstructured{Object: map[string]any{"apiVersion": group + "/v1", "kind": "Thing",
+		"metadata": map[string]any{"name": "users", "namespace": ns}, "spec": map[string]any{"note": "precious"}}}
+	if _, err := things.Create(ctx, user, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return things
 }
