@@ -30,12 +30,7 @@ func TestCRDPrunedThroughOperator(t *testing.T) {
 	e := setup(t, withOptions(func(o *operator.Options) { o.ResyncPeriod = 2 * time.Second }))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	group := strings.TrimPrefix(e.ns, "t-") + ".example.com"
-	crdName := "things." + group
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	t.Cleanup(func() {
-		_ = e.env.Dynamic.Resource(crds).Delete(context.WithoutCancel(t.Context()), crdName, metav1.DeleteOptions{})
-	})
+	group, crdName, crds := e.thingsCRD(t)
 	settings := func(v string) string {
 		return fmt.Sprintf("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings, namespace: %s}\ndata: {v: %q}\n", e.ns, v)
 	}

@@ -32,12 +32,7 @@ func TestCRDRollbackThroughOperator(t *testing.T) {
 	e := setup(t, withOptions(func(o *operator.Options) { o.ResyncPeriod = 2 * time.Second }))
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	group := strings.TrimPrefix(e.ns, "t-") + ".example.com"
-	crdName := "things." + group
-	crds := schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-	t.Cleanup(func() {
-		_ = e.env.Dynamic.Resource(crds).Delete(context.WithoutCancel(t.Context()), crdName, metav1.DeleteOptions{})
-	})
+	group, crdName, crds := e.thingsCRD(t)
 	const props = "note: {type: string}"
 	texts := map[string]string{
 		"v1.0.0": testenv.ThingsCRD(group, "Namespaced", props),
@@ -121,4 +116,17 @@ func TestCRDRollbackThroughOperator(t *testing.T) {
 	if want := map[string]string{"old": "written at v1", "plain": "written at v2", "colored": "colored at v2"}; fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("notes after the rollback %v, want %v", got, want)
 	}
+}
+
+// thingsCRD names the group of the test's Things CRD (one per test
+// namespace), the CRD's name and the CRDs' resource, and deletes the CRD
+// when the test ends.
+func (e *e2e) thingsCRD(t *testing.T) (group, crdName string, crds schema.GroupVersionResource) {
+	group = strings.TrimPrefix(e.ns, "t-") + ".example.com"
+	crdName = "things." + group
+	crds = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	t.Cleanup(func() {
+		_ = e.env.Dynamic.Resource(crds).Delete(context.WithoutCancel(t.Context()), crdName, metav1.DeleteOptions{})
+	})
+	return group, crdName, crds
 }
