@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
@@ -146,44 +147,56 @@ func foreignObjects(ctx context.Context, c deleteClients, inv *inventory.Invento
 			if strings.Contains(res.Name, "/") || !canList(res.Verbs) || kinds.MadeBySystem(schema.GroupKind{Group: gv.Group, Kind: res.Kind}) {
 				continue
 			}
-			opts := metav1.ListOptions{Limit: foreignListPage}
-			for page := 0; ; page++ {
-				if page == maxForeignListPages {
-					// What was not read may not be ours: keep the namespace.
-					return append(found, fmt.Sprintf("more than %d %s (not all checked)", maxForeignListPages*foreignListPage, res.Name)), nil
-				}
-				ul, err := c.Dynamic.Resource(gv.WithResource(res.Name)).Namespace(ns).List(ctx, opts)
-				switch {
-				case apierrors.IsForbidden(err):
-					// What cannot be seen may not be ours: keep the namespace.
-					return append(found, "any "+res.Name+" (not allowed to list them)"), nil
-				case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
-					ul = nil
-				case err != nil:
-					return nil, fmt.Errorf("namespace %s: list %s: %w", ns, res.Name, err)
-				}
-				if ul == nil {
-					break
-				}
-				for i := range ul.Items {
-					o := &ul.Items[i]
-					ref := strategy.ObjectRef{Group: gv.Group, Kind: res.Kind, Namespace: ns, Name: o.GetName()}
-					if inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || ownedInNamespace(o.GetOwnerReferences(), namespaced) || everyNamespaceHas(ref) {
-						continue
-					}
-					found = append(found, ref.String())
-					if len(found) == 3 {
-						return found, nil
-					}
-				}
-				if opts.Continue = ul.GetContinue(); opts.Continue == "" {
-					break
-				}
+			ri := c.Dynamic.Resource(gv.WithResource(res.Name)).Namespace(ns)
+			more, done, err := foreignOfKind(ctx, ri, res.Name, 3-len(found), func(o *unstructured.Unstructured) (string, bool) {
+				ref := strategy.ObjectRef{Group: gv.Group, Kind: res.Kind, Namespace: ns, Name: o.GetName()}
+				mine := inv.Has(ref) || ours[ref] || o.GetDeletionTimestamp() != nil || ownedInNamespace(o.GetOwnerReferences(), namespaced) || everyNamespaceHas(ref)
+				return ref.String(), !mine
+			})
+			if err != nil {
+				return nil, fmt.Errorf("namespace %s: %w", ns, err)
+			}
+			if found = append(found, more...); done {
+				return found, nil
 			}
 		}
 	}
 	sort.Strings(found)
 	return found, nil
+}
+
+// foreignOfKind reads the objects of one kind (ri, resource) page by page,
+// at most maxForeignListPages pages, and names those foreign says are not
+// the installation's, at most want. done says the search ends here: want
+// were found, or the kind keeps the namespace without an object to name
+// (it may not be listed, or has more objects than are read), said as the
+// last name.
+func foreignOfKind(ctx context.Context, ri dynamic.ResourceInterface, resource string, want int, foreign func(*unstructured.Unstructured) (string, bool)) (found []string, done bool, err error) {
+	opts := metav1.ListOptions{Limit: foreignListPage}
+	for range maxForeignListPages {
+		ul, err := ri.List(ctx, opts)
+		switch {
+		case apierrors.IsForbidden(err):
+			// What cannot be seen may not be ours: keep the namespace.
+			return append(found, "any "+resource+" (not allowed to list them)"), true, nil
+		case apierrors.IsNotFound(err) || apierrors.IsMethodNotSupported(err):
+			return found, false, nil
+		case err != nil:
+			return nil, false, fmt.Errorf("list %s: %w", resource, err)
+		}
+		for i := range ul.Items {
+			if name, ok := foreign(&ul.Items[i]); ok {
+				if found = append(found, name); len(found) == want {
+					return found, true, nil
+				}
+			}
+		}
+		if opts.Continue = ul.GetContinue(); opts.Continue == "" {
+			return found, false, nil
+		}
+	}
+	// What was not read may not be ours: keep the namespace.
+	return append(found, fmt.Sprintf("more than %d %s (not all checked)", maxForeignListPages*foreignListPage, resource)), true, nil
 }
 
 // ownedInNamespace reports whether refs name an owner of a namespaced
