@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 )
 
 // TestGeneratedFilesUpToDate runs controller-gen (pinned in
@@ -16,7 +16,7 @@ import (
 // a temporary folder, and fails when a committed generated file differs:
 // the DeepCopy methods, the CRD or the RBAC role.
 func TestGeneratedFilesUpToDate(t *testing.T) {
-	testenv.Heavy(t) // builds and runs controller-gen
+	testtier.Heavy(t) // builds and runs controller-gen
 	root, err := filepath.Abs(filepath.Join("..", ".."))
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 )
 
 func writeArchive(t *testing.T, dir, name, content string) string {
@@ -73,7 +73,7 @@ func TestGenerate(t *testing.T) {
 // files) and checks that it and the operator print the stamped version and
 // commit, and that the binaries are stripped.
 func TestMakeRelease(t *testing.T) {
-	testenv.Heavy(t) // cross-compiles the release: minutes, not the unit tier
+	testtier.Heavy(t) // cross-compiles the release: minutes, not the unit tier
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Fatalf("this test runs the linux/amd64 archive; run it on linux/amd64 (got %s/%s)", runtime.GOOS, runtime.GOARCH)
 	}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 )
 
 // TestMain is also the child of TestRunProcessMeasuresTheChild: with
@@ -32,7 +32,7 @@ func TestMain(m *testing.M) {
 // measured small (its rusage alone reports the parent's peak), a large one
 // large.
 func TestRunProcessMeasuresTheChild(t *testing.T) {
-	testenv.Heavy(t) // measures child processes
+	testtier.Heavy(t) // measures child processes
 	parent := make([]byte, 400<<20)
 	for i := 0; i < len(parent); i += 4096 {
 		parent[i] = 1

@@ -14,7 +14,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/internal/gctune"
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata")
@@ -140,7 +140,7 @@ func TestDecodeIsExact(t *testing.T) {
 }
 
 func TestDecodeOutputDirThenEncode(t *testing.T) {
-	testenv.Heavy(t) // two real KubeVirt releases through decode and encode
+	testtier.Heavy(t) // two real KubeVirt releases through decode and encode
 	dir := filepath.Join(t.TempDir(), "objects")
 	code, _, errOut := run(t, nil, "decode", kubevirtdata.Path(t, "v1.9.0", "configmap.yaml"), "--output-dir", dir)
 	if code != 0 {
@@ -177,7 +177,7 @@ func TestDecodeOutputDirThenEncode(t *testing.T) {
 }
 
 func TestDiffReleases(t *testing.T) {
-	testenv.Heavy(t) // diffs two real KubeVirt releases
+	testtier.Heavy(t) // diffs two real KubeVirt releases
 	code, out, errOut := run(t, nil, "diff", "--summary", kubevirtdata.Path(t, "v1.8.4", "configmap.yaml"), kubevirtdata.Path(t, "v1.9.0", "configmap.yaml"))
 	if code != 1 {
 		t.Fatalf("exit %d, want 1 (different): %s", code, errOut)
@@ -271,7 +271,7 @@ func cmYAML(manifests string, encoded bool) string {
 }
 
 func TestGzipBombRefused(t *testing.T) {
-	testenv.Heavy(t) // 64 MiB through encode and decode
+	testtier.Heavy(t) // 64 MiB through encode and decode
 	// 64 MiB of zeros compresses to about 64 KiB.
 	var text bytes.Buffer
 	text.WriteString("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  k: \"")

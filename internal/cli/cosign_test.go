@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
@@ -56,7 +56,7 @@ func cosignGenerateKeyPair(t *testing.T) (bin, dir, key, pub string) {
 // generate-key-pair, encrypted) over the decoded text and refuses it over a
 // changed text; verify --key accepts a signature made by cosign sign-blob.
 func TestSignInteroperatesWithCosign(t *testing.T) {
-	testenv.Heavy(t) // runs the cosign binary
+	testtier.Heavy(t) // runs the cosign binary
 	bin, dir, key, pub := cosignGenerateKeyPair(t)
 
 	in := writeFile(t, "cm.yaml", string(kubevirtdata.Read(t, "v1.8.4", "configmap.yaml")))

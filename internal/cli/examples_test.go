@@ -18,7 +18,7 @@ import (
 	repo "helm.sh/helm/v4/pkg/repo/v1"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
 )
@@ -37,7 +37,7 @@ var offlineVerbs = []string{"decode", "encode", "inspect", "diff", "verify", "id
 // (exampleRegistry). Lines that read from a cluster are skipped; what a
 // line redirects with > is written to that file.
 func TestOfflineExamplesRunAsWritten(t *testing.T) {
-	testenv.Heavy(t) // runs every offline example on the real KubeVirt releases
+	testtier.Heavy(t) // runs every offline example on the real KubeVirt releases
 	dir := t.TempDir()
 	for _, v := range kubevirtdata.Versions {
 		for _, suffix := range []string{"configmap.yaml", "config.json", "manifests.yaml"} {

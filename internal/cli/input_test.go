@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/installstrategy/installstrategy/internal/kubevirtdata"
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 )
 
@@ -188,7 +188,7 @@ func TestInputsThatAreNotStrategies(t *testing.T) {
 // exactly the second strategy there, so encode DIR builds it and nothing
 // else; files decode did not write are refused, or removed with --force.
 func TestDecodeIntoUsedFolder(t *testing.T) {
-	testenv.Heavy(t) // decodes two real KubeVirt releases into files
+	testtier.Heavy(t) // decodes two real KubeVirt releases into files
 	dir := filepath.Join(t.TempDir(), "out")
 	v184, v190 := kubevirtdata.Path(t, "v1.8.4", "configmap.yaml"), kubevirtdata.Path(t, "v1.9.0", "configmap.yaml")
 	if code, _, errOut := run(t, nil, "decode", v190, "--output-dir", dir); code != 0 {

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
@@ -21,7 +21,7 @@ import (
 // loopback registry goes to a proxy that is not there, so neither side
 // reaches a transparency log or any other network.
 func TestOCIInteroperatesWithCosign(t *testing.T) {
-	testenv.Heavy(t) // runs the cosign binary
+	testtier.Heavy(t) // runs the cosign binary
 	bin, dir, key, pub := cosignGenerateKeyPair(t)
 	for _, v := range []string{"HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy"} {
 		t.Setenv(v, "http://127.0.0.1:9")

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/installstrategy/installstrategy/internal/localcluster"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 	"github.com/installstrategy/installstrategy/pkg/metakeys"
 )
 
@@ -113,7 +114,7 @@ var (
 // and is skipped otherwise, with a message saying how to start one.
 func New(t testing.TB) *Env {
 	t.Helper()
-	Heavy(t)
+	testtier.Heavy(t)
 	connectOnce.Do(func() { connected, connectErr = connect(t.Context()) })
 	if connectErr != nil {
 		unavailable(t, connectErr.Error())
@@ -147,7 +148,7 @@ func unavailable(t testing.TB, reason string) {
 // otherwise when the binaries are missing.
 func ToolsDir(t testing.TB) string {
 	t.Helper()
-	Heavy(t)
+	testtier.Heavy(t)
 	dir := os.Getenv(ToolsDirEnv)
 	reason := ""
 	switch {

@@ -26,6 +26,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 	"github.com/installstrategy/installstrategy/pkg/codec"
 	"github.com/installstrategy/installstrategy/pkg/generate"
 	"github.com/installstrategy/installstrategy/pkg/identity"
@@ -318,7 +319,7 @@ func runDump(t *testing.T, bin, kubeconfig string, job *batchv1.Job) string {
 // finds the published strategy and deletes the Job. A second dump of the
 // same identifier publishes nothing.
 func TestDumpJob(t *testing.T) {
-	testenv.Heavy(t) // before the operator build; setup reaches the cluster
+	testtier.Heavy(t) // before the operator build; setup reaches the cluster
 	bin := buildOperator(t)
 	f := setup(t, loader.Options{})
 	ctx := t.Context()

@@ -32,6 +32,7 @@ import (
 
 	"github.com/installstrategy/installstrategy/api/v1alpha1"
 	"github.com/installstrategy/installstrategy/internal/testenv"
+	"github.com/installstrategy/installstrategy/internal/testtier"
 	"github.com/installstrategy/installstrategy/pkg/operator"
 )
 
@@ -52,7 +53,7 @@ var (
 // fails under CI and skips otherwise when they are missing.
 func fluxDir(t *testing.T) string {
 	t.Helper()
-	testenv.Heavy(t)
+	testtier.Heavy(t)
 	dir := os.Getenv(fluxDirEnv)
 	if dir == "" {
 		out, err := exec.Command("../../hack/flux.sh", "dir").Output()
