@@ -18,15 +18,39 @@ import (
 	"k8s.io/client-go/restmapper"
 )
 
-// Applier writes strategy objects. It is safe for concurrent use.
+// Applier writes strategy objects: it prepares each against its live
+// object, decides whether a write is needed (Decide), and applies,
+// recreates or deletes. It reads live objects through its Reader and
+// resolves kinds through its Kinds, both embedded, so an Applier is also
+// each of them; what it adds is the write side and the appliers derived
+// from it (WithOptions, DryRunner, Direct, WithCache, Probe). It is safe
+// for concurrent use.
 type Applier struct {
+	Reader
+	opts Options
+}
+
+// Kinds resolves kinds to the resources the cluster serves, through
+// discovery and a REST mapper, and gives their dynamic clients. It is
+// shared by every applier derived from one another. It is safe for
+// concurrent use.
+type Kinds struct {
 	dyn    dynamic.Interface
 	mapper meta.ResettableRESTMapper
-	opts   Options
 	// fresh is set when the mapper was reset and no kind was missing
 	// since: a kind the fresh mapper does not know is not served, without
 	// asking discovery again.
 	fresh *atomic.Bool
+}
+
+// Reader reads live objects: from a cache where the cache holds them and
+// is trusted (see WithCache, DistrustCache), else from the API server,
+// and from what a Probe listed. It is the read side of an Applier, which
+// records its own writes in it, so that a cached copy older than the
+// applier's last write is not taken for the live object. It is safe for
+// concurrent use.
+type Reader struct {
+	*Kinds
 	// cache, when set, serves live reads of the objects it holds, unless
 	// noCache is set.
 	cache   Cache
@@ -56,7 +80,7 @@ type Applier struct {
 	listedMeta *sync.Map
 }
 
-// cacheKey names an object in Applier.seen.
+// cacheKey names an object in Reader.seen.
 type cacheKey struct {
 	gvk             schema.GroupVersionKind
 	namespace, name string
@@ -80,9 +104,9 @@ func (a *Applier) Wrote(obj *unstructured.Unstructured) {
 // read moves the record of an object the applier wrote to the version the
 // API server just returned (nil: gone), so that the record does not wait
 // for a version others (a controller writing status) have replaced.
-func (a *Applier) read(obj, live *unstructured.Unstructured) {
+func (r *Reader) read(obj, live *unstructured.Unstructured) {
 	k := keyOf(obj)
-	old, ok := a.seen.Load(k)
+	old, ok := r.seen.Load(k)
 	if !ok {
 		return
 	}
@@ -91,20 +115,20 @@ func (a *Applier) read(obj, live *unstructured.Unstructured) {
 		rv = live.GetResourceVersion()
 	}
 	// A write meanwhile wins.
-	a.seen.CompareAndSwap(k, old, rv)
+	r.seen.CompareAndSwap(k, old, rv)
 }
 
 // usable reports whether a cached copy (nil: the cache has none) is at
 // least as new as the applier's last write of the object, forgetting the
 // write once the cache has caught up with it.
-func (a *Applier) usable(obj, cached *unstructured.Unstructured) bool {
+func (r *Reader) usable(obj, cached *unstructured.Unstructured) bool {
 	k := keyOf(obj)
-	rv, ok := a.seen.Load(k)
+	rv, ok := r.seen.Load(k)
 	switch {
 	case !ok:
 		return true
-	case cached == nil || cached.GetResourceVersion() == rv || a.cacheSaw(k, rv.(string)):
-		a.seen.CompareAndDelete(k, rv)
+	case cached == nil || cached.GetResourceVersion() == rv || r.cacheSaw(k, rv.(string)):
+		r.seen.CompareAndDelete(k, rv)
 		return true
 	}
 	return false
@@ -119,8 +143,8 @@ type versionsSeen interface {
 // cacheSaw reports whether the cache has stored the object at rv (so
 // that its copy is that version or a later one); false when the cache
 // cannot tell.
-func (a *Applier) cacheSaw(k cacheKey, rv string) bool {
-	s, ok := a.cache.(versionsSeen)
+func (r *Reader) cacheSaw(k cacheKey, rv string) bool {
+	s, ok := r.cache.(versionsSeen)
 	return ok && s.Seen(k.gvk, k.namespace, k.name, rv)
 }
 
@@ -131,7 +155,8 @@ func New(dyn dynamic.Interface, mapper meta.ResettableRESTMapper, opts Options) 
 	if opts.FieldManager == "" {
 		opts.FieldManager = metakeys.FieldManager
 	}
-	return &Applier{dyn: dyn, mapper: mapper, opts: opts, fresh: new(atomic.Bool), seen: new(sync.Map), distrust: new(atomic.Int64)}
+	kinds := &Kinds{dyn: dyn, mapper: mapper, fresh: new(atomic.Bool)}
+	return &Applier{Reader: Reader{Kinds: kinds, seen: new(sync.Map), distrust: new(atomic.Int64)}, opts: opts}
 }
 
 // NewForConfig returns an applier with clients built from cfg and a REST
@@ -164,8 +189,12 @@ func (a *Applier) Options() Options { return a.opts }
 // WithOptions returns an applier sharing clients and mapper with other
 // options.
 func (a *Applier) WithOptions(opts Options) *Applier {
-	out := New(a.dyn, a.mapper, opts)
-	out.fresh, out.cache, out.noCache, out.seen, out.distrust, out.meta = a.fresh, a.cache, a.noCache, a.seen, a.distrust, a.meta
+	if opts.FieldManager == "" {
+		opts.FieldManager = metakeys.FieldManager
+	}
+	out := &Applier{Reader: a.Reader, opts: opts}
+	// What a Probe found holds for the applier it returned only.
+	out.absent, out.listed, out.listedMeta = nil, nil, nil
 	return out
 }
 
@@ -191,8 +220,8 @@ func (a *Applier) Direct() *Applier {
 
 // Cached reports whether the applier reads live objects from a cache
 // (WithCache), so that what it reads may lag behind the API server.
-func (a *Applier) Cached() bool {
-	return a.cache != nil && !a.noCache
+func (r *Reader) Cached() bool {
+	return r.cache != nil && !r.noCache
 }
 
 // changeNotifier is a Cache that tells when it stored a change
@@ -206,13 +235,13 @@ type changeNotifier interface {
 // cache's next change (health.WaitOptions.Changed); nil otherwise, and
 // while the cache is distrusted (reads go to the API server, which tells
 // nothing).
-func (a *Applier) Changed() func() <-chan struct{} {
-	n, ok := a.cache.(changeNotifier)
-	if !ok || a.noCache {
+func (r *Reader) Changed() func() <-chan struct{} {
+	n, ok := r.cache.(changeNotifier)
+	if !ok || r.noCache {
 		return nil
 	}
 	return func() <-chan struct{} {
-		if !a.cacheTrusted() {
+		if !r.cacheTrusted() {
 			return nil
 		}
 		return n.Changed()
@@ -233,11 +262,11 @@ var DistrustFor = 5 * time.Minute
 // server fails a request as it does while etcd or the API server restarts
 // (see serverTrouble); a reconcile's wait calls it when it finds a cached
 // copy behind the API server's.
-func (a *Applier) DistrustCache(d time.Duration) {
+func (r *Reader) DistrustCache(d time.Duration) {
 	until := time.Now().Add(d).UnixNano()
 	for {
-		cur := a.distrust.Load()
-		if cur >= until || a.distrust.CompareAndSwap(cur, until) {
+		cur := r.distrust.Load()
+		if cur >= until || r.distrust.CompareAndSwap(cur, until) {
 			return
 		}
 	}
@@ -245,8 +274,8 @@ func (a *Applier) DistrustCache(d time.Duration) {
 
 // cacheTrusted reports whether reads may come from the cache now: there is
 // one, this applier uses it, and it is not distrusted (DistrustCache).
-func (a *Applier) cacheTrusted() bool {
-	return a.Cached() && time.Now().UnixNano() >= a.distrust.Load()
+func (r *Reader) cacheTrusted() bool {
+	return r.Cached() && time.Now().UnixNano() >= r.distrust.Load()
 }
 
 // WithCache returns an applier sharing clients and mapper that reads live

@@ -18,7 +18,7 @@ import (
 // serve yet, from that CRD's scope. Objects of kinds neither served nor
 // defined are left as they are (they are skipped later as not served).
 // s is not modified; unchanged objects are shared with it.
-func (a *Applier) DefaultNamespaces(s *strategy.Strategy, ns string) (*strategy.Strategy, error) {
+func (k *Kinds) DefaultNamespaces(s *strategy.Strategy, ns string) (*strategy.Strategy, error) {
 	crdScope := map[schema.GroupKind]bool{}
 	for _, o := range s.Objects {
 		gk, ok := strategy.DefinedKind(o)
@@ -35,7 +35,7 @@ func (a *Applier) DefaultNamespaces(s *strategy.Strategy, ns string) (*strategy.
 		gvk := o.GroupVersionKind()
 		isNS, known := namespaced[gvk]
 		if !known {
-			m, err := a.Mapping(strategy.RefOf(o), gvk.Version)
+			m, err := k.Mapping(strategy.RefOf(o), gvk.Version)
 			var notServed *NotServedError
 			switch {
 			case errors.As(err, &notServed):

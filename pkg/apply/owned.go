@@ -26,7 +26,7 @@ const defaultMaxOwnedBytes = 32 << 20
 // that are gone, whose kind is no longer served, or that another owner
 // (or nobody) now labels are left out. More than maxBytes of them as JSON
 // (0 means defaultMaxOwnedBytes) is an error: reading stops there.
-func (a *Applier) OwnedObjects(ctx context.Context, inv *inventory.Inventory, namespace string, maxBytes int64) ([]*unstructured.Unstructured, error) {
+func (r *Reader) OwnedObjects(ctx context.Context, inv *inventory.Inventory, namespace string, maxBytes int64) ([]*unstructured.Unstructured, error) {
 	if maxBytes <= 0 {
 		maxBytes = defaultMaxOwnedBytes
 	}
@@ -38,7 +38,7 @@ func (a *Applier) OwnedObjects(ctx context.Context, inv *inventory.Inventory, na
 		if ref.Namespace != namespace {
 			continue
 		}
-		m, err := a.Mapping(ref, "")
+		m, err := r.Mapping(ref, "")
 		if _, gone := errors.AsType[*NotServedError](err); gone {
 			continue
 		}
@@ -48,7 +48,7 @@ func (a *Applier) OwnedObjects(ctx context.Context, inv *inventory.Inventory, na
 		if m.Scope.Name() != meta.RESTScopeNameNamespace {
 			continue
 		}
-		obj, err := a.dyn.Resource(m.Resource).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		obj, err := r.dyn.Resource(m.Resource).Namespace(namespace).Get(ctx, ref.Name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			continue
 		}

@@ -114,14 +114,14 @@ func (a *Applier) Probe(ctx context.Context, objs []*unstructured.Unstructured) 
 // which one kind after the other would add up. Kinds the cluster does not
 // serve are left out: their objects are skipped, and an informer's start
 // would ask discovery for their group every time.
-func (a *Applier) warm(ctx context.Context, objs []*unstructured.Unstructured) {
+func (r *Reader) warm(ctx context.Context, objs []*unstructured.Unstructured) {
 	first := map[schema.GroupVersionKind]*unstructured.Unstructured{}
 	for _, obj := range objs {
 		gvk := obj.GroupVersionKind()
 		if _, ok := first[gvk]; ok {
 			continue
 		}
-		if _, err := a.Mapping(strategy.RefOf(obj), gvk.Version); err == nil {
+		if _, err := r.Mapping(strategy.RefOf(obj), gvk.Version); err == nil {
 			first[gvk] = obj
 		}
 	}
@@ -129,7 +129,7 @@ func (a *Applier) warm(ctx context.Context, objs []*unstructured.Unstructured) {
 	eg.SetLimit(8)
 	for gvk, obj := range first {
 		eg.Go(func() error {
-			_, _, _ = a.cache.Cached(ctx, gvk, obj.GetNamespace(), obj.GetName())
+			_, _, _ = r.cache.Cached(ctx, gvk, obj.GetNamespace(), obj.GetName())
 			return nil
 		})
 	}
@@ -143,23 +143,23 @@ var errListTooLong = errors.New("list runs past its bound")
 // cluster-wide), by name, from a metadata-only list: each holds its
 // metadata only (name, labels, annotations and the rest). It needs a
 // metadata client (NewForConfig).
-func (a *Applier) ListMetadata(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (map[string]*unstructured.Unstructured, error) {
-	if a.meta == nil {
+func (r *Reader) ListMetadata(ctx context.Context, gvr schema.GroupVersionResource, namespace string) (map[string]*unstructured.Unstructured, error) {
+	if r.meta == nil {
 		return nil, errors.New("list metadata: the applier has no metadata client")
 	}
-	return a.list(ctx, gvr, namespace, 0, false)
+	return r.list(ctx, gvr, namespace, 0, false)
 }
 
 // list lists a resource in a namespace ("": cluster-wide), every page:
 // the live objects by name when full, else their metadata only. It stops
 // with errListTooLong past max objects (0: no bound).
-func (a *Applier) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, max int, full bool) (map[string]*unstructured.Unstructured, error) {
+func (r *Reader) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, max int, full bool) (map[string]*unstructured.Unstructured, error) {
 	present := map[string]*unstructured.Unstructured{}
 	opts := metav1.ListOptions{Limit: probePage}
 	for {
 		var cont string
 		if full {
-			list, err := a.dyn.Resource(gvr).Namespace(namespace).List(ctx, opts)
+			list, err := r.dyn.Resource(gvr).Namespace(namespace).List(ctx, opts)
 			if err != nil {
 				return nil, err
 			}
@@ -168,7 +168,7 @@ func (a *Applier) list(ctx context.Context, gvr schema.GroupVersionResource, nam
 			}
 			cont = list.GetContinue()
 		} else {
-			list, err := a.meta.Resource(gvr).Namespace(namespace).List(ctx, opts)
+			list, err := r.meta.Resource(gvr).Namespace(namespace).List(ctx, opts)
 			if err != nil {
 				return nil, err
 			}

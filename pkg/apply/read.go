@@ -19,8 +19,8 @@ import (
 // GetRef returns the live object of a reference at the version the
 // cluster prefers, read from the API server; nil when it does not exist or
 // its kind is no longer served.
-func (a *Applier) GetRef(ctx context.Context, ref strategy.ObjectRef) (*unstructured.Unstructured, error) {
-	gvr, namespaced, err := a.GroupVersionResource(ref.GroupKind(), "")
+func (r *Reader) GetRef(ctx context.Context, ref strategy.ObjectRef) (*unstructured.Unstructured, error) {
+	gvr, namespaced, err := r.GroupVersionResource(ref.GroupKind(), "")
 	var notServed *NotServedError
 	if errors.As(err, &notServed) {
 		return nil, nil
@@ -28,7 +28,7 @@ func (a *Applier) GetRef(ctx context.Context, ref strategy.ObjectRef) (*unstruct
 	if err != nil {
 		return nil, err
 	}
-	ri := a.dyn.Resource(gvr)
+	ri := r.dyn.Resource(gvr)
 	var live *unstructured.Unstructured
 	if namespaced {
 		live, err = ri.Namespace(ref.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
@@ -47,8 +47,8 @@ func (a *Applier) GetRef(ctx context.Context, ref strategy.ObjectRef) (*unstruct
 // List returns the objects of a kind (at version) matching a label
 // selector in every namespace, read from the API server, each with its
 // kind set; nil when the cluster does not serve the kind.
-func (a *Applier) List(ctx context.Context, gk schema.GroupKind, version, selector string) ([]*unstructured.Unstructured, error) {
-	gvr, _, err := a.GroupVersionResource(gk, version)
+func (r *Reader) List(ctx context.Context, gk schema.GroupKind, version, selector string) ([]*unstructured.Unstructured, error) {
+	gvr, _, err := r.GroupVersionResource(gk, version)
 	var notServed *NotServedError
 	if errors.As(err, &notServed) {
 		return nil, nil
@@ -56,7 +56,7 @@ func (a *Applier) List(ctx context.Context, gk schema.GroupKind, version, select
 	if err != nil {
 		return nil, err
 	}
-	l, err := a.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	l, err := r.dyn.Resource(gvr).List(ctx, metav1.ListOptions{LabelSelector: selector})
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", gk, err)
 	}
@@ -70,26 +70,26 @@ func (a *Applier) List(ctx context.Context, gk schema.GroupKind, version, select
 }
 
 // Dynamic returns the dynamic client.
-func (a *Applier) Dynamic() dynamic.Interface { return a.dyn }
+func (k *Kinds) Dynamic() dynamic.Interface { return k.dyn }
 
 // ResetMapper forgets what discovery said, so kinds served since are found.
-func (a *Applier) ResetMapper() {
-	a.mapper.Reset()
-	a.fresh.Store(true)
+func (k *Kinds) ResetMapper() {
+	k.mapper.Reset()
+	k.fresh.Store(true)
 }
 
 // Mapping returns the REST mapping of a kind, or a *NotServedError when the
 // cluster does not serve it. Discovery is asked again at most once between
 // calls of ResetMapper, so many kinds that are not served cost one
 // discovery, not one each.
-func (a *Applier) Mapping(ref strategy.ObjectRef, version string) (*meta.RESTMapping, error) {
+func (k *Kinds) Mapping(ref strategy.ObjectRef, version string) (*meta.RESTMapping, error) {
 	gk := ref.GroupKind()
-	m, err := a.mapper.RESTMapping(gk, version)
-	if meta.IsNoMatchError(err) && a.fresh.CompareAndSwap(false, true) {
+	m, err := k.mapper.RESTMapping(gk, version)
+	if meta.IsNoMatchError(err) && k.fresh.CompareAndSwap(false, true) {
 		// Ask discovery once more; until the next ResetMapper, kinds that
 		// are still missing are not served.
-		a.mapper.Reset()
-		m, err = a.mapper.RESTMapping(gk, version)
+		k.mapper.Reset()
+		m, err = k.mapper.RESTMapping(gk, version)
 	}
 	if meta.IsNoMatchError(err) {
 		return nil, &NotServedError{Ref: ref}
@@ -101,101 +101,101 @@ func (a *Applier) Mapping(ref strategy.ObjectRef, version string) (*meta.RESTMap
 }
 
 // Resource returns the client for an object's resource.
-func (a *Applier) Resource(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
+func (k *Kinds) Resource(obj *unstructured.Unstructured) (dynamic.ResourceInterface, error) {
 	ref := strategy.RefOf(obj)
-	m, err := a.Mapping(ref, obj.GroupVersionKind().Version)
+	m, err := k.Mapping(ref, obj.GroupVersionKind().Version)
 	if err != nil {
 		return nil, err
 	}
 	if m.Scope.Name() == meta.RESTScopeNameNamespace {
-		return a.dyn.Resource(m.Resource).Namespace(obj.GetNamespace()), nil
+		return k.dyn.Resource(m.Resource).Namespace(obj.GetNamespace()), nil
 	}
-	return a.dyn.Resource(m.Resource), nil
+	return k.dyn.Resource(m.Resource), nil
 }
 
 // Get returns the live object of a strategy object, nil when it does not
 // exist: from the applier's cache when it holds the object, else from the
 // API server.
-func (a *Applier) Get(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	return a.GetAtLeast(ctx, obj, 0)
+func (r *Reader) Get(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	return r.GetAtLeast(ctx, obj, 0)
 }
 
 // GetMetadata is Get for a reader of the object's metadata alone (labels,
 // annotations): an object the applier's Probe listed with a cache, which
 // Get would read from the API server, is answered from the list, holding
 // its metadata only.
-func (a *Applier) GetMetadata(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
-	if a.listedMeta != nil {
-		if m, ok := a.listedMeta.Load(keyOf(obj)); ok {
+func (r *Reader) GetMetadata(ctx context.Context, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+	if r.listedMeta != nil {
+		if m, ok := r.listedMeta.Load(keyOf(obj)); ok {
 			return m.(*unstructured.Unstructured).DeepCopy(), nil
 		}
 	}
-	return a.Get(ctx, obj)
+	return r.Get(ctx, obj)
 }
 
 // GetAtLeast is Get for an object written at generation gen: a cached copy
 // of an older generation (the cache has not seen the write yet) is not
 // used; the API server is asked instead.
-func (a *Applier) GetAtLeast(ctx context.Context, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, error) {
-	ri, err := a.Resource(obj)
+func (r *Reader) GetAtLeast(ctx context.Context, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, error) {
+	ri, err := r.Resource(obj)
 	if err != nil {
 		return nil, err
 	}
-	return a.live(ctx, ri, obj, gen)
+	return r.live(ctx, ri, obj, gen)
 }
 
 // live reads obj's live object through ri, or from the cache when it holds
 // a copy at generation gen or later.
-func (a *Applier) live(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, error) {
-	live, _, err := a.liveOrCached(ctx, ri, obj, gen, false)
+func (r *Reader) live(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64) (*unstructured.Unstructured, error) {
+	live, _, err := r.liveOrCached(ctx, ri, obj, gen, false)
 	return live, err
 }
 
 // liveOrCached is live, also saying whether the object came from the
 // cache. readOnly says the caller changes nothing of the object: a bulky
 // kind's cached object is then the informer's own, not a copy.
-func (a *Applier) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64, readOnly bool) (*unstructured.Unstructured, bool, error) {
-	if a.cacheTrusted() {
+func (r *Reader) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured, gen int64, readOnly bool) (*unstructured.Unstructured, bool, error) {
+	if r.cacheTrusted() {
 		// A cache that cannot answer (not started yet, a kind its mapper
 		// does not know yet) is passed by: the API server answers.
-		read := a.cache.Cached
-		if sr, ok := a.cache.(sharedReader); ok && readOnly {
+		read := r.cache.Cached
+		if sr, ok := r.cache.(sharedReader); ok && readOnly {
 			if info, _ := kinds.Lookup(obj.GroupVersionKind().GroupKind()); len(info.Bulky) > 0 {
 				read = sr.CachedShared
 			}
 		}
 		cached, ok, err := read(ctx, obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName())
 		if err == nil && !ok {
-			a.usable(obj, nil)
+			r.usable(obj, nil)
 		}
-		if err == nil && ok && cached.GetGeneration() >= gen && a.usable(obj, cached) {
+		if err == nil && ok && cached.GetGeneration() >= gen && r.usable(obj, cached) {
 			return cached, true, nil
 		}
 	}
-	if a.absent != nil {
-		if _, ok := a.absent.Load(keyOf(obj)); ok {
+	if r.absent != nil {
+		if _, ok := r.absent.Load(keyOf(obj)); ok {
 			return nil, false, nil
 		}
-		if live, ok := a.listed.Load(keyOf(obj)); ok {
+		if live, ok := r.listed.Load(keyOf(obj)); ok {
 			return live.(*unstructured.Unstructured).DeepCopy(), false, nil
 		}
 	}
-	live, err := a.direct(ctx, ri, obj)
+	live, err := r.direct(ctx, ri, obj)
 	if err == nil {
-		a.read(obj, live)
+		r.read(obj, live)
 	}
 	return live, false, err
 }
 
 // direct reads obj's live object from the API server; nil when it does not
 // exist.
-func (a *Applier) direct(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
+func (r *Reader) direct(ctx context.Context, ri dynamic.ResourceInterface, obj *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	live, err := ri.Get(ctx, obj.GetName(), metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		return nil, nil
 	}
 	if serverTrouble(err) {
-		a.DistrustCache(DistrustFor)
+		r.DistrustCache(DistrustFor)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get %s: %w", strategy.RefOf(obj), err)
@@ -204,8 +204,8 @@ func (a *Applier) direct(ctx context.Context, ri dynamic.ResourceInterface, obj 
 }
 
 // GroupVersionResource returns the resource of a kind as served.
-func (a *Applier) GroupVersionResource(gk schema.GroupKind, version string) (schema.GroupVersionResource, bool, error) {
-	m, err := a.Mapping(strategy.ObjectRef{Group: gk.Group, Kind: gk.Kind}, version)
+func (k *Kinds) GroupVersionResource(gk schema.GroupKind, version string) (schema.GroupVersionResource, bool, error) {
+	m, err := k.Mapping(strategy.ObjectRef{Group: gk.Group, Kind: gk.Kind}, version)
 	if err != nil {
 		return schema.GroupVersionResource{}, false, err
 	}

@@ -194,12 +194,16 @@ func (a applierOf) WithCache(c apply.Cache) applier { return applierOf{a.Applier
 // The applier and the discovery client implement what the engine's parts
 // consume; a rename on either side fails here, not silently at run time.
 var (
-	_ clusterCalls    = (*apply.Applier)(nil)
-	_ applier         = applierOf{}
-	_ deleter         = (*apply.Applier)(nil)
-	_ hookClient      = (*apply.Applier)(nil)
-	_ plan.Cluster    = (*apply.Applier)(nil)
-	_ metadataReader  = (*apply.Applier)(nil)
+	_ clusterCalls   = (*apply.Applier)(nil)
+	_ applier        = applierOf{}
+	_ deleter        = (*apply.Applier)(nil)
+	_ hookClient     = (*apply.Applier)(nil)
+	_ plan.Cluster   = (*apply.Applier)(nil)
+	_ metadataReader = (*apply.Applier)(nil)
+	// The applier's parts each serve the reads or the kind mapping alone.
+	_ liveReader      = (*apply.Reader)(nil)
+	_ cacheView       = (*apply.Reader)(nil)
+	_ kindMapper      = (*apply.Kinds)(nil)
 	_ namespacedKinds = (discovery.DiscoveryInterface)(nil)
 	_ holders         = (*inventory.Store)(nil)
 )
