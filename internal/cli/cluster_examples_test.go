@@ -55,7 +55,7 @@ func exampleWalksAnUpgradePath(line string) bool {
 func TestClusterExamplesRunAsWritten(t *testing.T) {
 	env := testenv.New(t)
 	testenv.Lock(t, testenv.SampleProductLock)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	crdPath, err := filepath.Abs("../../config/crd/bases/installstrategy.io_installations.yaml")
 	if err != nil {

@@ -49,7 +49,7 @@ func createKubeVirtStrategy(ctx context.Context, t *testing.T, env *testenv.Env,
 
 func TestClusterListGetInspect(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	name := createKubeVirtStrategy(ctx, t, env, ns)
@@ -120,7 +120,7 @@ func TestClusterListGetInspect(t *testing.T) {
 // and reads it back through list --verify and get.
 func TestClusterPublishChunked(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 
@@ -166,7 +166,7 @@ func TestClusterPublishChunked(t *testing.T) {
 // TestClusterListMarksUsers: the strategy an Installation targets is marked.
 func TestClusterListMarksUsers(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	env.InstallCRDFile(ctx, t, "../../config/crd/bases/installstrategy.io_installations.yaml")
@@ -198,7 +198,7 @@ func TestClusterListMarksUsers(t *testing.T) {
 // as its argument); list -A names no empty namespace.
 func TestClusterStrategyReferences(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	var text bytes.Buffer

@@ -26,7 +26,7 @@ import (
 // a usage error.
 func TestClusterApplyRefusesUnsafeCRDChange(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	group := strings.TrimPrefix(ns, "t-") + ".example.com"
@@ -112,7 +112,7 @@ func TestAllowCRDHelpListsEveryRule(t *testing.T) {
 // CRD=crdPruned` deletes the CRD.
 func TestClusterApplyRefusesPrunedCRDWithObjects(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	group := strings.TrimPrefix(ns, "t-") + ".example.com"

@@ -24,7 +24,7 @@ import (
 // upgrade's password is another.
 func TestClusterHelmLookupKeepsGeneratedSecret(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	const name = "grafana"

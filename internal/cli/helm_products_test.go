@@ -33,7 +33,7 @@ var helmCharts = []struct {
 // each, and uninstalls leaving nothing of its inventory.
 func TestClusterHelmCharts(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	var report []string
 	for _, c := range helmCharts {
@@ -68,7 +68,7 @@ func TestClusterHelmCharts(t *testing.T) {
 // helm install does.
 func TestClusterHelmNotes(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	const want = "NOTES:\nMetalLB is now running in the cluster.\n\nNow you can configure it via its CRs."

@@ -69,7 +69,7 @@ var sideBySide = []struct {
 func TestClusterChartsBesideHelm(t *testing.T) {
 	env := testenv.New(t)
 	helm := goTool(t, "helm")
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
 	for _, c := range sideBySide {
 		t.Run(strings.TrimSuffix(c.chart, ".tgz"), func(t *testing.T) {

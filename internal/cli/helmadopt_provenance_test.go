@@ -113,7 +113,7 @@ func version(ctx context.Context, t *testing.T, env *testenv.Env, ref strategy.O
 // for provenance).
 func TestClusterAdoptHelmReleaseProvenance(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	other := env.Namespace(ctx, t)
@@ -196,7 +196,7 @@ subjects:
 // bootstrapping label.
 func TestClusterAdoptSystemObjects(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	kubeCM := ns + "-agent" // in kube-system, unique per test namespace

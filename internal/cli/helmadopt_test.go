@@ -42,7 +42,7 @@ func runHelmCLI(t *testing.T, home string, args ...string) (string, error) {
 // removes everything.
 func TestClusterAdoptHelmRelease(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	home := t.TempDir()

@@ -309,7 +309,7 @@ func (a *historyAttack) historyStatuses(t *testing.T) (map[int]string, string) {
 // to the default namespace roles (admin, edit) may write.
 func TestConfigMapEditorCannotWriteTheAnchor(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	owner := inventory.Owner{Namespace: ns, Name: "small", Kind: inventory.KindPlugin}

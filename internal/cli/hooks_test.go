@@ -24,7 +24,7 @@ import (
 // which leaves the hook (not the release's) in place.
 func TestClusterPluginRunsHelmHooks(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	pi := &productInstall{Product: productdata.Product{Name: "hooks"}, ns: ns, name: ns, encoded: map[string]string{}}

@@ -22,7 +22,7 @@ import (
 func TestClusterAdoptVirtOperatorKubeVirt(t *testing.T) {
 	testenv.Lock(t, testenv.KubeVirtLock)
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	owner := inventory.Owner{Namespace: "kubevirt", Name: "kubevirt-adopt-test"}
 	kubevirtPrerequisites(ctx, t, env, owner)

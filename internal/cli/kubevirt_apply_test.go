@@ -47,7 +47,7 @@ func summaryCounts(t *testing.T, out string) map[string]int {
 // kept without --prune-crds.
 func TestClusterApplyKubeVirtReleases(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 8*time.Minute)
 	defer cancel()
 	owner := inventory.Owner{Namespace: "kubevirt", Name: "kubevirt-cli-test"}
 	kubevirtPrerequisites(ctx, t, env, owner)

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,7 +104,7 @@ func TestExternalDiffConfinesHostileNames(t *testing.T) {
 	// The program lists what it was given: one file per object a side.
 	var out, errOut bytes.Buffer
 	a := hostileStrategy()
-	err := externalDiff(context.Background(), Streams{Out: &out, ErrOut: &errOut}, "ls -1A", a, &strategy.Strategy{}, false)
+	err := externalDiff(t.Context(), Streams{Out: &out, ErrOut: &errOut}, "ls -1A", a, &strategy.Strategy{}, false)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, errOut.String())
 	}
@@ -116,7 +115,7 @@ func TestExternalDiffConfinesHostileNames(t *testing.T) {
 	twin := a.Objects[0].DeepCopy()
 	twin.SetName(strings.ToUpper(twin.GetName()))
 	a.Objects = append(a.Objects, twin)
-	if err := externalDiff(context.Background(), Streams{Out: &out, ErrOut: &errOut}, "true", a, a, false); err == nil {
+	if err := externalDiff(t.Context(), Streams{Out: &out, ErrOut: &errOut}, "true", a, a, false); err == nil {
 		t.Error("two objects written to one file")
 	}
 }

@@ -82,7 +82,7 @@ spec:
 
 func TestClusterManifestStyles(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
 	suffix := strings.ToLower(t.Name())[len("testcluster"):] + fmt.Sprint(time.Now().UnixNano()%100000)
 	ns := "styled-" + suffix

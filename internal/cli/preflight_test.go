@@ -22,7 +22,7 @@ import (
 // writes nothing; an unknown mode is a usage error.
 func TestPlanAndApplyPreflights(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	write := func(name, text string) string {

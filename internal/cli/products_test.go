@@ -47,7 +47,7 @@ type productInstall struct {
 
 // remove uninstalls the product if its inventory is still there.
 func (pi *productInstall) remove(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	code, out, errOut := run(t, nil, "uninstall", pi.name, "-n", pi.ns, "--wait", "--kubeconfig", kubeconfigPath())
 	if code != 0 && !strings.Contains(errOut, "not found") {
@@ -246,7 +246,7 @@ func uninstallProduct(ctx context.Context, t *testing.T, env *testenv.Env, pi *p
 // to the first, clean after each, then uninstall.
 func TestClusterProducts(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
 	var report []string
 	for _, p := range productdata.All(t) {
@@ -324,7 +324,7 @@ func guardsNamespaces(t *testing.T, pi *productInstall) bool {
 func TestClusterProductsSideBySide(t *testing.T) {
 	testenv.Lock(t, testenv.SampleProductLock)
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 12*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 12*time.Minute)
 	defer cancel()
 	all := []*productInstall{sampleInstall(ctx, t, env)}
 	for _, p := range productdata.All(t) {

@@ -76,7 +76,7 @@ spec:
 func smallProduct(t *testing.T) (*testenv.Env, context.Context, string) {
 	t.Helper()
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	t.Cleanup(cancel)
 	ns := env.Namespace(ctx, t)
 	t.Cleanup(func() {

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -60,7 +59,7 @@ func TestEncodeFromHelm(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	want, err := helmchart.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo", ValuesFiles: []string{values}, Set: []string{"greeting=hi"}, ReleaseName: "h", KubeVersion: "v1.36.0", APIVersions: []string{"example.com/v1"}})
+	want, err := helmchart.Helm(t.Context(), chart, render.HelmOptions{Namespace: "demo", ValuesFiles: []string{values}, Set: []string{"greeting=hi"}, ReleaseName: "h", KubeVersion: "v1.36.0", APIVersions: []string{"example.com/v1"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -162,7 +161,7 @@ func TestEncodeHelmFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := helmchart.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo", Set: []string{"replicas=0"},
+	want, err := helmchart.Helm(t.Context(), chart, render.HelmOptions{Namespace: "demo", Set: []string{"replicas=0"},
 		StringValues: []string{"build=007"}, JSONValues: []string{`labels={"n":1}`}, FileValues: []string{"notes=" + file},
 		LiteralValues: []string{"motd=a,b"}, SkipCRDs: true, SkipSchemaValidation: true, PostRenderer: pr})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // checks that status --watch follows the rollout to the end (not a TTY).
 func TestClusterStatusWatch(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	env.InstallCRDFile(ctx, t, "../../config/crd/bases/installstrategy.io_installations.yaml")
@@ -101,7 +101,7 @@ func TestClusterStatusWatch(t *testing.T) {
 // v1.9.0 strategy) and its pods' install-strategy annotations.
 func TestClusterStatusKubeVirt(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	createKubeVirtCRD(ctx, t, env)

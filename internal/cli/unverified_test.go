@@ -40,7 +40,7 @@ func objectText(ns, name string, size int) string {
 // parsed.
 func TestClusterDisplayVerbsSayUnverified(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	api := env.Kube.CoreV1().ConfigMaps(ns)

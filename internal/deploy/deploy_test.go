@@ -2,7 +2,6 @@ package deploy
 
 import (
 	"bytes"
-	"context"
 	"strings"
 	"testing"
 
@@ -87,7 +86,7 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"deploy", "--kubeconfig", "does-not-exist"}, 1, "deploy: kubeconfig:"},
 	} {
 		var out bytes.Buffer
-		code := Main(context.Background(), c.args, &out, &out)
+		code := Main(t.Context(), c.args, &out, &out)
 		if code != c.code || !strings.Contains(out.String(), c.out) {
 			t.Errorf("Main(%q) = %d:\n%s\nwant %d and %q", c.args, code, out.String(), c.code, c.out)
 		}

@@ -1,7 +1,6 @@
 package apply
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -72,7 +71,7 @@ func TestRetryStopsAtPermanentErrors(t *testing.T) {
 	a := &Applier{opts: Options{RetryFor: 10 * time.Second}}
 	gr := schema.GroupResource{Resource: "configmaps"}
 	calls := 0
-	err := a.retry(context.Background(), func() error {
+	err := a.retry(t.Context(), func() error {
 		calls++
 		if calls < 3 {
 			return apierrors.NewTooManyRequests("slow down", 0)
@@ -83,7 +82,7 @@ func TestRetryStopsAtPermanentErrors(t *testing.T) {
 		t.Fatalf("transient: err %v after %d calls, want success after 3", err, calls)
 	}
 	calls = 0
-	err = a.retry(context.Background(), func() error {
+	err = a.retry(t.Context(), func() error {
 		calls++
 		return apierrors.NewForbidden(gr, "x", errors.New("no"))
 	})
@@ -95,7 +94,7 @@ func TestRetryStopsAtPermanentErrors(t *testing.T) {
 		t.Fatalf("permanent: %T is not a *PermanentError", err)
 	}
 	calls = 0
-	err = a.retry(context.Background(), func() error {
+	err = a.retry(t.Context(), func() error {
 		calls++
 		return apierrors.NewNotFound(gr, "x")
 	})

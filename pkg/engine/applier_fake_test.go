@@ -187,7 +187,7 @@ func (c *fakeCluster) writes() []string {
 // live returns the object the fake cluster holds for obj, nil when none.
 func (c *fakeCluster) live(t *testing.T, o *unstructured.Unstructured) *unstructured.Unstructured {
 	t.Helper()
-	got, err := c.applier(apply.Options{}).Get(context.Background(), o)
+	got, err := c.applier(apply.Options{}).Get(t.Context(), o)
 	if err != nil {
 		t.Fatal(err)
 	}

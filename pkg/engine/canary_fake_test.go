@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -92,7 +91,7 @@ func TestCanaryWithFakes(t *testing.T) {
 		failed: true,
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
+			ctx := t.Context()
 			c := newFakeCluster(t, nil, nil)
 			if tc.installed {
 				res, err := c.applier(apply.Options{Identity: v1, Owner: owner}).Apply(ctx, handlerDaemonSet("handler:v1"))

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -100,11 +99,11 @@ func exists(t *testing.T, env *testenv.Env, ns, kind, name string) bool {
 	var err error
 	switch kind {
 	case "Job":
-		_, err = env.Kube.BatchV1().Jobs(ns).Get(context.Background(), name, metav1.GetOptions{})
+		_, err = env.Kube.BatchV1().Jobs(ns).Get(t.Context(), name, metav1.GetOptions{})
 	case "ConfigMap":
-		_, err = env.Kube.CoreV1().ConfigMaps(ns).Get(context.Background(), name, metav1.GetOptions{})
+		_, err = env.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), name, metav1.GetOptions{})
 	case "ServiceAccount":
-		_, err = env.Kube.CoreV1().ServiceAccounts(ns).Get(context.Background(), name, metav1.GetOptions{})
+		_, err = env.Kube.CoreV1().ServiceAccounts(ns).Get(t.Context(), name, metav1.GetOptions{})
 	default:
 		t.Fatalf("kind %s", kind)
 	}

@@ -1,7 +1,6 @@
 package engine_test
 
 import (
-	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -84,14 +83,14 @@ func TestHookNeverDeletesAForeignObject(t *testing.T) {
 			if e.Type != engine.EventApplied || e.Ref.Kind != "ConfigMap" || e.Ref.Name != "succeeded" {
 				return
 			}
-			cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(context.Background(), "succeeded", metav1.GetOptions{})
+			cm, err := env.Kube.CoreV1().ConfigMaps(ns).Get(t.Context(), "succeeded", metav1.GetOptions{})
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			cm.Labels = map[string]string{"owner": "someone-else"}
 			cm.Data = map[string]string{"v": "theirs"}
-			if _, err := env.Kube.CoreV1().ConfigMaps(ns).Update(context.Background(), cm, metav1.UpdateOptions{}); err != nil {
+			if _, err := env.Kube.CoreV1().ConfigMaps(ns).Update(t.Context(), cm, metav1.UpdateOptions{}); err != nil {
 				t.Error(err)
 			}
 		}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -27,7 +26,7 @@ import (
 // is a conflict that keeps prune from running. The cluster tests of
 // reconcile_test.go show the same against a real API server.
 func TestRunWithFakes(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	owner := inventory.Owner{Namespace: "app", Name: "demo", Kind: inventory.KindInstallation}
 	id := strategy.Identity{Registry: "example.com/demo", Version: "v1", Identifier: "id1"}
 	settings, worker := obj("v1", "ConfigMap", "app", "settings"), obj("v1", "ServiceAccount", "app", "worker")
@@ -147,7 +146,7 @@ func TestRunWithFakes(t *testing.T) {
 // is reissued). The cluster tests of certs_test.go show the same, with
 // rotation, against a real API server.
 func TestRunCertificatesWithFakes(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	owner := inventory.Owner{Namespace: "app", Name: "demo", Kind: inventory.KindInstallation}
 	s, _, err := strategy.Parse([]byte(`
 apiVersion: v1

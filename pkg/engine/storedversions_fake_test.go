@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"slices"
 	"strings"
 	"testing"
@@ -77,7 +76,7 @@ func TestStoredVersionsWithFakes(t *testing.T) {
 		planned: true, wantErr: "does not store widgets.example.com at v1 yet", storedNow: []string{"v1alpha1", "v1"},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
+			ctx := t.Context()
 			desired := widgetsCRD("v1")
 			live := widgetsCRD("v1alpha1", "v1")
 			live.SetLabels(owner.Labels())

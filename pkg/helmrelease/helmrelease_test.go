@@ -3,7 +3,6 @@ package helmrelease
 import (
 	"bytes"
 	"compress/gzip"
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"strconv"
@@ -54,7 +53,7 @@ func TestFind(t *testing.T) {
 		releaseSecret(t, "other", 1, "deployed", "9.9.9"),
 		releaseSecret(t, "broken", 1, "failed", "0.1.0"),
 	)
-	r, err := Find(context.Background(), kube, "apps", "web")
+	r, err := Find(t.Context(), kube, "apps", "web")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,13 +74,13 @@ func TestFind(t *testing.T) {
 		"absent": "helm release apps/absent: no release secrets",
 		"broken": "helm release apps/broken: no deployed revision",
 	} {
-		if _, err := Find(context.Background(), kube, "apps", name); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := Find(t.Context(), kube, "apps", name); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", name, err, want)
 		}
 	}
 	bad := releaseSecret(t, "bad", 1, "deployed", "0.1.0")
 	bad.Data["release"] = []byte("not base64!")
-	if _, err := Find(context.Background(), fake.NewClientset(bad), "apps", "bad"); err == nil || !strings.Contains(err.Error(), "secret sh.helm.release.v1.bad.v1: decode release") {
+	if _, err := Find(t.Context(), fake.NewClientset(bad), "apps", "bad"); err == nil || !strings.Contains(err.Error(), "secret sh.helm.release.v1.bad.v1: decode release") {
 		t.Errorf("undecodable release: %v", err)
 	}
 }

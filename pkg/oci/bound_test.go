@@ -2,7 +2,6 @@ package oci_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
@@ -79,7 +78,7 @@ func hugeManifests(t *testing.T, size int, withLength bool) string {
 // passes the bound. go-containerregistry alone reads 100 MiB and parses
 // it.
 func TestManifestBound(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	c := newClient(t)
 	const size = 64 << 20
 	for _, withLength := range []bool{true, false} {
@@ -154,7 +153,7 @@ func manifestOf(layer v1.Descriptor, textDigest string) []byte {
 // decompresses past the limit (a gzip bomb) is refused as its decoded
 // bytes pass it; each costs about the limit, not the input.
 func TestLayerBound(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t)
 	const limit = 4 << 20
 	c, err := oci.New(oci.Options{MaxDecodedBytes: limit})
@@ -196,7 +195,7 @@ func TestLayerBound(t *testing.T) {
 // oci.MaxSignatures is a refusal of the artifact's signatures, for every
 // reader (Signatures, Sign, Copy), and MaxSignatures are read.
 func TestSignatureCountBound(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t)
 	c := newClient(t)
 	sigs := func(from, n int) []oci.Signature {
@@ -255,7 +254,7 @@ func TestTagListBound(t *testing.T) {
 	c := newClient(t)
 	var err error
 	n := alloctest.Allocated(func() {
-		_, _, err = c.Tags(context.Background(), "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/acme/huge", 0)
+		_, _, err = c.Tags(t.Context(), "oci://"+strings.TrimPrefix(srv.URL, "http://")+"/acme/huge", 0)
 	})
 	refused(t, err, "size")
 	if n > 8*oci.MaxTagListBytes {

@@ -1,7 +1,6 @@
 package oci_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -39,7 +38,7 @@ func FuzzPull(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	ctx := context.Background()
+	ctx := f.Context()
 	ref := reg.Ref("acme/fuzz:latest")
 	r, err := name.ParseReference(reg.Host() + "/acme/fuzz:latest")
 	if err != nil {

@@ -43,7 +43,7 @@ func push(ctx context.Context, t *testing.T, c *oci.Client, ref, version string)
 }
 
 func TestPushPullResolve(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t)
 	c := newClient(t)
 	ref := reg.Ref("acme/sample:stable")
@@ -95,7 +95,7 @@ func TestPushPullResolve(t *testing.T) {
 }
 
 func TestBadReferencesAndArtifacts(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t)
 	c := newClient(t)
 	host := reg.Host()
@@ -137,7 +137,7 @@ func TestBadReferencesAndArtifacts(t *testing.T) {
 }
 
 func TestSignaturesBindIdentity(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t)
 	c := newClient(t)
 	release, _ := trust.GenerateKey()
@@ -231,7 +231,7 @@ func TestSignaturesBindIdentity(t *testing.T) {
 }
 
 func TestCopyKeepsDigestAndSignatures(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	src, dst := ocitest.New(t), ocitest.New(t)
 	c := newClient(t)
 	key, _ := trust.GenerateKey()

@@ -1,7 +1,6 @@
 package oci_test
 
 import (
-	"context"
 	"slices"
 
 	"github.com/installstrategy/installstrategy/pkg/oci/ocitest"
@@ -9,7 +8,7 @@ import (
 )
 
 func TestTags(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t)
 	c := newClient(t)
 	for _, v := range []string{"v1.0.0", "v2.0.0", "v3.0.0"} {

@@ -194,7 +194,7 @@ func TestRenderMatchesInstallAction(t *testing.T) {
 		{name: "required value", chart: "testdata/broken", vals: []string{"settings.other=1"}, wantErr: "settings.name is required"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
+			ctx := t.Context()
 			vals := setValues(t, tc.vals...)
 			load := func() chart.Charter {
 				t.Helper()
@@ -329,7 +329,7 @@ func TestConcurrentRendersKeepTheirCapabilities(t *testing.T) {
 				opts.APIVersions = []string{"example.com/v1"}
 				want = `gadgets: "true"`
 			}
-			res, err := HelmArchive(context.Background(), "deps", tgz, nil, opts)
+			res, err := HelmArchive(t.Context(), "deps", tgz, nil, opts)
 			if err != nil {
 				t.Error(err)
 				return

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -101,7 +100,7 @@ func TestChartArchiveBomb(t *testing.T) {
 			}
 			var err error
 			n := alloctest.Allocated(func() {
-				_, err = render.HelmArchive(context.Background(), "bomb", tc.archive, nil, render.HelmOptions{})
+				_, err = render.HelmArchive(t.Context(), "bomb", tc.archive, nil, render.HelmOptions{})
 			})
 			if !errors.As(err, new(*trust.RefusedError)) {
 				t.Fatalf("HelmArchive: %v, want a refusal", err)
@@ -113,7 +112,7 @@ func TestChartArchiveBomb(t *testing.T) {
 			if err := os.WriteFile(path, tc.archive, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := helmchart.Helm(context.Background(), path, render.HelmOptions{}); !errors.As(err, new(*trust.RefusedError)) {
+			if _, err := helmchart.Helm(t.Context(), path, render.HelmOptions{}); !errors.As(err, new(*trust.RefusedError)) {
 				t.Fatalf("helmchart.Helm of a file: %v, want a refusal", err)
 			}
 		})
@@ -124,7 +123,7 @@ func TestChartArchiveBomb(t *testing.T) {
 		reg := ocitest.New(t)
 		bomb := nested(t, 2, render.MaxArchiveBytes/2)
 		ocitest.PushChart(t, bomb, "oci://"+reg.Host()+"/charts/c0:1.0.0")
-		_, err := helmchart.Helm(context.Background(), "oci://"+reg.Host()+"/charts/c0:1.0.0", render.HelmOptions{PlainHTTP: true})
+		_, err := helmchart.Helm(t.Context(), "oci://"+reg.Host()+"/charts/c0:1.0.0", render.HelmOptions{PlainHTTP: true})
 		if !errors.As(err, new(*trust.RefusedError)) {
 			t.Fatalf("helmchart.Helm of oci://: %v, want a refusal", err)
 		}

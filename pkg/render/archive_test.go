@@ -31,7 +31,7 @@ func TestHelmArchive(t *testing.T) {
 		{name: "not an archive", tgz: []byte("not gzip"), wantErr: []string{"load chart x"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := render.HelmArchive(context.Background(), "x", tc.tgz, tc.vals, tc.opts)
+			res, err := render.HelmArchive(t.Context(), "x", tc.tgz, tc.vals, tc.opts)
 			if len(tc.wantErr) > 0 {
 				if err == nil {
 					t.Fatal("no error")
@@ -87,7 +87,7 @@ data:
   secrets: {{ lookup "v1" "Secret" "kube-system" "" | toJson | quote }}
   host: {{ getHostByName "localhost" | quote }}
 `), 0o644))
-	res, err := render.HelmArchive(context.Background(), "c", ocitest.PackChart(t, filepath.Join(dir, "c")), nil, render.HelmOptions{})
+	res, err := render.HelmArchive(t.Context(), "c", ocitest.PackChart(t, filepath.Join(dir, "c")), nil, render.HelmOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +96,7 @@ data:
 			t.Errorf("manifests lack %q:\n%s", w, res.Manifests)
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
 	if _, err := render.HelmArchive(ctx, "c", ocitest.PackChart(t, filepath.Join(dir, "c")), nil, render.HelmOptions{}); err == nil || !strings.Contains(err.Error(), "context canceled") {
 		t.Errorf("a render past its context: %v, want the context's error", err)

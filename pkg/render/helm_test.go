@@ -1,7 +1,6 @@
 package render_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http/httptest"
 	"os"
@@ -107,7 +106,7 @@ func kinds(objs map[string]string) map[string]int {
 // when every hook is kept, and the same objects less the dropped hooks.
 func TestHelmRendersAsHelmTemplate(t *testing.T) {
 	env := helmEnv(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, tc := range []struct {
 		name, chart string
 		opts        render.HelmOptions
@@ -185,7 +184,7 @@ func TestHelmRendersAsHelmTemplate(t *testing.T) {
 // reported.
 func TestHelmHooks(t *testing.T) {
 	helmEnv(t)
-	got, err := helmchart.Helm(context.Background(), "testdata/hooks", render.HelmOptions{})
+	got, err := helmchart.Helm(t.Context(), "testdata/hooks", render.HelmOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +249,7 @@ func TestHelmErrors(t *testing.T) {
 		{"not a chart", "kustomize/testdata/kustomize/base", render.HelmOptions{}, []string{"load chart kustomize/testdata/kustomize/base", "Chart.yaml"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := helmchart.Helm(context.Background(), tc.chart, tc.opts)
+			_, err := helmchart.Helm(t.Context(), tc.chart, tc.opts)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -274,18 +273,18 @@ func TestHelmFromOCIRegistry(t *testing.T) {
 	chart := filepath.Join(charts, "ingress-nginx-4.15.1.tgz")
 	runHelm(t, env, "push", chart, "oci://"+host+"/charts", "--plain-http")
 	opts := render.HelmOptions{Namespace: "ingress-nginx", KubeVersion: "v1.36.0", PlainHTTP: true}
-	got, err := helmchart.Helm(context.Background(), "oci://"+host+"/charts/ingress-nginx:4.15.1", opts)
+	got, err := helmchart.Helm(t.Context(), "oci://"+host+"/charts/ingress-nginx:4.15.1", opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	local, err := helmchart.Helm(context.Background(), chart, opts)
+	local, err := helmchart.Helm(t.Context(), chart, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if string(got.Manifests) != string(local.Manifests) || got.Chart != local.Chart {
 		t.Errorf("the chart pulled from the registry renders differently from its archive (%+v, %+v)", got.Chart, local.Chart)
 	}
-	if _, err := helmchart.Helm(context.Background(), "oci://"+host+"/charts/absent:1.0.0", opts); err == nil || !strings.Contains(err.Error(), "pull chart oci://"+host+"/charts/absent:1.0.0") {
+	if _, err := helmchart.Helm(t.Context(), "oci://"+host+"/charts/absent:1.0.0", opts); err == nil || !strings.Contains(err.Error(), "pull chart oci://"+host+"/charts/absent:1.0.0") {
 		t.Errorf("a missing oci chart: %v", err)
 	}
 }

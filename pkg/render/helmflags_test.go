@@ -2,7 +2,6 @@ package render_test
 
 import (
 	"cmp"
-	"context"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
@@ -129,7 +128,7 @@ func TestValueFlagsAsHelmTemplate(t *testing.T) {
 		FileValues:    []string{"notes=" + notes},
 		LiteralValues: []string{"motd=a,b=c"},
 	}
-	got, err := helmchart.Helm(context.Background(), chart, opts)
+	got, err := helmchart.Helm(t.Context(), chart, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,13 +178,13 @@ func TestValueFlagsRefused(t *testing.T) {
 		"--set-json":    {JSONValues: []string{`a={"unclosed"`}},
 		"--set-file":    {FileValues: []string{"a"}},
 	} {
-		_, err := helmchart.Helm(context.Background(), filepath.Join(flagsTestdata, "echo"), opts)
+		_, err := helmchart.Helm(t.Context(), filepath.Join(flagsTestdata, "echo"), opts)
 		if err == nil || !strings.Contains(err.Error(), flag+" ") {
 			t.Errorf("%s: %v, want an error naming %s", flag, err, flag)
 		}
 	}
 	isolate(t)
-	_, err := helmchart.Helm(context.Background(), filepath.Join(flagsTestdata, "echo"), render.HelmOptions{FileValues: []string{"a=" + filepath.Join(t.TempDir(), "missing.txt")}})
+	_, err := helmchart.Helm(t.Context(), filepath.Join(flagsTestdata, "echo"), render.HelmOptions{FileValues: []string{"a=" + filepath.Join(t.TempDir(), "missing.txt")}})
 	if err == nil || !strings.Contains(err.Error(), "missing.txt") {
 		t.Errorf("--set-file of a missing file: %v", err)
 	}
@@ -198,7 +197,7 @@ func TestValueFlagsRefused(t *testing.T) {
 func TestSkipCRDsAndSchemaValidationAsHelm(t *testing.T) {
 	isolate(t)
 	chart := filepath.Join(flagsTestdata, "echo")
-	got, err := helmchart.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo", SkipCRDs: true})
+	got, err := helmchart.Helm(t.Context(), chart, render.HelmOptions{Namespace: "demo", SkipCRDs: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,18 +205,18 @@ func TestSkipCRDsAndSchemaValidationAsHelm(t *testing.T) {
 	if strings.Contains(string(got.Manifests), "CustomResourceDefinition") {
 		t.Error("--skip-crds rendered the chart's CRD")
 	}
-	full, err := helmchart.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo"})
+	full, err := helmchart.Helm(t.Context(), chart, render.HelmOptions{Namespace: "demo"})
 	if err != nil || !strings.Contains(string(full.Manifests), "kind: CustomResourceDefinition") {
 		t.Fatalf("without --skip-crds the CRD is rendered: %v", err)
 	}
 
 	bad := []string{"replicas=0"}
-	_, ours := helmchart.Helm(context.Background(), chart, render.HelmOptions{Set: bad})
+	_, ours := helmchart.Helm(t.Context(), chart, render.HelmOptions{Set: bad})
 	_, theirs := helm(t, "template", "echo", chart, "--set", bad[0])
 	if ours == nil || theirs == nil || !strings.Contains(ours.Error(), "minimum") {
 		t.Fatalf("values against the schema: ours %v, helm's %v; want both refused", ours, theirs)
 	}
-	got, err = helmchart.Helm(context.Background(), chart, render.HelmOptions{Set: bad, SkipSchemaValidation: true, Namespace: "demo"})
+	got, err = helmchart.Helm(t.Context(), chart, render.HelmOptions{Set: bad, SkipSchemaValidation: true, Namespace: "demo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +236,7 @@ func TestPostRendererAsHelm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got, err := helmchart.Helm(context.Background(), chart, render.HelmOptions{Namespace: "demo", PostRenderer: pr})
+	got, err := helmchart.Helm(t.Context(), chart, render.HelmOptions{Namespace: "demo", PostRenderer: pr})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,7 +298,7 @@ func repoServer(t *testing.T, user string) (*httptest.Server, map[string]int) {
 // credentials and CA go with the download). Errors name the URL.
 func TestRepositoryChartsAsHelm(t *testing.T) {
 	isolate(t)
-	ctx := context.Background()
+	ctx := t.Context()
 	srv, hits := repoServer(t, "")
 	for _, tc := range []struct {
 		name, ref, wantVersion string
@@ -402,7 +401,7 @@ func TestDependencyUpdateAsHelm(t *testing.T) {
 		}
 		return dir
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	ours := parent()
 	if _, err := helmchart.Helm(ctx, ours, render.HelmOptions{}); err == nil || !strings.Contains(err.Error(), "missing in charts/ directory: echo") {
 		t.Fatalf("without --dependency-update: %v", err)

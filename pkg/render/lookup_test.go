@@ -1,7 +1,6 @@
 package render_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"path/filepath"
@@ -80,7 +79,7 @@ func TestHelmReleaseInstallOrUpgrade(t *testing.T) {
 		{"upgrade to revision 7", render.HelmOptions{Upgrade: true, Revision: 7}, map[string]string{"isInstall": "false", "isUpgrade": "true", "revision": "7"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			res, err := helmchart.Helm(context.Background(), chart, tc.opts)
+			res, err := helmchart.Helm(t.Context(), chart, tc.opts)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -103,12 +102,12 @@ func TestHelmReleaseInstallOrUpgrade(t *testing.T) {
 		{"a negative revision", render.HelmOptions{Revision: -1}, "release revision -1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := helmchart.Helm(context.Background(), chart, tc.opts)
+			_, err := helmchart.Helm(t.Context(), chart, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
 			// The archive route (the operator's) checks the same.
-			_, err = render.HelmArchive(context.Background(), "lookup", ocitest.PackChart(t, chart), nil, tc.opts)
+			_, err = render.HelmArchive(t.Context(), "lookup", ocitest.PackChart(t, chart), nil, tc.opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("archive: error %v, want %q", err, tc.want)
 			}
@@ -123,7 +122,7 @@ func TestHelmReleaseInstallOrUpgrade(t *testing.T) {
 // cluster-scoped kind, a kind none of them has) is not found.
 func TestHelmLookupSeesTheGivenObjectsOnly(t *testing.T) {
 	chart := filepath.Join("testdata", "lookup")
-	ctx := context.Background()
+	ctx := t.Context()
 	const ns = "shop"
 	first, err := helmchart.Helm(ctx, chart, render.HelmOptions{Namespace: ns})
 	if err != nil {
@@ -230,7 +229,7 @@ func TestHelmLookupRefusesObjectsOutsideTheRelease(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := render.HelmOptions{Namespace: "shop", Lookup: &render.HelmLookup{Objects: []*unstructured.Unstructured{tc.obj}}}
-			_, err := helmchart.Helm(context.Background(), chart, opts)
+			_, err := helmchart.Helm(t.Context(), chart, opts)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want %q", err, tc.want)
 			}
@@ -243,7 +242,7 @@ func TestHelmLookupRefusesObjectsOutsideTheRelease(t *testing.T) {
 // its live Secret, an upgrade to the next chart release keeps it; without
 // lookup every render draws a new one (what main did on every upgrade).
 func TestHelmLookupKeepsGrafanaAdminPassword(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	const ns = "monitoring"
 	opts := render.HelmOptions{Namespace: ns, ReleaseName: "grafana", KubeVersion: "v1.36.0"}
 	install, err := helmchart.Helm(ctx, filepath.Join(charts, "grafana-10.5.14.tgz"), opts)

@@ -1,7 +1,6 @@
 package source_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -156,7 +155,7 @@ func TestRevisionVersions(t *testing.T) {
 
 // The tags of a registry's repository, bounded, through the client.
 func TestOCITagsVersions(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t)
 	c, err := oci.New(oci.Options{})
 	if err != nil {

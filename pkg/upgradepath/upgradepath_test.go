@@ -95,7 +95,7 @@ func TestPlan(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := &fakeSource{from: tc.from, untrusted: tc.untrusted, signedAs: tc.signedAs, down: tc.down}
-			p, err := Plan(context.Background(), tc.installed, tc.target, tc.listed, f.load, Options{MaxCandidates: tc.max})
+			p, err := Plan(t.Context(), tc.installed, tc.target, tc.listed, f.load, Options{MaxCandidates: tc.max})
 			got := ""
 			if err != nil {
 				got = err.Error()
@@ -134,7 +134,7 @@ func TestPlanHopsAdmitEachOther(t *testing.T) {
 	from["v2.0.0"], from["v2.1.0"], from["v2.2.0"] = ">= 1.3.0", ">= 2.0.0", ">= 2.0.0"
 	from["v3.0.0"], from["v3.1.0"] = ">= 2.2.0", ">= 3.0.0"
 	f := &fakeSource{from: from}
-	p, err := Plan(context.Background(), "v1.0.0", Candidate{"v3.2.0", ">= 3.1.0"}, listed, f.load, Options{})
+	p, err := Plan(t.Context(), "v1.0.0", Candidate{"v3.2.0", ">= 3.1.0"}, listed, f.load, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,7 +21,7 @@ import (
 // renewed again while we watch.
 func TestNodeLeasesAreRenewed(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
 	nodes, err := env.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // once, locally.
 func TestServiceIPsAreLoopback(t *testing.T) {
 	env := testenv.New(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	ns := env.Namespace(ctx, t)
 	svc, err := env.Kube.CoreV1().Services(ns).Create(ctx, &corev1.Service{

@@ -1,7 +1,6 @@
 package kubevirt
 
 import (
-	"context"
 	"testing"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -44,12 +43,12 @@ func TestFinalizerRelease(t *testing.T) {
 			}
 			c := fakeKubeVirt(t, kv)
 			key := types.NamespacedName{Namespace: "kubevirt", Name: "kubevirt"}
-			if _, err := (FinalizerRelease{Client: c}).Reconcile(context.Background(), reconcile.Request{NamespacedName: key}); err != nil {
+			if _, err := (FinalizerRelease{Client: c}).Reconcile(t.Context(), reconcile.Request{NamespacedName: key}); err != nil {
 				t.Fatal(err)
 			}
 			got := &unstructured.Unstructured{}
 			got.SetGroupVersionKind(GVK)
-			err := c.Get(context.Background(), client.ObjectKey(key), got)
+			err := c.Get(t.Context(), client.ObjectKey(key), got)
 			if tc.wantGone {
 				if !apierrors.IsNotFound(err) {
 					t.Fatalf("want the KubeVirt gone, got %v (finalizers %v)", err, got.GetFinalizers())

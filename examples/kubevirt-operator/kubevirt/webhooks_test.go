@@ -76,7 +76,7 @@ func TestDeleteValidator(t *testing.T) {
 		{"the KubeVirt cannot be read", nil, "kubevirt", false, "not found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			resp := DeleteValidator{Reader: fakeKubeVirt(t, tc.objs...)}.Handle(context.Background(), deleteReq(tc.req))
+			resp := DeleteValidator{Reader: fakeKubeVirt(t, tc.objs...)}.Handle(t.Context(), deleteReq(tc.req))
 			if resp.Allowed != tc.allowed {
 				t.Fatalf("allowed %v, want %v (%+v)", resp.Allowed, tc.allowed, resp.Result)
 			}
@@ -90,10 +90,10 @@ func TestDeleteValidator(t *testing.T) {
 // TestCreateValidator: a second KubeVirt is refused, the first admitted.
 func TestCreateValidator(t *testing.T) {
 	req := admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "other", Name: "second"}}
-	if resp := (CreateValidator{Reader: fakeKubeVirt(t)}).Handle(context.Background(), req); !resp.Allowed {
+	if resp := (CreateValidator{Reader: fakeKubeVirt(t)}).Handle(t.Context(), req); !resp.Allowed {
 		t.Errorf("the first KubeVirt refused: %+v", resp.Result)
 	}
-	resp := CreateValidator{Reader: fakeKubeVirt(t, deployedKV("", "Deployed"))}.Handle(context.Background(), req)
+	resp := CreateValidator{Reader: fakeKubeVirt(t, deployedKV("", "Deployed"))}.Handle(t.Context(), req)
 	if resp.Allowed || resp.Result.Message != "Kubevirt is already created" {
 		t.Errorf("a second KubeVirt: allowed %v, %+v", resp.Allowed, resp.Result)
 	}
@@ -154,7 +154,7 @@ func TestUpdateValidator(t *testing.T) {
 				}
 				return tc.dryRun
 			}})
-			resp := UpdateValidator{Client: c}.Handle(context.Background(), updateReq(t, tc.old, tc.new))
+			resp := UpdateValidator{Client: c}.Handle(t.Context(), updateReq(t, tc.old, tc.new))
 			if tc.want == "" && !resp.Allowed {
 				t.Errorf("refused: %+v", resp.Result)
 			}

@@ -2,7 +2,6 @@ package helmchart
 
 import (
 	"bytes"
-	"context"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -31,7 +30,7 @@ func TestDownloadBounded(t *testing.T) {
 		_, _ = w.Write(body)
 	}))
 	defer srv.Close()
-	ctx := context.Background()
+	ctx := t.Context()
 	for _, path := range []string{"/sized.tgz", "/streamed.tgz"} {
 		_, err := download(ctx, srv.URL+path, nil, 1024)
 		if err == nil || !strings.Contains(err.Error(), "download "+srv.URL+path) || !strings.Contains(err.Error(), "1024-byte bound") {
@@ -69,11 +68,11 @@ func TestIndexDigestChecked(t *testing.T) {
 		files.ServeHTTP(w, r)
 	}))
 	defer srv.Close()
-	_, _, err = fromRepoURL(context.Background(), srv.URL, "echo", "1.0.0", maxDownloadBytes)
+	_, _, err = fromRepoURL(t.Context(), srv.URL, "echo", "1.0.0", maxDownloadBytes)
 	if err == nil || !strings.Contains(err.Error(), srv.URL+"/echo-1.0.0.tgz") || !strings.Contains(err.Error(), "the repository index says") {
 		t.Errorf("a substituted archive: %v", err)
 	}
-	if _, _, err := fromRepoURL(context.Background(), srv.URL, "echo", "1.1.0", maxDownloadBytes); err != nil {
+	if _, _, err := fromRepoURL(t.Context(), srv.URL, "echo", "1.1.0", maxDownloadBytes); err != nil {
 		t.Errorf("the archive the index names: %v", err)
 	}
 }
@@ -90,7 +89,7 @@ func TestCredentialsStayWithTheRepository(t *testing.T) {
 		_, _ = w.Write([]byte("ok"))
 	}))
 	defer srv.Close()
-	ctx := context.Background()
+	ctx := t.Context()
 	own := &repo.Entry{Name: "r", URL: srv.URL, Username: "me", Password: "secret"}
 	elsewhere := &repo.Entry{Name: "r", URL: "http://charts.example.com", Username: "me", Password: "secret"}
 	passAll := &repo.Entry{Name: "r", URL: "http://charts.example.com", Username: "me", Password: "secret", PassCredentialsAll: true}

@@ -1,7 +1,6 @@
 package helmchart_test
 
 import (
-	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
@@ -59,7 +58,7 @@ func registryConfig(t *testing.T, host, user, password string) {
 // --version); a tag whose chart is not --version is refused; without the
 // credentials the registry refuses the pull.
 func TestHelmOCIChart(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	reg := ocitest.New(t, ocitest.BasicAuth("helm", "s3cret"))
 	tgz := ocitest.PackChart(t, filepath.Join("..", "testdata", "hooks"))
 	rc, err := registry.NewClient(registry.ClientOptPlainHTTP(), registry.ClientOptWriter(io.Discard),
@@ -117,7 +116,7 @@ func (m rawManifest) MediaType() (types.MediaType, error) { return types.OCIMani
 // manifest costs about its bound, the oversized layer is never requested,
 // the lying one costs its descriptor's size. Helm's downloader read each.
 func TestHelmOCIChartBounds(t *testing.T) {
-	ctx := context.Background()
+	ctx := t.Context()
 	var served atomic.Int64
 	h := ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0)))
 	const hugeBlob = "sha256:" + "ab00000000000000000000000000000000000000000000000000000000000000"

@@ -33,7 +33,7 @@ var (
 func helper(t *testing.T) string {
 	t.Helper()
 	helperOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 		defer cancel()
 		helperPath, helperErr = gobuild.Cached(ctx, "", helmexec.HelperName,
 			gobuild.Build{Pkg: "github.com/installstrategy/installstrategy/cmd/installstrategy-helm-render"})
