@@ -98,6 +98,21 @@ func keyOf(obj *unstructured.Unstructured) cacheKey {
 func (a *Applier) Wrote(obj *unstructured.Unstructured) {
 	if obj != nil && a.cache != nil && !a.opts.DryRun {
 		a.seen.Store(keyOf(obj), obj.GetResourceVersion())
+		a.keep(obj)
+	}
+}
+
+// keeper is a Cache that keeps whole the objects the applier read from
+// the API server or wrote, and holds others' less (InformerCache.Keep).
+type keeper interface {
+	Keep(live *unstructured.Unstructured)
+}
+
+// keep hands live, read from the API server or returned by a write, to a
+// cache that keeps such objects.
+func (r *Reader) keep(live *unstructured.Unstructured) {
+	if k, ok := r.cache.(keeper); ok && live != nil {
+		k.Keep(live)
 	}
 }
 

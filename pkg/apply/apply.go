@@ -276,4 +276,5 @@ func isImmutable(err error) bool {
 var (
 	_ sharer       = (*InformerCache)(nil)
 	_ sharedReader = (*InformerCache)(nil)
+	_ keeper       = (*InformerCache)(nil)
 )

@@ -29,7 +29,10 @@ import (
 // object does not exist: the applier then asks the API server. A hit may
 // lag behind the API server by the watch's delay; the applier only uses it
 // to decide whether to write (a server-side apply is right whatever it
-// read) and, for objects it wrote, only at the generation it wrote.
+// read) and, for objects it wrote, only at the generation it wrote. A
+// Cache that also has a method Keep(*unstructured.Unstructured) is handed
+// every object the applier reads from the API server or writes
+// (InformerCache.Keep); a Cache that wraps another passes it on.
 type Cache interface {
 	// Cached returns the cached object of a kind, namespace and name;
 	// ok is false when the cache does not hold it.
@@ -64,6 +67,11 @@ type InformerCache struct {
 	// changed is closed at the next change the informers store (see
 	// Changed); nil until someone asks.
 	changed chan struct{}
+
+	// want holds, by cacheKey, the namespaced objects the informers keep
+	// whole; side, the live copies Keep kept of those the informers hold
+	// as stubs (stub.go).
+	want, side sync.Map
 }
 
 // Changed returns a channel closed at the next change stored by the
@@ -204,14 +212,26 @@ func (c *InformerCache) cached(ctx context.Context, gvk schema.GroupVersionKind,
 		return nil, false, err
 	}
 	err := c.cache.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, u, opts...)
+	k := cacheKey{gvk, namespace, name}
 	switch {
 	case apierrors.IsNotFound(err):
+		c.side.Delete(k)
 		c.watchVersions(ctx, gvk)
 		return nil, false, nil
 	case err != nil:
 		return nil, false, err
 	}
 	c.watchVersions(ctx, gvk)
+	if isStub(u) {
+		kept, ok := c.fromStub(k, u)
+		if !ok {
+			return nil, false, nil
+		}
+		if len(opts) == 0 {
+			kept = kept.DeepCopy()
+		}
+		return kept, true, nil
+	}
 	return u, true, nil
 }
 

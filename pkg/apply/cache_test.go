@@ -266,6 +266,14 @@ func TestProbeAndCachedCopiesSaveReads(t *testing.T) {
 		t.Errorf("read after the write: requests %v, want one GET", r)
 	}
 	v2 := version("v2")
+	// Written by an applier without the cache, they are stubs in its
+	// informer (TestInformersKeepOthersObjectsAsStubs) until a read
+	// through it keeps them.
+	for _, o := range v2 {
+		if _, err := cached.Get(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
 	testenv.WaitFor(ctx, t, "the cache holds ours", func(ctx context.Context) (bool, string, error) {
 		for _, o := range v2 {
 			if _, ok, err := c.Cached(ctx, o.GroupVersionKind(), ns, o.GetName()); err != nil || !ok {

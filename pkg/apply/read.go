@@ -183,6 +183,7 @@ func (r *Reader) liveOrCached(ctx context.Context, ri dynamic.ResourceInterface,
 	live, err := r.direct(ctx, ri, obj)
 	if err == nil {
 		r.read(obj, live)
+		r.keep(live)
 	}
 	return live, false, err
 }

@@ -85,6 +85,12 @@ func (c *InformerCache) transform(strip toolscache.TransformFunc) toolscache.Tra
 		if !ok {
 			return out, nil
 		}
+		k := keyOf(u)
+		if !c.wanted(k) {
+			return stubOf(u), nil
+		}
+		// Whole from here on: the copy Keep kept is not needed.
+		c.side.Delete(k)
 		gk := u.GroupVersionKind().GroupKind()
 		info, _ := kinds.Lookup(gk)
 		if len(info.Bulky) == 0 {

@@ -90,3 +90,12 @@ func (c *LaggingCache) Frozen(obj *unstructured.Unstructured) bool {
 	rule := c.held[lagKey{obj.GroupVersionKind(), obj.GetNamespace(), obj.GetName()}]
 	return rule != nil && rule.frozen != nil
 }
+
+// Keep passes live to the cache below when that one keeps the objects
+// the applier reads or writes (apply.InformerCache.Keep): without it, an
+// InformerCache below holds them as stubs.
+func (c *LaggingCache) Keep(live *unstructured.Unstructured) {
+	if k, ok := c.inner.(interface{ Keep(*unstructured.Unstructured) }); ok {
+		k.Keep(live)
+	}
+}
