@@ -19,9 +19,10 @@ import (
 // it whole. Cluster-scoped objects are kept whole: creating one takes
 // cluster-wide rights.
 
-// stubMarker is the key, outside any Kubernetes schema, that marks an
-// informer's object as a stub.
-const stubMarker = "installstrategy.io/stub"
+// stubMarker is the top-level key that marks an informer's object as a
+// stub: no Kubernetes object has it (it is no valid field name), and it
+// never leaves the process.
+const stubMarker = "(stub)"
 
 // stubLabels are the labels a stub keeps: those that say which
 // installation wrote an object (inventory.ByAnInstallation, the drift

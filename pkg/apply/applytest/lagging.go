@@ -91,11 +91,17 @@ func (c *LaggingCache) Frozen(obj *unstructured.Unstructured) bool {
 	return rule != nil && rule.frozen != nil
 }
 
+// keeper is a cache that keeps the objects the applier reads or writes
+// (apply.InformerCache.Keep).
+type keeper interface {
+	Keep(live *unstructured.Unstructured)
+}
+
 // Keep passes live to the cache below when that one keeps the objects
-// the applier reads or writes (apply.InformerCache.Keep): without it, an
-// InformerCache below holds them as stubs.
+// the applier reads or writes: without it, an apply.InformerCache below
+// holds them as stubs.
 func (c *LaggingCache) Keep(live *unstructured.Unstructured) {
-	if k, ok := c.inner.(interface{ Keep(*unstructured.Unstructured) }); ok {
+	if k, ok := c.inner.(keeper); ok {
 		k.Keep(live)
 	}
 }
