@@ -48,7 +48,18 @@ func configMapEditor(ctx context.Context, t *testing.T, env *testenv.Env, ns, na
 		t.Fatal(err)
 	}
 	bindRole(ctx, t, env, ns, name, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name})
-	return serviceAccountClient(ctx, t, env, ns, name), "system:serviceaccount:" + ns + ":" + name
+	kube = serviceAccountClient(ctx, t, env, ns, name)
+	// The API server's authorizer learns of the Role and its binding from
+	// its own informers, a moment after they are created: until then the
+	// account is refused ("role ... not found").
+	testenv.WaitFor(ctx, t, "the ConfigMap editor's Role in effect", func(ctx context.Context) (bool, string, error) {
+		_, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		if apierrors.IsForbidden(err) {
+			return false, err.Error(), nil
+		}
+		return err == nil, "", err
+	})
+	return kube, "system:serviceaccount:" + ns + ":" + name
 }
 
 // bindRole binds the ServiceAccount sa of ns to ref in ns.
