@@ -49,17 +49,23 @@ func configMapEditor(ctx context.Context, t *testing.T, env *testenv.Env, ns, na
 	}
 	bindRole(ctx, t, env, ns, name, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name})
 	kube = serviceAccountClient(ctx, t, env, ns, name)
-	// The API server's authorizer learns of the Role and its binding from
-	// its own informers, a moment after they are created: until then the
-	// account is refused ("role ... not found").
-	testenv.WaitFor(ctx, t, "the ConfigMap editor's Role in effect", func(ctx context.Context) (bool, string, error) {
+	awaitConfigMapAccess(ctx, t, kube, ns)
+	return kube, "system:serviceaccount:" + ns + ":" + name
+}
+
+// awaitConfigMapAccess waits until kube may list the ConfigMaps of ns. The
+// API server's authorizer learns of a Role and its binding from its own
+// informers, a moment after they are created: until then the account is
+// refused ("role ... not found").
+func awaitConfigMapAccess(ctx context.Context, t *testing.T, kube kubernetes.Interface, ns string) {
+	t.Helper()
+	testenv.WaitFor(ctx, t, "a new binding in effect", func(ctx context.Context) (bool, string, error) {
 		_, err := kube.CoreV1().ConfigMaps(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		if apierrors.IsForbidden(err) {
 			return false, err.Error(), nil
 		}
 		return err == nil, "", err
 	})
-	return kube, "system:serviceaccount:" + ns + ":" + name
 }
 
 // bindRole binds the ServiceAccount sa of ns to ref in ns.
@@ -334,7 +340,9 @@ func TestConfigMapEditorCannotWriteTheAnchor(t *testing.T) {
 			t.Fatal(err)
 		}
 		bindRole(ctx, t, env, ns, sa, rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role})
-		clients["the namespace's "+role+" role"] = serviceAccountClient(ctx, t, env, ns, sa)
+		c := serviceAccountClient(ctx, t, env, ns, sa)
+		awaitConfigMapAccess(ctx, t, c, ns)
+		clients["the namespace's "+role+" role"] = c
 	}
 	for who, c := range clients {
 		// The client is who it claims: it may edit ConfigMaps of ns.
