@@ -79,7 +79,14 @@ func (c *InformerCache) Keep(live *unstructured.Unstructured) {
 		return
 	}
 	k := keyOf(live)
-	c.want.Store(k, struct{}{})
+	if _, had := c.want.LoadOrStore(k, struct{}{}); had {
+		// Wanted before: the informer holds it whole since its last change
+		// (which dropped the copy), unless a kept copy still stands in for
+		// a stub. Another copy would only sit beside the whole one.
+		if _, ok := c.side.Load(k); !ok {
+			return
+		}
+	}
 	// Only an object the informers select can be a stub there.
 	if live.GetLabels()[metakeys.ManagedByLabel] == metakeys.ManagedBy {
 		kept := live.DeepCopy()
